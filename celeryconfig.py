@@ -1,0 +1,33 @@
+"""Every Celery setting of the gateway, taken from the one settings object."""
+
+from kombu.entity import Queue
+
+from gateway.errors import SettingsError
+from gateway.names import ALL_QUEUES, CONTROL_QUEUE, NOTIFY, RUN_TURN, TURNS_QUEUE
+from gateway.settings import load_settings
+
+try:
+    _settings = load_settings()
+except SettingsError as _error:
+    raise SystemExit(f"feishu-gateway: {_error}") from None
+
+broker_url = _settings.redis_url
+broker_connection_retry_on_startup = True
+# Recovery never waits on this (leases and the sweeper do); it only bounds how long an
+# unacked message of a dead worker sits before Redis hands it out again, fenced off then.
+broker_transport_options = {"visibility_timeout": 3600}
+
+task_queues = tuple(Queue(name) for name in ALL_QUEUES)
+task_default_queue = TURNS_QUEUE
+task_routes = {RUN_TURN: {"queue": TURNS_QUEUE}, NOTIFY: {"queue": CONTROL_QUEUE}}
+
+task_acks_late = True
+task_reject_on_worker_lost = True
+worker_prefetch_multiplier = 1
+task_ignore_result = True
+task_serializer = "json"
+accept_content = ["json"]
+
+worker_concurrency = _settings.worker_concurrency
+worker_send_task_events = True
+task_send_sent_event = True

@@ -1,0 +1,93 @@
+"""`feishu-gateway`: listen, demo, simulator, sweep."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from gateway.errors import GatewayError
+from gateway.logs import setup_logging
+from gateway.settings import load_settings
+
+
+def cmd_listen(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    setup_logging(settings.log_level)
+    if not settings.has_credentials:
+        raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET must be set for `listen`")
+    from gateway.service import ListenerService
+    from tasks import app
+
+    service = ListenerService(settings, app).start()
+    stop = threading.Event()
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+    while not stop.wait(0.5):
+        if service.listener.fatal:
+            service.stop()
+            raise GatewayError(service.listener.fatal)
+    service.stop()
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    setup_logging(settings.log_level)
+    from gateway.runtime import Runtime
+    from gateway.sweeper import sweep_once
+    from tasks import app
+
+    rt = Runtime(settings, app)
+    print(f"re-dispatched {sweep_once(rt.store, rt.publisher)} chat(s)")
+    return 0
+
+
+def cmd_simulator(args: argparse.Namespace) -> int:
+    setup_logging("INFO")
+    from gateway.simulator import serve_forever
+
+    serve_forever(host=args.host, port=args.port)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gateway.demo import run_demo
+
+    return run_demo(chat_id=args.chat)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="feishu-gateway", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("listen", help="hold the Feishu long connection and admit messages"
+                   ).set_defaults(func=cmd_listen)
+    sub.add_parser("sweep", help="re-dispatch stranded chats once").set_defaults(func=cmd_sweep)
+    sim = sub.add_parser("simulator", help="run the fake Feishu open platform")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=9900)
+    sim.set_defaults(func=cmd_simulator)
+    demo = sub.add_parser("demo", help="everything on embedded defaults, chat from the terminal")
+    demo.add_argument("--chat", default="oc_demo_chat", help="the simulated chat id")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except GatewayError as error:
+        print(f"feishu-gateway: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

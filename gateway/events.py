@@ -1,0 +1,143 @@
+"""Feishu event payloads → frozen `Message` values. Pure: no I/O, no logging."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.errors import MalformedEvent
+from gateway.types import Message
+
+PLACEHOLDER_TYPES = {
+    "image": "[image]",
+    "file": "[file]",
+    "audio": "[audio]",
+    "media": "[video]",
+    "sticker": "[sticker]",
+    "merge_forward": "[forwarded messages]",
+    "interactive": "[card]",
+    "share_chat": "[shared chat]",
+    "share_user": "[shared contact]",
+    "location": "[location]",
+}
+TRUNCATION_MARK = " …[truncated]"
+
+
+def _field(obj: Mapping[str, Any], key: str, where: str) -> Any:
+    value = obj.get(key)
+    if value is None or value == "":
+        raise MalformedEvent(f"event without {where}.{key}")
+    return value
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise MalformedEvent(f"event without an object at {where}")
+    return value
+
+
+def _post_text(content: Mapping[str, Any]) -> str:
+    """Flatten a rich-text post (optionally wrapped in a locale key) to plain text."""
+    if "content" not in content and content:
+        first = next(iter(content.values()))
+        if isinstance(first, Mapping):
+            content = first
+    lines: list[str] = []
+    title = content.get("title")
+    if isinstance(title, str) and title:
+        lines.append(title)
+    for paragraph in content.get("content") or []:
+        if not isinstance(paragraph, list):
+            continue
+        pieces = []
+        for element in paragraph:
+            if not isinstance(element, Mapping):
+                continue
+            if element.get("tag") == "at":
+                pieces.append(str(element.get("user_id", "")))
+            elif element.get("tag") == "img":
+                pieces.append("[image]")
+            else:
+                pieces.append(str(element.get("text", "")))
+        lines.append("".join(pieces))
+    return "\n".join(lines)
+
+
+def _resolve_mentions(text: str, mentions: list[Any], bot_open_id: str) -> tuple[str, list[str]]:
+    """Strip the bot's @placeholder, turn the others into @name; return mentioned open_ids."""
+    ids: list[str] = []
+    for mention in mentions:
+        if not isinstance(mention, Mapping):
+            continue
+        key = str(mention.get("key", ""))
+        ident = mention.get("id") or {}
+        open_id = str(ident.get("open_id", "")) if isinstance(ident, Mapping) else ""
+        if open_id:
+            ids.append(open_id)
+        if not key:
+            continue
+        is_bot = bool(bot_open_id) and open_id == bot_open_id
+        text = text.replace(key, "" if is_bot else f"@{mention.get('name', '')}")
+    return " ".join(text.split()) if mentions else text.strip(), ids
+
+
+def message_text(message_type: str, raw_content: Any) -> str:
+    """The text an agent sees for one message, before mentions are resolved."""
+    if message_type in PLACEHOLDER_TYPES:
+        return PLACEHOLDER_TYPES[message_type]
+    if message_type not in ("text", "post"):
+        raise MalformedEvent(f"unsupported message type {message_type!r}")
+    try:
+        content = json.loads(raw_content) if isinstance(raw_content, str) else raw_content
+    except json.JSONDecodeError as error:
+        raise MalformedEvent(f"message content is not JSON ({error.msg})") from None
+    if not isinstance(content, Mapping):
+        raise MalformedEvent("message content is not a JSON object")
+    if message_type == "post":
+        return _post_text(content)
+    text = content.get("text")
+    if not isinstance(text, str):
+        raise MalformedEvent("text message without a text field")
+    return text
+
+
+def parse_message(
+    payload: Mapping[str, Any], *, bot_open_id: str = "", max_text_chars: int = 16_000
+) -> Message:
+    """Normalise an `im.message.receive_v1` payload (schema 2.0, or its `event` part)."""
+    event = _mapping(payload.get("event", payload), "event")
+    message = _mapping(event.get("message"), "event.message")
+    sender = _mapping(event.get("sender"), "event.sender")
+    sender_id = _mapping(sender.get("sender_id") or {}, "event.sender.sender_id")
+    message_type = str(_field(message, "message_type", "message"))
+    text = message_text(message_type, _field(message, "content", "message"))
+    mentions = message.get("mentions") or []
+    text, mentioned = _resolve_mentions(text, list(mentions), bot_open_id)
+    if not text:
+        raise MalformedEvent("message with empty text")
+    if len(text) > max_text_chars:
+        text = text[:max_text_chars] + TRUNCATION_MARK
+    try:
+        create_time_ms = int(message.get("create_time") or 0)
+    except (TypeError, ValueError):
+        create_time_ms = 0
+    return Message(
+        message_id=str(_field(message, "message_id", "message")),
+        chat_id=str(_field(message, "chat_id", "message")),
+        chat_type=str(message.get("chat_type") or "p2p"),
+        sender_open_id=str(sender_id.get("open_id") or ""),
+        message_type=message_type,
+        text=text,
+        create_time_ms=create_time_ms,
+        thread_id=str(message.get("thread_id") or ""),
+        root_id=str(message.get("root_id") or ""),
+        mentioned_open_ids=tuple(mentioned),
+    )
+
+
+def is_from_bot(payload: Mapping[str, Any]) -> bool:
+    """True for messages sent by an app (our own replies included): never a turn."""
+    event = payload.get("event", payload)
+    sender = event.get("sender") if isinstance(event, Mapping) else None
+    return isinstance(sender, Mapping) and sender.get("sender_type") == "app"

@@ -1,0 +1,61 @@
+"""The listener's one step per event: normalise, admit in one Redis script, hand off.
+
+Runs on the SDK's event loop, so it does exactly one Redis round trip and never
+touches the broker: publishing goes to the outbox thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.chats import ChatStore
+from gateway.dispatch import Publisher
+from gateway.errors import MalformedEvent
+from gateway.events import is_from_bot, parse_message
+from gateway.outbox import Outbox
+
+logger = logging.getLogger(__name__)
+
+
+def full_inbox_notice(waiting: int) -> str:
+    return (f"This message was not queued: {waiting} messages of this chat are already "
+            "waiting. Please send it again once the bot has caught up.")
+
+
+class Intake:
+    def __init__(self, store: ChatStore, publisher: Publisher, outbox: Outbox, *,
+                 max_text_chars: int, bot_open_id: str = "") -> None:
+        self._store = store
+        self._publisher = publisher
+        self._outbox = outbox
+        self.max_text_chars = max_text_chars
+        self.bot_open_id = bot_open_id
+
+    def accept(self, payload: Mapping[str, Any]) -> str:
+        """Admit one `im.message.receive_v1` payload; returns what happened to it.
+
+        A malformed event is logged in one line and dropped (its ACK still goes back);
+        a Redis failure propagates, so the SDK answers 500 and Feishu redelivers."""
+        event_id = str((payload.get("header") or {}).get("event_id", "?"))
+        if is_from_bot(payload):
+            logger.debug("event %s from a bot ignored", event_id)
+            return "ignored"
+        try:
+            message = parse_message(payload, bot_open_id=self.bot_open_id,
+                                    max_text_chars=self.max_text_chars)
+        except MalformedEvent as error:
+            logger.warning("event %s dropped: %s", event_id, error)
+            return "malformed"
+        admission = self._store.ingest(message)
+        logger.info("message %s of chat %s: %s (%d ahead)", message.message_id,
+                    message.chat_id, admission.outcome, admission.ahead)
+        if admission.dispatch is not None:
+            turn = admission.dispatch
+            self._outbox.submit(lambda: self._publisher.publish(turn))
+        elif admission.outcome == "full":
+            notice = full_inbox_notice(admission.ahead)
+            self._outbox.submit(lambda: self._publisher.notify(
+                message.chat_id, message.message_id, notice, "inbox-full"))
+        return admission.outcome

@@ -1,0 +1,99 @@
+"""One frozen settings object, read once from the environment and an optional `.env`."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gateway.errors import SettingsError
+
+DEFAULT_DOMAIN = "https://open.feishu.cn"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class Settings(BaseSettings):
+    """Everything the listener, the workers and the CLI may be configured with."""
+
+    model_config = SettingsConfigDict(
+        frozen=True, env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+    feishu_app_id: str = Field("", validation_alias="FEISHU_APP_ID")
+    feishu_app_secret: SecretStr = Field(SecretStr(""), validation_alias="FEISHU_APP_SECRET")
+    feishu_domain: str = Field(DEFAULT_DOMAIN, validation_alias="FEISHU_DOMAIN")
+    redis_url: str = Field(DEFAULT_REDIS_URL, validation_alias="REDIS_URL")
+    agent: str = Field("echo", validation_alias="GATEWAY_AGENT", min_length=1)
+    cancel_timeout_s: float = Field(5.0, validation_alias="GATEWAY_CANCEL_TIMEOUT", gt=0)
+    lease_ttl_s: float = Field(30.0, validation_alias="GATEWAY_LEASE_TTL_S", gt=0)
+    claim_ttl_s: float = Field(15.0, validation_alias="GATEWAY_CLAIM_TTL_S", gt=0)
+    queued_ttl_s: float = Field(900.0, validation_alias="GATEWAY_QUEUED_TTL_S", gt=0)
+    sweep_interval_s: float = Field(2.0, validation_alias="GATEWAY_SWEEP_INTERVAL_S", gt=0)
+    inbox_cap: int = Field(100, validation_alias="GATEWAY_INBOX_CAP", ge=1)
+    dedupe_ttl_s: int = Field(172_800, validation_alias="GATEWAY_DEDUPE_TTL_S", ge=86_400)
+    lock_registry_cap: int = Field(10_000, validation_alias="GATEWAY_LOCK_REGISTRY_CAP", ge=1)
+    agent_cache_cap: int = Field(256, validation_alias="GATEWAY_AGENT_CACHE_CAP", ge=1)
+    max_text_chars: int = Field(16_000, validation_alias="GATEWAY_MAX_TEXT_CHARS", ge=1)
+    worker_concurrency: int = Field(2, validation_alias="GATEWAY_WORKER_CONCURRENCY", ge=1)
+    log_level: str = Field("INFO", validation_alias="GATEWAY_LOG_LEVEL")
+
+    @field_validator("feishu_domain")
+    @classmethod
+    def _check_domain(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("expected an http(s) URL such as https://open.feishu.cn")
+        return value.rstrip("/")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str) -> str:
+        if urlsplit(value).scheme not in ("redis", "rediss", "unix"):
+            raise ValueError("expected a redis:// URL such as redis://127.0.0.1:6379/0")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ValueError("expected one of DEBUG, INFO, WARNING, ERROR")
+        return level
+
+    @property
+    def lease_ttl_ms(self) -> int:
+        return int(self.lease_ttl_s * 1000)
+
+    @property
+    def claim_ttl_ms(self) -> int:
+        return int(self.claim_ttl_s * 1000)
+
+    @property
+    def queued_ttl_ms(self) -> int:
+        return int(self.queued_ttl_s * 1000)
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.feishu_app_id and self.feishu_app_secret.get_secret_value())
+
+
+def _describe(error: ValidationError) -> str:
+    """Turn pydantic's report into one line naming the variable and what it expects."""
+    first = error.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else "?"
+    info = Settings.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    name = alias if isinstance(alias, str) else field.upper()
+    got = first.get("input")
+    shown = "" if name == "FEISHU_APP_SECRET" else f", got {got!r}"
+    return f"bad setting {name}: {first['msg']}{shown}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings once; raise SettingsError with one clear line on a bad value."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        raise SettingsError(_describe(error)) from None

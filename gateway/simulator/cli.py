@@ -1,0 +1,69 @@
+"""Run the simulator standalone: `serve_forever()` blocks until Ctrl-C, SIGTERM or a stop event."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import TextIO
+
+from gateway.simulator.simulator import Simulator
+
+logger = logging.getLogger(__name__)
+
+
+def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_sim_app",
+                  app_secret: str = "sim-secret", *, bot_open_id: str = "ou_sim_bot",
+                  stop_event: threading.Event | None = None,
+                  out: TextIO | None = None) -> None:
+    """Serve until Ctrl-C, SIGTERM (main thread only) or `stop_event` is set.
+
+    Prints one line with the URL to use as FEISHU_DOMAIN and the app credentials.
+    """
+    stop = stop_event or threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+
+        def _on_term(signum: int, frame: FrameType | None) -> None:
+            stop.set()
+
+        previous = signal.signal(signal.SIGTERM, _on_term)
+    try:
+        with Simulator(app_id, app_secret, host=host, port=port,
+                       bot_open_id=bot_open_id) as sim:
+            print(f"feishu simulator: FEISHU_DOMAIN={sim.url} app_id={sim.app_id} "
+                  f"app_secret={sim.app_secret} bot_open_id={sim.bot_open_id}",
+                  file=out or sys.stdout, flush=True)
+            try:
+                stop.wait()
+            except KeyboardInterrupt:
+                logger.info("interrupted; stopping the simulator")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the process exit code."""
+    parser = argparse.ArgumentParser(description="Fake Feishu open platform for local runs")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9900)
+    parser.add_argument("--app-id", default="cli_sim_app")
+    parser.add_argument("--app-secret", default="sim-secret")
+    parser.add_argument("--bot-open-id", default="ou_sim_bot")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        serve_forever(args.host, args.port, args.app_id, args.app_secret,
+                      bot_open_id=args.bot_open_id)
+    except OSError as exc:
+        print(f"feishu simulator: cannot listen on {args.host}:{args.port}: {exc}",
+              file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,171 @@
+"""Pure helpers to build and parse the long-connection protobuf frames (pbbp2.Frame)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lark_oapi.ws.pb.google.protobuf.message import Error as ProtobufError
+from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+
+METHOD_CONTROL = 0
+METHOD_DATA = 1
+
+HEADER_TYPE = "type"
+HEADER_MESSAGE_ID = "message_id"
+HEADER_SUM = "sum"
+HEADER_SEQ = "seq"
+HEADER_TRACE_ID = "trace_id"
+HEADER_BIZ_RT = "biz_rt"
+
+
+@dataclass(frozen=True)
+class ParsedFrame:
+    """A decoded frame: the numeric fields, headers as a dict, and the raw payload."""
+
+    seq_id: int
+    log_id: int
+    service: int
+    method: int
+    headers: dict[str, str] = field(default_factory=dict)
+    payload: bytes = b""
+
+    @property
+    def frame_type(self) -> str:
+        """The `type` header ("ping", "pong", "event", ...), or "" when absent."""
+        return self.headers.get(HEADER_TYPE, "")
+
+
+@dataclass(frozen=True)
+class AckPayload:
+    """The JSON payload of a data-frame ACK sent back by the SDK."""
+
+    code: int
+    data: dict[str, Any] | None
+
+
+def encode_frame(
+    *,
+    method: int,
+    service: int,
+    headers: Mapping[str, str],
+    payload: bytes | None = None,
+    seq_id: int = 0,
+    log_id: int = 0,
+) -> bytes:
+    """Serialize one frame; headers keep their insertion order."""
+    frame = Frame()
+    frame.SeqID = seq_id
+    frame.LogID = log_id
+    frame.service = service
+    frame.method = method
+    for key, value in headers.items():
+        header = frame.headers.add()
+        header.key = key
+        header.value = value
+    if payload is not None:
+        frame.payload = payload
+    data: bytes = frame.SerializeToString()
+    return data
+
+
+def parse_frame(data: bytes) -> ParsedFrame:
+    """Decode a binary websocket message; raises ValueError when it is not a Frame."""
+    frame = Frame()
+    try:
+        frame.ParseFromString(data)
+    except ProtobufError as exc:
+        raise ValueError(f"not a pbbp2 frame: {exc}") from exc
+    if not frame.IsInitialized():
+        raise ValueError("pbbp2 frame lacks required fields")
+    headers = {str(h.key): str(h.value) for h in frame.headers}
+    return ParsedFrame(
+        seq_id=int(frame.SeqID),
+        log_id=int(frame.LogID),
+        service=int(frame.service),
+        method=int(frame.method),
+        headers=headers,
+        payload=bytes(frame.payload),
+    )
+
+
+def split_payload(payload: bytes, parts: int) -> list[bytes]:
+    """Split bytes into `parts` non-empty chunks (the SDK treats an empty chunk as missing)."""
+    if parts < 1:
+        raise ValueError("parts must be >= 1")
+    if parts > max(len(payload), 1):
+        raise ValueError(f"cannot split {len(payload)} bytes into {parts} non-empty parts")
+    size, extra = divmod(len(payload), parts)
+    chunks: list[bytes] = []
+    start = 0
+    for index in range(parts):
+        end = start + size + (1 if index < extra else 0)
+        chunks.append(payload[start:end])
+        start = end
+    return chunks
+
+
+def build_data_frames(
+    payload: bytes,
+    *,
+    frame_message_id: str,
+    trace_id: str,
+    service: int,
+    seq_id: int,
+    log_id: int,
+    frame_type: str = "event",
+    parts: int = 1,
+) -> list[bytes]:
+    """Build the data frame(s) carrying one event, split into `parts` frames."""
+    frames: list[bytes] = []
+    for seq, chunk in enumerate(split_payload(payload, parts)):
+        headers = {
+            HEADER_TYPE: frame_type,
+            HEADER_MESSAGE_ID: frame_message_id,
+            HEADER_SUM: str(parts),
+            HEADER_SEQ: str(seq),
+            HEADER_TRACE_ID: trace_id,
+        }
+        frames.append(
+            encode_frame(
+                method=METHOD_DATA,
+                service=service,
+                headers=headers,
+                payload=chunk,
+                seq_id=seq_id,
+                log_id=log_id,
+            )
+        )
+    return frames
+
+
+def build_pong(service: int, client_config: Mapping[str, int] | None) -> bytes:
+    """A pong control frame, optionally carrying a JSON ClientConfig the SDK applies."""
+    payload = None if client_config is None else json.dumps(dict(client_config)).encode()
+    return encode_frame(
+        method=METHOD_CONTROL, service=service, headers={HEADER_TYPE: "pong"}, payload=payload
+    )
+
+
+def parse_ack_payload(payload: bytes) -> AckPayload:
+    """Decode `{"code":200,"data":"<base64 JSON>"}`; undecodable data is kept as raw text."""
+    try:
+        body = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"ACK payload is not JSON: {payload[:80]!r}") from exc
+    if not isinstance(body, dict):
+        raise ValueError(f"ACK payload is not a JSON object: {body!r}")
+    code = int(body.get("code", 0))
+    raw = body.get("data")
+    if raw is None or raw == "":
+        return AckPayload(code=code, data=None)
+    try:
+        decoded = json.loads(base64.b64decode(str(raw), validate=True).decode("utf-8"))
+    except (binascii.Error, UnicodeDecodeError, json.JSONDecodeError):
+        return AckPayload(code=code, data={"raw": raw})
+    data = decoded if isinstance(decoded, dict) else {"value": decoded}
+    return AckPayload(code=code, data=data)

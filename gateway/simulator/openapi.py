@@ -1,0 +1,231 @@
+"""aiohttp handlers for the open APIs the bot uses: token, bot info, messages, reactions."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from gateway.simulator import config as c
+from gateway.simulator.config import SimConfig
+from gateway.simulator.payloads import api_message_object, new_id, now_ms
+from gateway.simulator.state import MessageRecord, SimState
+
+logger = logging.getLogger(__name__)
+
+MSG_TYPES = frozenset({"text", "post", "image", "file", "audio", "media", "sticker",
+                       "interactive", "share_chat", "share_user", "system"})
+RECEIVE_ID_TYPES = frozenset({"open_id", "user_id", "union_id", "email", "chat_id"})
+
+
+class ApiError(Exception):
+    """A Feishu-style error reply: HTTP status plus {"code", "msg"}."""
+
+    def __init__(self, code: int, msg: str, status: int = 400) -> None:
+        super().__init__(f"{code} {msg}")
+        self.code, self.msg, self.status = code, msg, status
+
+    def response(self) -> web.Response:
+        return web.json_response({"code": self.code, "msg": self.msg, "data": {}},
+                                 status=self.status)
+
+
+def ok(data: dict[str, Any], msg: str = "success") -> web.Response:
+    return web.json_response({"code": 0, "msg": msg, "data": data})
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object, or ApiError 9499 when it is not one."""
+    raw = await request.read()
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiError(c.CODE_BAD_REQUEST, f"Bad Request: invalid JSON body ({exc})") from exc
+    if not isinstance(body, dict):
+        raise ApiError(c.CODE_BAD_REQUEST, "Bad Request: body must be a JSON object")
+    return body
+
+
+def require_str(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise ApiError(c.CODE_FIELD_VALIDATION, f"field validation failed: {key} is required")
+    return value
+
+
+def check_content(msg_type: str, content: str) -> None:
+    """Validate message content the way Feishu rejects it (bad JSON, missing text, size)."""
+    if msg_type not in MSG_TYPES:
+        raise ApiError(c.CODE_INVALID_MESSAGE, f"invalid msg_type: {msg_type}")
+    try:
+        parsed = json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise ApiError(c.CODE_INVALID_MESSAGE, "invalid message content: not JSON") from exc
+    if not isinstance(parsed, dict):
+        raise ApiError(c.CODE_INVALID_MESSAGE, "invalid message content: not a JSON object")
+    if msg_type == "text" and not isinstance(parsed.get("text"), str):
+        raise ApiError(c.CODE_INVALID_MESSAGE, "invalid message content: text is required")
+    limit = c.CARD_LIMIT_BYTES if msg_type == "interactive" else c.TEXT_LIMIT_BYTES
+    if len(content.encode("utf-8")) > limit:
+        raise ApiError(c.CODE_CONTENT_TOO_LONG, f"message content exceeds {limit} bytes")
+
+
+class OpenApi:
+    """Route handlers sharing the simulator's config and state."""
+
+    def __init__(self, config: SimConfig, state: SimState) -> None:
+        self.config, self.state = config, state
+
+    def routes(self) -> list[web.RouteDef]:
+        base = "/open-apis/im/v1/messages"
+        return [
+            web.post("/open-apis/auth/v3/tenant_access_token/internal", self.tenant_token),
+            web.post("/open-apis/auth/v3/app_access_token/internal", self.tenant_token),
+            web.get("/open-apis/bot/v3/info", self.bot_info),
+            web.post(base, self.create_message),
+            web.post(base + "/{message_id}/reply", self.reply_message),
+            web.put(base + "/{message_id}", self.update_message),
+            web.patch(base + "/{message_id}", self.patch_message),
+            web.post(base + "/{message_id}/reactions", self.add_reaction),
+            web.delete(base + "/{message_id}/reactions/{reaction_id}", self.delete_reaction),
+        ]
+
+    def _token(self) -> str:
+        return self.config.tenant_token(self.state.token_generation)
+
+    def _authorize(self, request: web.Request) -> None:
+        if request.headers.get("Authorization", "") != f"Bearer {self._token()}":
+            raise ApiError(c.CODE_INVALID_TOKEN, "Invalid access token for authorization. "
+                           "Please make a request with token attached.")
+
+    def _known(self, message_id: str) -> MessageRecord:
+        rec = self.state.get_message(message_id)
+        if rec is None:
+            raise ApiError(c.CODE_MESSAGE_NOT_FOUND,
+                           f"The message is not found or has been withdrawn: {message_id}")
+        return rec
+
+    def _bot_message(self, message_id: str) -> MessageRecord:
+        rec = self._known(message_id)
+        if not rec.from_bot:
+            raise ApiError(c.CODE_NO_PERMISSION, "Lack of necessary permissions: "
+                           "the bot can only edit messages it sent")
+        return rec
+
+    def _object(self, rec: MessageRecord) -> dict[str, Any]:
+        return api_message_object(
+            message_id=rec.message_id, chat_id=rec.chat_id, msg_type=rec.msg_type,
+            content=rec.content, app_id=self.config.app_id, create_time_ms=rec.create_time_ms,
+            update_time_ms=rec.update_time_ms, root_id=rec.root_id, parent_id=rec.parent_id,
+            thread_id=rec.thread_id, updated=rec.updated,
+        )
+
+    async def tenant_token(self, request: web.Request) -> web.Response:
+        body = await json_body(request)
+        if body.get("app_id") != self.config.app_id:
+            raise ApiError(c.CODE_INVALID_PARAM, "invalid param: app_id not found")
+        if body.get("app_secret") != self.config.app_secret:
+            raise ApiError(c.CODE_BAD_SECRET, "app secret invalid")
+        token = self._token()
+        return web.json_response({"code": 0, "msg": "ok", "tenant_access_token": token,
+                                  "app_access_token": token, "expire": c.TOKEN_EXPIRE_S})
+
+    async def bot_info(self, request: web.Request) -> web.Response:
+        self._authorize(request)
+        bot = {"open_id": self.config.bot_open_id, "app_name": self.config.app_name,
+               "activate_status": 2, "avatar_url": "", "ip_white_list": []}
+        return web.json_response({"code": 0, "msg": "ok", "bot": bot})
+
+    def _new_bot_message(self, body: dict[str, Any], chat_id: str, **links: Any) -> MessageRecord:
+        msg_type, content = require_str(body, "msg_type"), require_str(body, "content")
+        check_content(msg_type, content)
+        uuid = body.get("uuid")
+        created = now_ms()
+        return MessageRecord(
+            message_id=new_id("om_"), chat_id=chat_id, msg_type=msg_type, content=content,
+            from_bot=True, create_time_ms=created, update_time_ms=created,
+            uuid=uuid if isinstance(uuid, str) and uuid else None, **links,
+        )
+
+    async def create_message(self, request: web.Request) -> web.Response:
+        self._authorize(request)
+        id_type = request.query.get("receive_id_type", "")
+        if id_type not in RECEIVE_ID_TYPES:
+            raise ApiError(c.CODE_FIELD_VALIDATION,
+                           f"field validation failed: receive_id_type={id_type!r}")
+        body = await json_body(request)
+        receive_id = require_str(body, "receive_id")
+        chat_id = receive_id if id_type == "chat_id" else (
+            self.state.p2p_chat(receive_id) or f"oc_p2p_{receive_id}")
+        rec, _ = self.state.add_bot_message(self._new_bot_message(body, chat_id))
+        return ok(self._object(rec))
+
+    async def reply_message(self, request: web.Request) -> web.Response:
+        self._authorize(request)
+        body = await json_body(request)
+        parent = self._known(request.match_info["message_id"])
+        in_thread = body.get("reply_in_thread") is True
+        thread_id = parent.thread_id
+        if in_thread and thread_id is None:
+            thread_id = new_id("omt_")
+        rec = self._new_bot_message(
+            body, parent.chat_id, root_id=parent.root_id or parent.message_id,
+            parent_id=parent.message_id, thread_id=thread_id,
+            in_thread=in_thread or parent.thread_id is not None,
+        )
+        rec, created = self.state.add_bot_message(rec)
+        if created and thread_id is not None and parent.thread_id is None:
+            self.state.put_message(dataclasses.replace(parent, thread_id=thread_id))
+        return ok(self._object(rec))
+
+    async def update_message(self, request: web.Request) -> web.Response:
+        self._authorize(request)
+        body = await json_body(request)
+        msg_type, content = require_str(body, "msg_type"), require_str(body, "content")
+        rec = self._bot_message(request.match_info["message_id"])
+        if msg_type not in ("text", "post"):
+            raise ApiError(c.CODE_INVALID_MESSAGE, "only text and post messages can be updated")
+        check_content(msg_type, content)
+        new = self.state.edit_message(rec.message_id, msg_type, content)
+        return ok(self._object(new or rec))
+
+    async def patch_message(self, request: web.Request) -> web.Response:
+        self._authorize(request)
+        body = await json_body(request)
+        content = require_str(body, "content")
+        rec = self._bot_message(request.match_info["message_id"])
+        if rec.msg_type != "interactive":
+            raise ApiError(c.CODE_INVALID_MESSAGE, "the message is not an interactive card")
+        check_content("interactive", content)
+        self.state.edit_message(rec.message_id, "interactive", content)
+        return ok({})
+
+    def _reaction(self, reaction_id: str, emoji: str) -> dict[str, Any]:
+        return {"reaction_id": reaction_id, "action_time": str(now_ms()),
+                "operator": {"operator_id": self.config.app_id, "operator_type": "app"},
+                "reaction_type": {"emoji_type": emoji}}
+
+    async def add_reaction(self, request: web.Request) -> web.Response:
+        self._authorize(request)
+        body = await json_body(request)
+        kind = body.get("reaction_type")
+        emoji = kind.get("emoji_type") if isinstance(kind, dict) else None
+        if not isinstance(emoji, str) or not emoji:
+            raise ApiError(c.CODE_FIELD_VALIDATION,
+                           "field validation failed: reaction_type.emoji_type is required")
+        rec = self._known(request.match_info["message_id"])
+        reaction_id = new_id("rc_")
+        self.state.add_reaction(rec.message_id, reaction_id, emoji)
+        return ok(self._reaction(reaction_id, emoji))
+
+    async def delete_reaction(self, request: web.Request) -> web.Response:
+        self._authorize(request)
+        rec = self._known(request.match_info["message_id"])
+        reaction_id = request.match_info["reaction_id"]
+        emoji = self.state.delete_reaction(rec.message_id, reaction_id)
+        if emoji is None:
+            raise ApiError(c.CODE_REACTION_NOT_FOUND, f"reaction not found: {reaction_id}")
+        return ok(self._reaction(reaction_id, emoji))

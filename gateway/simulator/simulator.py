@@ -1,0 +1,304 @@
+"""The synchronous, thread-safe façade: a fake Feishu running on its own loop and thread."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Coroutine
+from types import TracebackType
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from gateway.simulator import payloads as p
+from gateway.simulator.config import SimConfig
+from gateway.simulator.server import Hub, build_app
+from gateway.simulator.state import Ack, MessageRecord, SentMessage, SimState
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+_CALL_MARGIN_S = 5.0
+
+
+class Simulator:
+    """A fake Feishu open platform on loopback for the real lark-oapi SDK.
+
+    Events are delivered to exactly one connected client, round-robin. When no client
+    is connected, a send waits up to `delivery_timeout_s` for one, then raises TimeoutError.
+    """
+
+    def __init__(self, app_id: str = "cli_sim_app", app_secret: str = "sim-secret",
+                 host: str = "127.0.0.1", port: int = 0, bot_open_id: str = "ou_sim_bot",
+                 ping_interval_s: int = 120, reconnect_interval_s: int = 1,
+                 reconnect_nonce_s: int = 0, *, app_name: str = "Simulator Bot",
+                 delivery_timeout_s: float = 10.0) -> None:
+        self.config = SimConfig(
+            app_id=app_id, app_secret=app_secret, bot_open_id=bot_open_id, app_name=app_name,
+            ping_interval_s=ping_interval_s, reconnect_interval_s=reconnect_interval_s,
+            reconnect_nonce_s=reconnect_nonce_s)
+        self.host, self.port = host, port
+        self.delivery_timeout_s = delivery_timeout_s
+        self.state = SimState()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._hub: Hub | None = None
+
+    # lifecycle
+    def start(self) -> Simulator:
+        """Bind (a free port when port=0), serve on a daemon thread, return self."""
+        if self._loop is not None:
+            raise RuntimeError("simulator already started")
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+            self.port = int(sock.getsockname()[1])
+            loop = asyncio.new_event_loop()
+        except OSError:
+            sock.close()
+            raise
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run_loop, args=(loop,), daemon=True,
+                                        name=f"feishu-simulator-{self.port}")
+        self._thread.start()
+        try:
+            self._call(self._startup(sock), 10.0)
+        except BaseException:
+            sock.close()
+            self.stop()
+            raise
+        logger.info("feishu simulator listening on %s (app_id=%s)", self.url, self.app_id)
+        return self
+
+    async def _startup(self, sock: socket.socket) -> None:
+        app, self._hub = build_app(self.config, self.state)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await self._runner.setup()
+        await web.SockSite(self._runner, sock).start()
+
+    async def _shutdown(self) -> None:
+        if self._hub is not None:
+            await self._hub.close_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @staticmethod
+    def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+        finally:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    def stop(self) -> None:
+        """Close every ws with a close frame, stop the server, the loop and the thread."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        try:
+            if self._runner is not None:
+                self._call(self._shutdown(), 10.0)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10.0)
+            self._loop = self._thread = None
+            self._runner = self._hub = None
+
+    def __enter__(self) -> Simulator:
+        return self if self._loop is not None else self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
+        """Run a coroutine on the simulator loop from any other thread."""
+        loop = self._loop
+        if loop is None or self._thread is None or not self._thread.is_alive():
+            coro.close()
+            raise RuntimeError("simulator is not running; call start() first")
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("the synchronous simulator API cannot be called from its loop")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout_s + _CALL_MARGIN_S)
+
+    @property
+    def _running_hub(self) -> Hub:
+        if self._hub is None:
+            raise RuntimeError("simulator is not running; call start() first")
+        return self._hub
+
+    # identity
+    @property
+    def url(self) -> str:
+        """The base URL to use as FEISHU_DOMAIN, e.g. http://127.0.0.1:PORT."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def app_id(self) -> str:
+        return self.config.app_id
+
+    @property
+    def app_secret(self) -> str:
+        return self.config.app_secret
+
+    @property
+    def bot_open_id(self) -> str:
+        return self.config.bot_open_id
+
+    def mention_bot(self, key: str = "@_user_1") -> dict[str, Any]:
+        """A mentions entry for the bot; its key appears in the message text."""
+        return p.mention(key, self.bot_open_id, self.config.app_name, is_bot=True)
+
+    @staticmethod
+    def mention_user(open_id: str, name: str, key: str = "@_user_1") -> dict[str, Any]:
+        """A mentions entry for a user."""
+        return p.mention(key, open_id, name)
+
+    # delivery
+    def _deliver(self, payload: bytes, *, parts: int, frame_type: str,
+                 message_id: str | None) -> str:
+        hub = self._running_hub
+        frame_id = uuid.uuid4().hex
+        self.state.record_frame(frame_id, payload, message_id)
+        self._call(hub.deliver(payload, frame_id=frame_id, frame_type=frame_type, parts=parts,
+                               timeout_s=self.delivery_timeout_s), self.delivery_timeout_s)
+        return frame_id
+
+    def send_message(self, chat_id: str, *, message_type: str, content: dict[str, Any] | str,
+                     sender_open_id: str = "ou_user_1", chat_type: str = "p2p",
+                     mentions: list[dict[str, Any]] | None = None,
+                     message_id: str | None = None, thread_id: str | None = None,
+                     root_id: str | None = None, parent_id: str | None = None,
+                     parts: int = 1) -> str:
+        """Deliver an im.message.receive_v1 event of any type; returns its message_id."""
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        incoming = p.IncomingMessage(
+            message_id=message_id or p.new_id("om_"), chat_id=chat_id, chat_type=chat_type,
+            message_type=message_type, content=text, sender_open_id=sender_open_id,
+            create_time_ms=p.now_ms(), mentions=tuple(mentions or ()), root_id=root_id,
+            parent_id=parent_id or root_id, thread_id=thread_id)
+        self.state.put_message(MessageRecord(
+            message_id=incoming.message_id, chat_id=chat_id, msg_type=message_type,
+            content=text, from_bot=False, create_time_ms=incoming.create_time_ms,
+            update_time_ms=incoming.create_time_ms, chat_type=chat_type, root_id=root_id,
+            parent_id=incoming.parent_id, thread_id=thread_id))
+        if chat_type == "p2p":
+            self.state.remember_p2p_chat(sender_open_id, chat_id)
+        event = p.message_receive_event(incoming, app_id=self.app_id)
+        self._deliver(_encode(event), parts=parts, frame_type="event",
+                      message_id=incoming.message_id)
+        return incoming.message_id
+
+    def send_text(self, chat_id: str, text: str, *, sender_open_id: str = "ou_user_1",
+                  chat_type: str = "p2p", mentions: list[dict[str, Any]] | None = None,
+                  message_id: str | None = None, thread_id: str | None = None,
+                  root_id: str | None = None, parts: int = 1) -> str:
+        """Deliver a text message; mention keys missing from `text` are prepended."""
+        missing = [m["key"] for m in mentions or () if str(m.get("key", "")) not in text]
+        full = " ".join([*missing, text]) if missing else text
+        return self.send_message(
+            chat_id, message_type="text", content={"text": full}, sender_open_id=sender_open_id,
+            chat_type=chat_type, mentions=mentions, message_id=message_id, thread_id=thread_id,
+            root_id=root_id, parts=parts)
+
+    def send_event(self, payload: dict[str, Any] | bytes | str, *, parts: int = 1,
+                   frame_type: str = "event") -> str:
+        """Deliver a raw (possibly malformed) payload; returns the frame message_id."""
+        if isinstance(payload, dict):
+            data = _encode(payload)
+        else:
+            data = payload.encode("utf-8") if isinstance(payload, str) else payload
+        return self._deliver(data, parts=parts, frame_type=frame_type, message_id=None)
+
+    def send_card_action(self, chat_id: str, open_message_id: str, operator_open_id: str,
+                         value: dict[str, Any], *, parts: int = 1, tag: str = "button",
+                         form_value: dict[str, Any] | None = None) -> str:
+        """Deliver a card.action.trigger callback (type=event frame); returns the frame id."""
+        event = p.card_action_event(
+            app_id=self.app_id, chat_id=chat_id, open_message_id=open_message_id,
+            operator_open_id=operator_open_id, value=value, tag=tag, form_value=form_value)
+        return self._deliver(_encode(event), parts=parts, frame_type="event", message_id=None)
+
+    def redeliver(self, message_id: str, *, parts: int = 1) -> str:
+        """Re-send the same payload (same event_id) as a new frame; returns the new frame id."""
+        found = self.state.find_payload(message_id)
+        if found is None:
+            raise KeyError(f"simulator never delivered a message or frame {message_id!r}")
+        payload, original = found
+        return self._deliver(payload, parts=parts, frame_type="event", message_id=original)
+
+    def drop_connections(self) -> int:
+        """Abort every ws connection without a close frame; returns how many were dropped."""
+        return self._call(self._running_hub.drop_all(), 5.0)
+
+    def set_endpoint_available(self, available: bool) -> None:
+        """When False, POST /callback/ws/endpoint answers HTTP 503 (the SDK keeps retrying)."""
+        self._running_hub.endpoint_available = available
+
+    def expire_tokens(self) -> None:
+        """Invalidate issued tenant tokens; later calls with them get 99991663."""
+        self.state.expire_tokens()
+
+    # observations
+    @property
+    def connection_count(self) -> int:
+        return self.state.connection_count
+
+    @property
+    def acks(self) -> list[Ack]:
+        return self.state.acks
+
+    def sent_messages(self, chat_id: str | None = None) -> list[SentMessage]:
+        """Everything the bot sent or replied, in order, with current content."""
+        return self.state.bot_messages(chat_id)
+
+    def reactions(self, message_id: str) -> list[str]:
+        return self.state.reactions(message_id)
+
+    def requests_count(self, path_prefix: str) -> int:
+        return self.state.requests_count(path_prefix)
+
+    def wait_connected(self, count: int = 1, timeout_s: float = 10) -> None:
+        self.state.wait_for(
+            lambda: True if self.state.connection_count >= count else None, timeout_s,
+            lambda: (f"waiting for {count} connection(s), have {self.connection_count}; "
+                     f"endpoint calls: {self.requests_count('/callback/ws/endpoint')}"))
+
+    def wait_for_acks(self, count: int, timeout_s: float = 10) -> list[Ack]:
+        return self.state.wait_for(
+            lambda: acks if len(acks := self.state.acks) >= count else None, timeout_s,
+            lambda: f"waiting for {count} ACK(s), have {self.state.acks}")
+
+    def wait_for_ack(self, frame_message_id: str, timeout_s: float = 10) -> Ack:
+        """The first ACK of one frame (the id send_event/send_card_action returned)."""
+        return self.state.wait_for(
+            lambda: next((a for a in self.state.acks if a.frame_message_id == frame_message_id),
+                         None), timeout_s,
+            lambda: f"waiting for the ACK of frame {frame_message_id}, have {self.state.acks}")
+
+    def wait_for_messages(self, count: int, *, chat_id: str | None = None,
+                          timeout_s: float = 10) -> list[SentMessage]:
+        return self.state.wait_for(
+            lambda: (self.sent_messages(chat_id)
+                     if self.state.count_bot_messages(chat_id) >= count else None), timeout_s,
+            lambda: (f"waiting for {count} bot message(s) in chat {chat_id or '*'}, have "
+                     f"{[(m.chat_id, m.text[:40]) for m in self.sent_messages(chat_id)]}"))
+
+
+def _encode(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, ensure_ascii=False).encode("utf-8")

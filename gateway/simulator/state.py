@@ -1,0 +1,257 @@
+"""Thread-safe record of what happened on the simulator: messages, ACKs, requests."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gateway.simulator.payloads import flatten_text
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    """A message the bot sent or replied through the open APIs (current content)."""
+
+    message_id: str
+    chat_id: str
+    msg_type: str
+    content: dict[str, Any]
+    text: str
+    reply_to: str | None = None
+    uuid: str | None = None
+    in_thread: bool = False
+    updated: bool = False
+    root_id: str | None = None
+    thread_id: str | None = None
+    history: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Ack:
+    """A data-frame ACK the client sent back; data is the decoded handler return, if any."""
+
+    frame_message_id: str
+    code: int
+    latency_ms: float
+    data: dict[str, Any] | None = None
+    biz_rt_ms: int | None = None
+    message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    """Any message the simulator knows: delivered to the bot or sent by it."""
+
+    message_id: str
+    chat_id: str
+    msg_type: str
+    content: str
+    from_bot: bool
+    create_time_ms: int
+    update_time_ms: int
+    chat_type: str = "group"
+    root_id: str | None = None
+    parent_id: str | None = None
+    thread_id: str | None = None
+    uuid: str | None = None
+    in_thread: bool = False
+    updated: bool = False
+    history: tuple[str, ...] = ()
+
+
+def _parse_content(content: str) -> dict[str, Any]:
+    try:
+        value = json.loads(content)
+    except json.JSONDecodeError:
+        return {"raw": content}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def to_sent_message(rec: MessageRecord) -> SentMessage:
+    """The public, parsed view of a bot message."""
+    content = _parse_content(rec.content)
+    return SentMessage(
+        message_id=rec.message_id, chat_id=rec.chat_id, msg_type=rec.msg_type,
+        content=content, text=flatten_text(rec.msg_type, content), reply_to=rec.parent_id,
+        uuid=rec.uuid, in_thread=rec.in_thread, updated=rec.updated, root_id=rec.root_id,
+        thread_id=rec.thread_id, history=tuple(_parse_content(c) for c in rec.history),
+    )
+
+
+@dataclass(frozen=True)
+class _SentFrame:
+    payload: bytes
+    sent_at: float
+    message_id: str | None
+
+
+class SimState:
+    """All mutable simulator state behind one condition variable."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._messages: dict[str, MessageRecord] = {}
+        self._bot_order: list[str] = []
+        self._uuids: dict[str, str] = {}
+        self._reactions: dict[str, dict[str, str]] = {}
+        self._acks: list[Ack] = []
+        self._frames: dict[str, _SentFrame] = {}
+        self._requests: Counter[str] = Counter()
+        self._connections = 0
+        self._p2p_chats: dict[str, str] = {}
+        self._token_generation = 0
+
+    def _notify(self) -> None:
+        self._cond.notify_all()
+
+    def wait_for(self, probe: Callable[[], T | None], timeout_s: float,
+                 describe: Callable[[], str]) -> T:
+        """Poll `probe` (called under the lock) until it returns non-None or the deadline."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                result = probe()
+                if result is not None:
+                    return result
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"simulator: timed out after {timeout_s:g} s: {describe()}")
+                self._cond.wait(min(remaining, 0.1))
+
+    # requests and connections
+    def record_request(self, path: str) -> None:
+        with self._cond:
+            self._requests[path] += 1
+
+    def requests_count(self, path_prefix: str) -> int:
+        with self._cond:
+            return sum(n for p, n in self._requests.items() if p.startswith(path_prefix))
+
+    def set_connection_count(self, count: int) -> None:
+        with self._cond:
+            self._connections = count
+            self._notify()
+
+    @property
+    def connection_count(self) -> int:
+        with self._cond:
+            return self._connections
+
+    @property
+    def token_generation(self) -> int:
+        with self._cond:
+            return self._token_generation
+
+    def expire_tokens(self) -> None:
+        with self._cond:
+            self._token_generation += 1
+
+    def remember_p2p_chat(self, open_id: str, chat_id: str) -> None:
+        with self._cond:
+            self._p2p_chats[open_id] = chat_id
+
+    def p2p_chat(self, open_id: str) -> str | None:
+        with self._cond:
+            return self._p2p_chats.get(open_id)
+
+    # frames and ACKs
+    def record_frame(self, frame_id: str, payload: bytes, message_id: str | None) -> None:
+        with self._cond:
+            self._frames[frame_id] = _SentFrame(payload, time.monotonic(), message_id)
+
+    def find_payload(self, key: str) -> tuple[bytes, str | None] | None:
+        """The event payload last sent for a frame id or a Feishu message id."""
+        with self._cond:
+            frame = self._frames.get(key)
+            if frame is None:
+                frame = next((f for f in reversed(self._frames.values()) if f.message_id == key),
+                             None)
+            return None if frame is None else (frame.payload, frame.message_id)
+
+    def record_ack(self, frame_id: str, code: int, data: dict[str, Any] | None,
+                   biz_rt_ms: int | None) -> Ack:
+        with self._cond:
+            frame = self._frames.get(frame_id)
+            latency = -1.0 if frame is None else (time.monotonic() - frame.sent_at) * 1000
+            ack = Ack(frame_id, code, latency, data, biz_rt_ms,
+                      None if frame is None else frame.message_id)
+            self._acks.append(ack)
+            self._notify()
+            return ack
+
+    @property
+    def acks(self) -> list[Ack]:
+        with self._cond:
+            return list(self._acks)
+
+    # messages
+    def put_message(self, rec: MessageRecord) -> None:
+        """Store a message delivered to the bot (or overwrite one with the same id)."""
+        with self._cond:
+            self._messages[rec.message_id] = rec
+            self._notify()
+
+    def get_message(self, message_id: str) -> MessageRecord | None:
+        with self._cond:
+            return self._messages.get(message_id)
+
+    def add_bot_message(self, rec: MessageRecord) -> tuple[MessageRecord, bool]:
+        """Store a bot message unless its uuid was seen: then return the original, False."""
+        with self._cond:
+            if rec.uuid is not None and rec.uuid in self._uuids:
+                return self._messages[self._uuids[rec.uuid]], False
+            if rec.uuid is not None:
+                self._uuids[rec.uuid] = rec.message_id
+            self._messages[rec.message_id] = rec
+            self._bot_order.append(rec.message_id)
+            self._notify()
+            return rec, True
+
+    def edit_message(self, message_id: str, msg_type: str, content: str) -> MessageRecord | None:
+        """Replace a message's content, keeping the old one in history; None when unknown."""
+        with self._cond:
+            old = self._messages.get(message_id)
+            if old is None:
+                return None
+            new = dataclasses.replace(
+                old, msg_type=msg_type, content=content, updated=True,
+                update_time_ms=int(time.time() * 1000), history=(*old.history, old.content),
+            )
+            self._messages[message_id] = new
+            self._notify()
+            return new
+
+    def bot_messages(self, chat_id: str | None = None) -> list[SentMessage]:
+        with self._cond:
+            recs = [self._messages[m] for m in self._bot_order]
+        return [to_sent_message(r) for r in recs if chat_id is None or r.chat_id == chat_id]
+
+    def count_bot_messages(self, chat_id: str | None) -> int:
+        """Caller must hold the lock (used inside wait_for probes)."""
+        return sum(1 for m in self._bot_order
+                   if chat_id is None or self._messages[m].chat_id == chat_id)
+
+    # reactions
+    def add_reaction(self, message_id: str, reaction_id: str, emoji_type: str) -> None:
+        with self._cond:
+            self._reactions.setdefault(message_id, {})[reaction_id] = emoji_type
+            self._notify()
+
+    def delete_reaction(self, message_id: str, reaction_id: str) -> str | None:
+        """Remove a reaction; returns its emoji type, or None when it does not exist."""
+        with self._cond:
+            emoji = self._reactions.get(message_id, {}).pop(reaction_id, None)
+            self._notify()
+            return emoji
+
+    def reactions(self, message_id: str) -> list[str]:
+        with self._cond:
+            return list(self._reactions.get(message_id, {}).values())

@@ -1,0 +1,71 @@
+"""Values shared across the gateway: the normalised message and the agent's turn."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One Feishu message, normalised and JSON-serialisable (what the inbox stores)."""
+
+    message_id: str
+    chat_id: str
+    chat_type: str
+    sender_open_id: str
+    message_type: str
+    text: str
+    create_time_ms: int = 0
+    thread_id: str = ""
+    root_id: str = ""
+    mentioned_open_ids: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Message:
+        data = json.loads(raw)
+        data["mentioned_open_ids"] = tuple(data.get("mentioned_open_ids", ()))
+        return cls(**data)
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What an agent sees: one message of one chat, and a way to learn it was cancelled."""
+
+    message: Message
+    fence: int
+    cancelled: Callable[[], bool] = field(default=_never)
+
+    @property
+    def chat_id(self) -> str:
+        return self.message.chat_id
+
+    @property
+    def message_id(self) -> str:
+        return self.message.message_id
+
+    @property
+    def sender_open_id(self) -> str:
+        return self.message.sender_open_id
+
+    @property
+    def text(self) -> str:
+        return self.message.text
+
+
+class Agent(Protocol):
+    """An agent answers one turn at a time; None means no reply."""
+
+    def run(self, turn: Turn) -> str | None: ...
+
+
+AgentFactory = Callable[[str], Agent]

@@ -1,0 +1,67 @@
+"""The lazy listeners: one Celery task per turn, plus notices to users."""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+from typing import Any
+
+from celery import Task
+from celery.signals import after_setup_logger, worker_ready, worker_shutdown
+
+from gateway.chats import Dispatch
+from gateway.errors import GatewayError
+from gateway.feishu.outbound import reply_uuid
+from gateway.logs import quiet_lark_handler, redact_handlers
+from gateway.names import NOTIFY, RUN_TURN
+from gateway.runtime import Runtime
+from gateway.settings import load_settings
+from gateway.sweeper import Sweeper
+from tasks import app
+
+logger = logging.getLogger(__name__)
+
+
+@cache
+def runtime() -> Runtime:
+    """This process's collaborators, built on first use (after the pool forked)."""
+    return Runtime(load_settings(), app)
+
+
+@after_setup_logger.connect
+def _redact_logs(logger: logging.Logger, **_: Any) -> None:
+    """Celery owns the worker's logging; we only keep secrets out of it."""
+    redact_handlers(logger)
+    quiet_lark_handler()
+
+
+@app.task(name=RUN_TURN, bind=True)
+def run_turn(self: Task, chat_id: str, message_id: str, fence: int) -> str:
+    """Answer the head message of `chat_id` if `fence` still holds its lease."""
+    return runtime().runner.run(Dispatch(chat_id, message_id, fence),
+                                task_id=str(self.request.id), worker=str(self.request.hostname))
+
+
+@app.task(name=NOTIFY)
+def notify(chat_id: str, message_id: str, text: str, purpose: str) -> None:
+    """Tell the user something about their message (e.g. it was not queued)."""
+    try:
+        runtime().outbound.reply_text(message_id, text, uuid=reply_uuid(message_id, purpose))
+    except GatewayError as error:
+        logger.error("notice to %s in chat %s not delivered: %s", message_id, chat_id, error)
+
+
+_sweepers: list[Sweeper] = []
+
+
+@worker_ready.connect
+def _start_sweeper(**_: Any) -> None:
+    """Workers sweep too, so crashed turns heal even while no listener runs."""
+    rt = runtime()
+    _sweepers.append(Sweeper(rt.store, rt.publisher, rt.settings.sweep_interval_s).start())
+
+
+@worker_shutdown.connect
+def _stop_sweeper(**_: Any) -> None:
+    while _sweepers:
+        _sweepers.pop().stop()

@@ -1,0 +1,58 @@
+"""A scripted agent for the tests: what it does is written in the message text.
+
+- `sleep S ...`  sleeps S seconds, returning early once the turn is cancelled
+- `boom ...`     raises
+- `silent ...`   returns None
+- anything else  replies `echo: <text>`
+Every start and end is recorded in Redis (`test:events:<chat_id>`) with the pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from functools import cache
+
+import redis
+
+from gateway.settings import load_settings
+from gateway.types import Turn
+
+
+@cache
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(load_settings().redis_url)
+
+
+def events_key(chat_id: str) -> str:
+    return f"test:events:{chat_id}"
+
+
+def _record(turn: Turn, event: str) -> None:
+    _redis().rpush(events_key(turn.chat_id), json.dumps({
+        "event": event, "message_id": turn.message_id, "text": turn.text,
+        "pid": os.getpid(), "t": time.time(),
+    }))
+
+
+class ScriptedAgent:
+    def run(self, turn: Turn) -> str | None:
+        _record(turn, "start")
+        try:
+            word, _, rest = turn.text.partition(" ")
+            if word == "sleep":
+                deadline = time.monotonic() + float(rest.split()[0])
+                while time.monotonic() < deadline and not turn.cancelled():
+                    time.sleep(0.05)
+            elif word == "boom":
+                raise RuntimeError("scripted failure")
+            elif word == "silent":
+                return None
+            return f"echo: {turn.text}"
+        finally:
+            _record(turn, "end")
+
+
+def scripted(session_key: str) -> ScriptedAgent:
+    return ScriptedAgent()

@@ -1,0 +1,106 @@
+"""Real parts only: a redis-server we start, the Feishu simulator, Celery workers and
+listeners as subprocesses running the product's own commands."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from gateway.embedded_redis import EmbeddedRedis
+from gateway.simulator import Simulator
+from gateway.processes import (
+    LISTENER_ARGV,
+    LISTENER_READY,
+    WORKER_READY,
+    GatewayProcess,
+    worker_argv,
+)
+from tests.simulator_fixtures import simulator  # noqa: F401  (re-exported fixture)
+
+TEST_LEASE_TTL_S = 3.0
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_client(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def feishu() -> Iterator[Simulator]:
+    """One simulator for the session's gateway processes; tests use their own chat ids."""
+    sim = Simulator().start()
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway_env(redis_server: EmbeddedRedis, feishu: Simulator) -> dict[str, str]:
+    return {
+        "REDIS_URL": redis_server.url,
+        "FEISHU_APP_ID": feishu.app_id,
+        "FEISHU_APP_SECRET": feishu.app_secret,
+        "FEISHU_DOMAIN": feishu.url,
+        "GATEWAY_AGENT": "tests.agents:scripted",
+        "GATEWAY_LEASE_TTL_S": str(TEST_LEASE_TTL_S),
+        "GATEWAY_CLAIM_TTL_S": "3",
+        "GATEWAY_SWEEP_INTERVAL_S": "0.5",
+        "GATEWAY_INBOX_CAP": "50",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+Spawn = Callable[..., GatewayProcess]
+
+
+@pytest.fixture(scope="session")
+def spawn(gateway_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[Spawn]:
+    """Start gateway processes; every one still running is stopped at the session's end."""
+    started: list[GatewayProcess] = []
+
+    def start(kind: str, *, concurrency: int = 2, **env: str) -> GatewayProcess:
+        workdir = Path(tmp_path_factory.mktemp(kind))
+        name = f"{kind}-{len(started)}"
+        if kind == "worker":
+            argv, ready = worker_argv(name, concurrency), WORKER_READY
+        else:
+            argv, ready = LISTENER_ARGV, LISTENER_READY
+        proc = GatewayProcess(name, argv, {**gateway_env, **env}, workdir)
+        started.append(proc)
+        proc.wait_for_log(ready, timeout_s=60)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def worker(spawn: Spawn) -> GatewayProcess:
+    return spawn("worker")
+
+
+@pytest.fixture(scope="session")
+def listener(spawn: Spawn, feishu: Simulator, worker: GatewayProcess) -> GatewayProcess:
+    proc = spawn("listener")
+    feishu.wait_connected(1, timeout_s=30)
+    return proc
+
+
+@pytest.fixture
+def chat_id() -> str:
+    return f"oc_{uuid.uuid4().hex[:16]}"

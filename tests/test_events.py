@@ -1,0 +1,75 @@
+"""Normalising Feishu payloads: pure, so tested without any server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gateway.errors import MalformedEvent
+from gateway.events import TRUNCATION_MARK, is_from_bot, parse_message
+
+
+def payload(content: Any, message_type: str = "text", **message: Any) -> dict[str, Any]:
+    body = {
+        "message_id": "om_1", "chat_id": "oc_1", "chat_type": "group",
+        "message_type": message_type, "create_time": "1700000000000",
+        "content": content if isinstance(content, str) else json.dumps(content),
+        **message,
+    }
+    return {"schema": "2.0", "header": {"event_id": "ev_1", "event_type": "im.message.receive_v1"},
+            "event": {"sender": {"sender_id": {"open_id": "ou_u"}, "sender_type": "user"},
+                      "message": body}}
+
+
+def test_text_message_becomes_a_frozen_json_round_trippable_message() -> None:
+    message = parse_message(payload({"text": "hello"}))
+    assert (message.message_id, message.chat_id, message.text) == ("om_1", "oc_1", "hello")
+    assert message.sender_open_id == "ou_u" and message.create_time_ms == 1700000000000
+    assert type(message).from_json(message.to_json()) == message
+
+
+def test_bot_mention_is_stripped_and_other_mentions_named() -> None:
+    mentions = [{"key": "@_user_1", "id": {"open_id": "ou_bot"}, "name": "Bot"},
+                {"key": "@_user_2", "id": {"open_id": "ou_ann"}, "name": "Ann"}]
+    message = parse_message(payload({"text": "@_user_1 ask @_user_2 now"}, mentions=mentions),
+                            bot_open_id="ou_bot")
+    assert message.text == "ask @Ann now"
+    assert message.mentioned_open_ids == ("ou_bot", "ou_ann")
+
+
+def test_post_is_flattened_including_locale_wrapping() -> None:
+    post = {"zh_cn": {"title": "T", "content": [[{"tag": "text", "text": "a "},
+                                                 {"tag": "a", "text": "link", "href": "x"}]]}}
+    assert parse_message(payload(post, "post")).text == "T\na link"
+
+
+def test_media_types_get_placeholders() -> None:
+    assert parse_message(payload({"image_key": "k"}, "image")).text == "[image]"
+
+
+@pytest.mark.parametrize("bad, reason", [
+    (payload("{not json"), "not JSON"),
+    (payload({"text": "   "}), "empty text"),
+    (payload({"x": 1}, "hologram"), "unsupported message type"),
+    (payload({"nope": 1}), "without a text field"),
+    ({"event": {"sender": {}, "message": {"message_type": "text"}}}, "content"),
+    ({"event": "garbage"}, "object"),
+])
+def test_bad_events_raise_one_clear_reason(bad: dict[str, Any], reason: str) -> None:
+    with pytest.raises(MalformedEvent, match=reason):
+        parse_message(bad)
+
+
+def test_oversized_text_is_truncated_with_a_mark() -> None:
+    message = parse_message(payload({"text": "x" * 100_000}), max_text_chars=1000)
+    assert len(message.text) == 1000 + len(TRUNCATION_MARK)
+    assert message.text.endswith(TRUNCATION_MARK)
+
+
+def test_messages_from_apps_are_recognised() -> None:
+    event = payload({"text": "hi"})
+    assert not is_from_bot(event)
+    event["event"]["sender"]["sender_type"] = "app"
+    assert is_from_bot(event)

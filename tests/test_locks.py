@@ -1,0 +1,49 @@
+"""The per-chat lock registry stays bounded and never evicts a held lock."""
+
+from __future__ import annotations
+
+import tracemalloc
+from contextlib import ExitStack
+
+from gateway.locks import LockRegistry
+
+
+def test_registry_stays_within_cap_over_100k_chats_while_held_locks_survive() -> None:
+    registry = LockRegistry(cap=1000)
+    with ExitStack() as held:
+        pinned = [held.enter_context(registry.hold(f"held-{i}", i)) for i in range(10)]
+        for i in range(100_000):
+            with registry.hold(f"chat-{i}", 1):
+                assert len(registry) <= registry.cap + len(pinned) + 1
+        assert len(registry) <= registry.cap
+        assert all(f"held-{i}" in registry for i in range(10))
+        assert all(lock.held for lock in pinned)
+    assert "chat-99999" in registry and "chat-0" not in registry
+
+
+def test_over_cap_rather_than_evict_a_held_lock() -> None:
+    registry = LockRegistry(cap=2)
+    with ExitStack() as held:
+        for i in range(5):
+            held.enter_context(registry.hold(f"c{i}", 1))
+        assert len(registry) == 5
+    assert len(registry) == 2
+
+
+def test_memory_is_flat_as_distinct_chats_grow() -> None:
+    """Memory after 100k chats equals memory after 300k: nothing grows per chat."""
+    registry = LockRegistry(cap=1000)
+    tracemalloc.start()
+    try:
+        for i in range(100_000):
+            with registry.hold(f"chat-{i}", 1):
+                pass
+        early, _ = tracemalloc.get_traced_memory()
+        for i in range(100_000, 300_000):
+            with registry.hold(f"chat-{i}", 1):
+                pass
+        late, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(registry) == 1000
+    assert late - early < 64 * 1024, f"grew by {late - early} bytes"

@@ -1,0 +1,164 @@
+"""The core pipeline end to end: real SDK ↔ simulator, listener and Celery workers as
+subprocesses, a real redis-server. Each test uses its own chat ids."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections import defaultdict
+from typing import Any
+
+import redis
+
+from gateway.events import TRUNCATION_MARK
+from gateway.intake import full_inbox_notice
+from gateway.runner import FAILURE_REPLY
+from gateway.simulator import Simulator
+from tests.agents import events_key
+from tests.conftest import TEST_LEASE_TTL_S, Spawn
+from gateway.processes import GatewayProcess, wait_until
+
+
+def agent_events(client: redis.Redis, chat_id: str) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in client.lrange(events_key(chat_id), 0, -1)]
+
+
+def replies_to(sim: Simulator, chat_id: str) -> dict[str, list[str]]:
+    """message_id → texts the bot replied to it with."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for sent in sim.sent_messages(chat_id):
+        if sent.reply_to:
+            found[sent.reply_to].append(sent.text)
+    return found
+
+
+def test_echo_end_to_end(feishu: Simulator, listener: GatewayProcess, chat_id: str) -> None:
+    message_id = feishu.send_text(chat_id, "hello there")
+    [reply] = feishu.wait_for_messages(1, chat_id=chat_id, timeout_s=20)
+    assert reply.text == "echo: hello there"
+    assert reply.reply_to == message_id and reply.uuid
+    assert feishu.acks[-1].code == 200
+
+
+def test_burst_keeps_per_chat_order_without_overlap_and_answers_once(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis) -> None:
+    chats = [f"oc_burst_{os.getpid()}_{time.monotonic_ns()}_{i}" for i in range(10)]
+    sent: dict[str, list[str]] = {chat: [] for chat in chats}
+    for n in range(20):
+        for chat in chats:
+            sent[chat].append(feishu.send_text(chat, f"m{n}"))
+    for chat in chats:
+        feishu.wait_for_messages(20, chat_id=chat, timeout_s=90)
+    pids = set()
+    for chat in chats:
+        replies = replies_to(feishu, chat)
+        assert sorted(replies) == sorted(sent[chat])
+        assert all(len(texts) == 1 for texts in replies.values()), "answered twice"
+        events = agent_events(redis_client, chat)
+        starts = [e["message_id"] for e in events if e["event"] == "start"]
+        assert starts == sent[chat], "turns started out of send order"
+        kinds = [e["event"] for e in events]
+        assert kinds == ["start", "end"] * 20, "turns of one chat overlapped"
+        pids.update(e["pid"] for e in events)
+    assert len(pids) >= 2, "the burst should have used both worker processes"
+
+
+def test_redelivered_event_is_answered_once(feishu: Simulator, listener: GatewayProcess,
+                                            chat_id: str) -> None:
+    message_id = feishu.send_text(chat_id, "only once")
+    feishu.wait_for_messages(1, chat_id=chat_id, timeout_s=20)
+    feishu.redeliver(message_id)
+    feishu.drop_connections()
+    feishu.wait_connected(1, timeout_s=30)
+    feishu.redeliver(message_id)
+    marker = feishu.send_text(chat_id, "after the redeliveries")
+    wait_until(lambda: marker in replies_to(feishu, chat_id), 20, "the marker's reply")
+    assert replies_to(feishu, chat_id)[message_id] == ["echo: only once"]
+
+
+def test_worker_killed_mid_turn_is_answered_once_after_the_lease_expires(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        chat_id: str) -> None:
+    message_id = feishu.send_text(chat_id, "sleep 2 then answer")
+    follow_up = feishu.send_text(chat_id, "next in line")
+    started = wait_until(lambda: agent_events(redis_client, chat_id), 20, "the turn to start")
+    assert isinstance(started, list)
+    os.kill(started[0]["pid"], signal.SIGKILL)
+    killed_at = time.monotonic()
+    wait_until(lambda: follow_up in replies_to(feishu, chat_id), TEST_LEASE_TTL_S + 15,
+               "the follow-up after recovery")
+    assert time.monotonic() - killed_at < TEST_LEASE_TTL_S + 2 + 8
+    replies = replies_to(feishu, chat_id)
+    assert replies[message_id] == ["echo: sleep 2 then answer"]
+    assert replies[follow_up] == ["echo: next in line"]
+
+
+def test_agent_failure_gets_an_honest_reply_and_the_chat_moves_on(
+        feishu: Simulator, listener: GatewayProcess, chat_id: str) -> None:
+    failing = feishu.send_text(chat_id, "boom please")
+    after = feishu.send_text(chat_id, "still here?")
+    wait_until(lambda: after in replies_to(feishu, chat_id), 20, "the reply after a failure")
+    replies = replies_to(feishu, chat_id)
+    assert replies[failing] == [FAILURE_REPLY]
+    assert replies[after] == ["echo: still here?"]
+
+
+def test_full_inbox_tells_the_user_the_message_was_not_queued(
+        feishu: Simulator, listener: GatewayProcess, chat_id: str) -> None:
+    running = feishu.send_text(chat_id, "sleep 2")
+    queued = [feishu.send_text(chat_id, f"q{n}") for n in range(49)]  # cap 50 with the head
+    rejected = feishu.send_text(chat_id, "one too many")
+    wait_until(lambda: rejected in replies_to(feishu, chat_id), 20, "the not-queued notice")
+    assert replies_to(feishu, chat_id)[rejected] == [full_inbox_notice(50)]
+    assert running not in replies_to(feishu, chat_id), "the notice came before the head ended"
+    wait_until(lambda: queued[-1] in replies_to(feishu, chat_id), 60, "the queue to drain")
+    replies = replies_to(feishu, chat_id)
+    assert [replies[m] for m in queued] == [[f"echo: q{n}"] for n in range(49)]
+    assert replies[running] == ["echo: sleep 2"]
+
+
+def test_bad_input_is_acked_logged_and_loses_nothing(
+        feishu: Simulator, listener: GatewayProcess, chat_id: str) -> None:
+    good_before = feishu.send_text(chat_id, "before")
+    acks_before = len(feishu.acks)
+    feishu.send_message(chat_id, message_type="text", content="{not json")
+    feishu.send_message(chat_id, message_type="hologram", content={"x": 1})
+    feishu.send_text(chat_id, "   ")
+    feishu.send_event({"schema": "2.0", "header": {"event_id": "ev_bad",
+                       "event_type": "im.message.receive_v1"}, "event": {"message": {}}})
+    long_id = feishu.send_text(chat_id, "y" * 100_000)
+    good_after = feishu.send_text(chat_id, "after")
+    acks = feishu.wait_for_acks(acks_before + 6, timeout_s=20)[acks_before:]
+    assert [ack.code for ack in acks] == [200] * 6
+    wait_until(lambda: good_after in replies_to(feishu, chat_id), 20, "the reply after bad input")
+    replies = replies_to(feishu, chat_id)
+    assert set(replies) == {good_before, long_id, good_after}
+    assert replies[long_id][0].endswith(TRUNCATION_MARK)
+    log = listener.log()
+    assert "dropped: message content is not JSON" in log
+    assert "dropped: unsupported message type 'hologram'" in log
+    assert "dropped: message with empty text" in log
+
+
+# Last in this file: it replaces the session's listener with a new one.
+def test_redelivery_after_a_listener_restart_is_answered_once(
+        feishu: Simulator, spawn: Spawn, worker: GatewayProcess, listener: GatewayProcess,
+        chat_id: str) -> None:
+    listener.stop()
+    first = spawn("listener")
+    feishu.wait_connected(1, timeout_s=30)
+    message_id = feishu.send_text(chat_id, "before restart")
+    feishu.wait_for_messages(1, chat_id=chat_id, timeout_s=20)
+    assert first.stop() == 0, "SIGTERM must stop the listener cleanly"
+    assert "listener stopped" in first.log()
+    second = spawn("listener")
+    feishu.wait_connected(1, timeout_s=30)
+    feishu.redeliver(message_id)
+    marker = feishu.send_text(chat_id, "after restart")
+    wait_until(lambda: marker in replies_to(feishu, chat_id), 20, "the marker's reply")
+    assert replies_to(feishu, chat_id)[message_id] == ["echo: before restart"]
+    second.stop()
+    spawn("listener")  # leave one running for the rest of the session
+    feishu.wait_connected(1, timeout_s=30)

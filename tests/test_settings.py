@@ -1,0 +1,59 @@
+"""Settings are read once, typed, frozen, and a bad value is one clear line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gateway.errors import SettingsError
+from gateway.settings import load_settings
+from gateway.processes import REPO
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    for name in ("FEISHU_DOMAIN", "REDIS_URL", "GATEWAY_AGENT", "GATEWAY_CANCEL_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings(_env_file=None)
+    assert settings.feishu_domain == "https://open.feishu.cn"
+    assert settings.redis_url == "redis://127.0.0.1:6379/0"
+    assert settings.agent == "echo" and settings.cancel_timeout_s == 5.0
+    with pytest.raises(ValueError):
+        settings.agent = "other"  # type: ignore[misc]
+
+
+def test_secret_never_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEISHU_APP_SECRET", "s3cret-value")
+    settings = load_settings(_env_file=None)
+    assert "s3cret-value" not in repr(settings) and "s3cret-value" not in str(settings)
+    assert settings.feishu_app_secret.get_secret_value() == "s3cret-value"
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("GATEWAY_CANCEL_TIMEOUT", "soon", "GATEWAY_CANCEL_TIMEOUT"),
+    ("GATEWAY_CANCEL_TIMEOUT", "0", "greater than 0"),
+    ("FEISHU_DOMAIN", "ftp://x", "http(s) URL"),
+    ("REDIS_URL", "localhost:6379", "redis:// URL"),
+    ("GATEWAY_DEDUPE_TTL_S", "60", "GATEWAY_DEDUPE_TTL_S"),
+])
+def test_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
+                                      expected: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        load_settings(_env_file=None)
+
+
+@pytest.mark.parametrize("argv", [
+    ["-m", "gateway.cli", "listen"],
+    ["-m", "celery", "-A", "tasks", "worker"],
+])
+def test_bad_setting_stops_start_up_with_one_line(argv: list[str], tmp_path: object) -> None:
+    result = subprocess.run(
+        [sys.executable, *argv], cwd=str(tmp_path), capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "GATEWAY_CANCEL_TIMEOUT": "soon", "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "GATEWAY_CANCEL_TIMEOUT" in lines[0] and "Traceback" not in result.stderr
