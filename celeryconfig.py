@@ -3,7 +3,7 @@
 from kombu.entity import Queue
 
 from gateway.errors import SettingsError
-from gateway.names import ALL_QUEUES, CONTROL_QUEUE, NOTIFY, RUN_TURN, TURNS_QUEUE
+from gateway.names import ALL_QUEUES, RUN_TURN, TURNS_QUEUE
 from gateway.settings import load_settings
 
 try:
@@ -19,7 +19,7 @@ broker_transport_options = {"visibility_timeout": 3600}
 
 task_queues = tuple(Queue(name) for name in ALL_QUEUES)
 task_default_queue = TURNS_QUEUE
-task_routes = {RUN_TURN: {"queue": TURNS_QUEUE}, NOTIFY: {"queue": CONTROL_QUEUE}}
+task_routes = {RUN_TURN: {"queue": TURNS_QUEUE}}
 
 task_acks_late = True
 task_reject_on_worker_lost = True

@@ -42,6 +42,14 @@ class ChatKeys:
     def fence(self) -> str:
         return f"{self.prefix}:fence"
 
+    @property
+    def cancel(self) -> str:
+        return f"{self.prefix}:cancel"
+
+    @property
+    def generation(self) -> str:
+        return f"{self.prefix}:gen"
+
     def seen(self, message_id: str) -> str:
         return f"{self.prefix}:seen:{message_id}"
 
@@ -60,6 +68,14 @@ class Admission:
     outcome: Literal["dispatch", "queued", "duplicate", "full"]
     ahead: int = 0
     dispatch: Dispatch | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A turn that may run: its message and the chat's session generation."""
+
+    message: Message
+    generation: int
 
 
 # A fresh lease for the head of the inbox; shared by the scripts below.
@@ -106,7 +122,7 @@ return 1
 """
 
 _START = """
--- KEYS: lease inbox index   ARGV: fence task_id worker running_ttl_ms now_ms chat
+-- KEYS: lease inbox index gen   ARGV: fence task_id worker running_ttl_ms now_ms chat
 if redis.call('HGET', KEYS[1], 'fence') ~= ARGV[1] then return {'stale'} end
 if redis.call('HGET', KEYS[1], 'state') == 'running' then return {'stale'} end
 local head = redis.call('LINDEX', KEYS[2], 0)
@@ -115,13 +131,14 @@ redis.call('HSET', KEYS[1], 'state', 'running', 'task_id', ARGV[2], 'worker', AR
            'since_ms', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('ZADD', KEYS[3], tonumber(ARGV[5]) + tonumber(ARGV[4]), ARGV[6])
-return {'run', head}
+return {'run', head, tonumber(redis.call('GET', KEYS[4]) or '0')}
 """
 
 _HEARTBEAT = """
--- KEYS: lease   ARGV: fence ttl_ms
+-- KEYS: lease cancel   ARGV: fence ttl_ms      → 0 lost, 1 held, 2 held but cancelled
 if redis.call('HGET', KEYS[1], 'fence') ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('GET', KEYS[2]) == ARGV[1] then return 2 end
 return 1
 """
 
@@ -146,6 +163,9 @@ local c = claim(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], tonumber(ARGV[1]), 
 if not c then return {'empty'} end
 return {'dispatch', c[1], c[2]}
 """
+
+
+_BEAT_STATES: tuple[Literal["lost", "held", "cancelled"], ...] = ("lost", "held", "cancelled")
 
 
 def now_ms() -> int:
@@ -200,22 +220,49 @@ class ChatStore:
         return bool(self._confirm(keys=[k.lease, INDEX_KEY], args=[
             turn.fence, task_id, self.queued_ttl_ms, now_ms(), turn.chat_id]))
 
-    def start(self, turn: Dispatch, task_id: str, worker: str) -> Message | None:
-        """Mark the turn running; return its message, or None when the fence is stale."""
+    def start(self, turn: Dispatch, task_id: str, worker: str) -> Started | None:
+        """Mark the turn running; None when its fence is stale or it already ran."""
         k = ChatKeys(turn.chat_id)
-        reply = self._start(keys=[k.lease, k.inbox, INDEX_KEY], args=[
+        reply = self._start(keys=[k.lease, k.inbox, INDEX_KEY, k.generation], args=[
             turn.fence, task_id, worker, self.running_ttl_ms, now_ms(), turn.chat_id])
-        return Message.from_json(reply[1]) if _text(reply[0]) == "run" else None
+        if _text(reply[0]) != "run":
+            return None
+        return Started(Message.from_json(reply[1]), int(reply[2]))
 
-    def heartbeat(self, turn: Dispatch) -> bool:
-        """Extend a running turn's lease; False once the turn lost it."""
-        return bool(self._heartbeat(keys=[ChatKeys(turn.chat_id).lease],
+    def heartbeat(self, turn: Dispatch) -> Literal["held", "lost", "cancelled"]:
+        """Extend a running turn's lease and report whether it may go on."""
+        k = ChatKeys(turn.chat_id)
+        state = int(self._heartbeat(keys=[k.lease, k.cancel],
                                     args=[turn.fence, self.running_ttl_ms]))
+        return _BEAT_STATES[state]
+
+    def may_reply(self, turn: Dispatch) -> bool:
+        """True while this turn holds the chat's lease and was not asked to stop."""
+        k = ChatKeys(turn.chat_id)
+        with self.redis.pipeline() as pipe:
+            pipe.hget(k.lease, "fence")
+            pipe.get(k.cancel)
+            fence, cancel = pipe.execute()
+        return fence is not None and int(fence) == turn.fence and (
+            cancel is None or int(cancel) != turn.fence)
 
     def holds(self, turn: Dispatch) -> bool:
         """True while this turn's fence is the chat's current one."""
         fence = self.redis.hget(ChatKeys(turn.chat_id).lease, "fence")
         return fence is not None and int(fence) == turn.fence
+
+    def request_cancel(self, turn: Dispatch, ttl_ms: int) -> None:
+        """Raise the cooperative flag for this fence; the turn's heartbeat sees it."""
+        self.redis.set(ChatKeys(turn.chat_id).cancel, turn.fence, px=ttl_ms)
+
+    def new_session(self, chat_id: str) -> int:
+        """Start a fresh conversation: agents of older generations are never used again."""
+        return int(self.redis.incr(ChatKeys(chat_id).generation))
+
+    def mark_seen(self, chat_id: str, message_id: str) -> bool:
+        """Dedupe for commands, which bypass the inbox; False when seen before."""
+        return bool(self.redis.set(ChatKeys(chat_id).seen(message_id), 1, nx=True,
+                                   ex=self.dedupe_ttl_s))
 
     def complete(self, turn: Dispatch) -> Dispatch | None | Literal[False]:
         """Pop the finished head; return the next turn to publish, None when idle,
@@ -241,6 +288,9 @@ class ChatStore:
 
     def pending(self, chat_id: str) -> list[Message]:
         return [Message.from_json(raw) for raw in self.redis.lrange(ChatKeys(chat_id).inbox, 0, -1)]
+
+    def pending_count(self, chat_id: str) -> int:
+        return int(self.redis.llen(ChatKeys(chat_id).inbox))
 
     def lease(self, chat_id: str) -> dict[str, str]:
         raw = self.redis.hgetall(ChatKeys(chat_id).lease)

@@ -50,6 +50,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stop(args: argparse.Namespace) -> int:
+    """Exactly what /stop does, from the terminal."""
+    settings = load_settings()
+    setup_logging("WARNING")
+    from gateway.runtime import Runtime
+    from tasks import app
+
+    result = Runtime(settings, app).canceller.cancel(args.chat_id, new_session=args.new)
+    print(result.describe())
+    return 0
+
+
 def cmd_simulator(args: argparse.Namespace) -> int:
     setup_logging("INFO")
     from gateway.simulator import serve_forever
@@ -70,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("listen", help="hold the Feishu long connection and admit messages"
                    ).set_defaults(func=cmd_listen)
     sub.add_parser("sweep", help="re-dispatch stranded chats once").set_defaults(func=cmd_sweep)
+    stop = sub.add_parser("stop", help="stop a chat's running turn, as /stop does")
+    stop.add_argument("chat_id")
+    stop.add_argument("--new", action="store_true", help="also start a new conversation")
+    stop.set_defaults(func=cmd_stop)
     sim = sub.add_parser("simulator", help="run the fake Feishu open platform")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=9900)

@@ -9,7 +9,7 @@ import redis
 from kombu.exceptions import KombuError
 
 from gateway.chats import ChatStore, Dispatch
-from gateway.names import CONTROL_QUEUE, NOTIFY, RUN_TURN, TURNS_QUEUE, turn_task_id
+from gateway.names import RUN_TURN, TURNS_QUEUE, turn_task_id
 
 logger = logging.getLogger(__name__)
 
@@ -17,9 +17,12 @@ BROKER_ERRORS = (KombuError, redis.RedisError, OSError)
 
 
 class TaskSender(Protocol):
-    """What we need of a Celery app: `Celery.send_task`."""
+    """What we need of a Celery app: `send_task`, and `control` for revoke."""
 
     def send_task(self, name: str, *args: Any, **kwargs: Any) -> Any: ...
+
+    @property
+    def control(self) -> Any: ...
 
 
 class Publisher:
@@ -43,17 +46,4 @@ class Publisher:
             logger.exception("publish of %s failed; the sweeper will retry it", task_id)
             return False
         self._store.confirm(turn, task_id)
-        return True
-
-    def notify(self, chat_id: str, message_id: str, text: str, purpose: str) -> bool:
-        """Ask a worker to tell the user something about one of their messages."""
-        try:
-            self._sender.send_task(
-                NOTIFY, queue=CONTROL_QUEUE,
-                kwargs={"chat_id": chat_id, "message_id": message_id, "text": text,
-                        "purpose": purpose},
-            )
-        except BROKER_ERRORS:
-            logger.exception("notice for %s in %s could not be published", message_id, chat_id)
-            return False
         return True

@@ -141,3 +141,12 @@ def is_from_bot(payload: Mapping[str, Any]) -> bool:
     event = payload.get("event", payload)
     sender = event.get("sender") if isinstance(event, Mapping) else None
     return isinstance(sender, Mapping) and sender.get("sender_type") == "app"
+
+
+COMMANDS = {"/stop": "stop", "/new": "new", "/reset": "new"}
+
+
+def parse_command(text: str) -> str | None:
+    """`stop` or `new` when the message is a control command, else None."""
+    words = text.split()
+    return COMMANDS.get(words[0].lower()) if len(words) == 1 else None

@@ -20,7 +20,8 @@ class ChatLock:
     chat_id: str
     holders: int = 0
     fence: int = 0
-    lost: threading.Event = field(default_factory=threading.Event)
+    stopped: threading.Event = field(default_factory=threading.Event)
+    """Set once the turn was cancelled or lost its lease."""
 
     @property
     def held(self) -> bool:
@@ -51,7 +52,7 @@ class LockRegistry:
             self._locks.move_to_end(chat_id)
             lock.holders += 1
             lock.fence = fence
-            lock.lost.clear()
+            lock.stopped.clear()
             self._evict()
         try:
             yield lock

@@ -1,13 +1,9 @@
 """Celery task and queue names, shared by the publisher side and the worker side."""
 
 RUN_TURN = "gateway.run_turn"
-NOTIFY = "gateway.notify"
-SWEEP = "gateway.sweep"
 
 TURNS_QUEUE = "gateway.turns"
-CONTROL_QUEUE = "gateway.control"
-CLEANUP_QUEUE = "gateway.cleanup"
-ALL_QUEUES = (TURNS_QUEUE, CONTROL_QUEUE, CLEANUP_QUEUE)
+ALL_QUEUES = (TURNS_QUEUE,)
 
 
 def turn_task_id(chat_id: str, message_id: str, fence: int) -> str:

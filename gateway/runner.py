@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
@@ -26,15 +27,21 @@ logger = logging.getLogger(__name__)
 FAILURE_REPLY = "Sorry, something went wrong while answering this message."
 
 
-class Heartbeat:
-    """Extends the turn's lease every `interval_s`; sets `lost` once the lease is gone."""
+def session_key(chat_id: str, generation: int) -> str:
+    """Agents are cached per session; /new starts a new generation, hence a new session."""
+    return f"{chat_id}#{generation}"
 
-    def __init__(self, store: ChatStore, turn: Dispatch, interval_s: float,
-                 lost: threading.Event) -> None:
+
+class Heartbeat:
+    """Every `poll_s`: extend the turn's lease and watch for /stop; sets `stopped` when
+    the turn was cancelled or lost its lease."""
+
+    def __init__(self, store: ChatStore, turn: Dispatch, poll_s: float,
+                 stopped: threading.Event) -> None:
         self._store = store
         self._turn = turn
-        self._interval_s = interval_s
-        self._lost = lost
+        self._poll_s = poll_s
+        self._stopped = stopped
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-heartbeat", daemon=True)
 
@@ -47,15 +54,17 @@ class Heartbeat:
         self._thread.join()
 
     def _run(self) -> None:
-        while not self._done.wait(self._interval_s):
+        while not self._done.wait(self._poll_s):
             try:
-                if not self._store.heartbeat(self._turn):
-                    logger.warning("turn %s of chat %s lost its lease", self._turn.message_id,
-                                   self._turn.chat_id)
-                    self._lost.set()
-                    return
+                state = self._store.heartbeat(self._turn)
             except redis.RedisError as error:
                 logger.warning("heartbeat for chat %s failed: %s", self._turn.chat_id, error)
+                continue
+            if state != "held":
+                logger.info("turn %s of chat %s %s", self._turn.message_id, self._turn.chat_id,
+                            "was cancelled" if state == "cancelled" else "lost its lease")
+                self._stopped.set()
+                return
 
 
 @dataclass
@@ -65,38 +74,41 @@ class TurnRunner:
     agents: AgentCache
     outbound: Outbound
     publisher: Publisher
-    heartbeat_s: float
+    poll_s: float
 
     def run(self, turn: Dispatch, *, task_id: str, worker: str) -> str:
-        """Run one turn; returns how it ended: stale, replied, silent, failed."""
-        message = self.store.start(turn, task_id, worker)
-        if message is None:
+        """Run one turn; returns how it ended: stale, replied, silent, failed, stopped."""
+        started = self.store.start(turn, task_id, worker)
+        if started is None:
             logger.info("turn %s of chat %s skipped: fence %d is stale",
                         turn.message_id, turn.chat_id, turn.fence)
             return "stale"
-        started = time.monotonic()
+        message, clock = started.message, time.monotonic()
         with self.locks.hold(turn.chat_id, turn.fence) as lock, \
-                Heartbeat(self.store, turn, self.heartbeat_s, lock.lost):
-            reply, outcome = self._answer(Turn(message, turn.fence, lock.lost.is_set))
-            if reply and self.store.holds(turn):
-                self._reply(message, reply)
+                Heartbeat(self.store, turn, self.poll_s, lock.stopped):
+            agent = self.agents.get(session_key(turn.chat_id, started.generation))
+            reply, outcome = self._answer(agent.run, Turn(message, turn.fence,
+                                                          lock.stopped.is_set))
+            if lock.stopped.is_set() or (reply and not self.store.may_reply(turn)):
+                outcome = "stopped"
             elif reply:
-                outcome = "fenced"
+                self._reply(message, reply)
             following = self.store.complete(turn)
         logger.info("turn %s of chat %s %s in %.2fs", message.message_id, message.chat_id,
-                    outcome, time.monotonic() - started)
+                    outcome, time.monotonic() - clock)
         if following:
             self.publisher.publish(following)
         return outcome
 
-    def _answer(self, turn: Turn) -> tuple[str | None, str]:
+    @staticmethod
+    def _answer(run: Callable[[Turn], str | None], turn: Turn) -> tuple[str | None, str]:
         try:
-            reply = self.agents.get(turn.chat_id).run(turn)
+            reply = run(turn)
         except Exception:  # the boundary: any agent error becomes a failure reply
             logger.exception("agent failed on message %s of chat %s", turn.message_id,
                              turn.chat_id)
             return FAILURE_REPLY, "failed"
-        return reply, ("replied" if reply else "silent")
+        return (str(reply), "replied") if reply else (None, "silent")
 
     def _reply(self, message: Message, text: str) -> None:
         try:

@@ -9,6 +9,7 @@ import redis
 
 from gateway.agents import load_factory
 from gateway.agents.cache import AgentCache
+from gateway.cancel import Canceller
 from gateway.chats import ChatStore
 from gateway.dispatch import Publisher, TaskSender
 from gateway.feishu.outbound import Outbound
@@ -55,5 +56,15 @@ class Runtime:
             agents=AgentCache(load_factory(self.settings.agent), self.settings.agent_cache_cap),
             outbound=self.outbound,
             publisher=self.publisher,
-            heartbeat_s=self.settings.lease_ttl_s / 3,
+            poll_s=min(self.settings.cancel_poll_s, self.settings.lease_ttl_s / 3),
         )
+
+    def revoke(self, task_id: str, terminate: bool) -> None:
+        """Celery's revoke broadcast; terminate kills the pool process (prefork only)."""
+        self.sender.control.revoke(task_id, terminate=terminate, signal="SIGKILL")
+
+    @cached_property
+    def canceller(self) -> Canceller:
+        s = self.settings
+        return Canceller(self.store, self.publisher, self.revoke, timeout_s=s.cancel_timeout_s,
+                         lease_ttl_ms=s.lease_ttl_ms, terminate=s.cancel_terminate)

@@ -7,6 +7,7 @@ import logging
 
 import lark_oapi as lark
 
+from gateway.control import ControlDesk
 from gateway.dispatch import TaskSender
 from gateway.feishu.listener import Listener
 from gateway.feishu.outbound import build_client
@@ -38,7 +39,8 @@ class ListenerService:
         self.settings = settings
         self.runtime = Runtime(settings, sender)
         self.outbox = Outbox()
-        self.intake = Intake(self.runtime.store, self.runtime.publisher, self.outbox,
+        self.desk = ControlDesk(self.runtime.canceller, self.runtime.outbound)
+        self.intake = Intake(self.runtime.store, self.runtime.publisher, self.outbox, self.desk,
                              max_text_chars=settings.max_text_chars)
         self.listener = Listener(settings, self.intake.accept)
         self.sweeper = Sweeper(self.runtime.store, self.runtime.publisher,
@@ -59,6 +61,7 @@ class ListenerService:
         self.listener.stop()
         self.sweeper.stop()
         self.outbox.stop()
+        self.desk.stop()
         logger.info("listener stopped")
 
 

@@ -27,6 +27,8 @@ class Settings(BaseSettings):
     redis_url: str = Field(DEFAULT_REDIS_URL, validation_alias="REDIS_URL")
     agent: str = Field("echo", validation_alias="GATEWAY_AGENT", min_length=1)
     cancel_timeout_s: float = Field(5.0, validation_alias="GATEWAY_CANCEL_TIMEOUT", gt=0)
+    cancel_poll_s: float = Field(0.25, validation_alias="GATEWAY_CANCEL_POLL_S", gt=0)
+    cancel_terminate: bool = Field(False, validation_alias="GATEWAY_CANCEL_TERMINATE")
     lease_ttl_s: float = Field(30.0, validation_alias="GATEWAY_LEASE_TTL_S", gt=0)
     claim_ttl_s: float = Field(15.0, validation_alias="GATEWAY_CLAIM_TTL_S", gt=0)
     queued_ttl_s: float = Field(900.0, validation_alias="GATEWAY_QUEUED_TTL_S", gt=0)

@@ -1,4 +1,4 @@
-"""The lazy listeners: one Celery task per turn, plus notices to users."""
+"""The lazy listener: one Celery task per turn."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ from celery import Task
 from celery.signals import after_setup_logger, worker_ready, worker_shutdown
 
 from gateway.chats import Dispatch
-from gateway.errors import GatewayError
-from gateway.feishu.outbound import reply_uuid
 from gateway.logs import quiet_lark_handler, redact_handlers
-from gateway.names import NOTIFY, RUN_TURN
+from gateway.names import RUN_TURN
 from gateway.runtime import Runtime
 from gateway.settings import load_settings
 from gateway.sweeper import Sweeper
@@ -40,15 +38,6 @@ def run_turn(self: Task, chat_id: str, message_id: str, fence: int) -> str:
     """Answer the head message of `chat_id` if `fence` still holds its lease."""
     return runtime().runner.run(Dispatch(chat_id, message_id, fence),
                                 task_id=str(self.request.id), worker=str(self.request.hostname))
-
-
-@app.task(name=NOTIFY)
-def notify(chat_id: str, message_id: str, text: str, purpose: str) -> None:
-    """Tell the user something about their message (e.g. it was not queued)."""
-    try:
-        runtime().outbound.reply_text(message_id, text, uuid=reply_uuid(message_id, purpose))
-    except GatewayError as error:
-        logger.error("notice to %s in chat %s not delivered: %s", message_id, chat_id, error)
 
 
 _sweepers: list[Sweeper] = []

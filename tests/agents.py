@@ -1,6 +1,8 @@
 """A scripted agent for the tests: what it does is written in the message text.
 
 - `sleep S ...`  sleeps S seconds, returning early once the turn is cancelled
+- `hang S ...`   sleeps S seconds and ignores cancellation
+- `whoami`       replies with its session key and how many turns this agent object saw
 - `boom ...`     raises
 - `silent ...`   returns None
 - anything else  replies `echo: <text>`
@@ -37,11 +39,20 @@ def _record(turn: Turn, event: str) -> None:
 
 
 class ScriptedAgent:
+    def __init__(self, session_key: str) -> None:
+        self.session_key = session_key
+        self.turns = 0
+
     def run(self, turn: Turn) -> str | None:
         _record(turn, "start")
+        self.turns += 1
         try:
             word, _, rest = turn.text.partition(" ")
-            if word == "sleep":
+            if word == "whoami":
+                return f"session {self.session_key} turn {self.turns} pid {os.getpid()}"
+            if word == "hang":
+                time.sleep(float(rest.split()[0]))
+            elif word == "sleep":
                 deadline = time.monotonic() + float(rest.split()[0])
                 while time.monotonic() < deadline and not turn.cancelled():
                     time.sleep(0.05)
@@ -55,4 +66,4 @@ class ScriptedAgent:
 
 
 def scripted(session_key: str) -> ScriptedAgent:
-    return ScriptedAgent()
+    return ScriptedAgent(session_key)

@@ -11,7 +11,6 @@ import pytest
 import redis
 
 from gateway.embedded_redis import EmbeddedRedis
-from gateway.simulator import Simulator
 from gateway.processes import (
     LISTENER_ARGV,
     LISTENER_READY,
@@ -19,9 +18,11 @@ from gateway.processes import (
     GatewayProcess,
     worker_argv,
 )
+from gateway.simulator import Simulator
 from tests.simulator_fixtures import simulator  # noqa: F401  (re-exported fixture)
 
 TEST_LEASE_TTL_S = 3.0
+TEST_CANCEL_TIMEOUT_S = 2.0
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +59,7 @@ def gateway_env(redis_server: EmbeddedRedis, feishu: Simulator) -> dict[str, str
         "GATEWAY_CLAIM_TTL_S": "3",
         "GATEWAY_SWEEP_INTERVAL_S": "0.5",
         "GATEWAY_INBOX_CAP": "50",
+        "GATEWAY_CANCEL_TIMEOUT": str(TEST_CANCEL_TIMEOUT_S),
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }

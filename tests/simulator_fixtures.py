@@ -53,7 +53,14 @@ class Inbox(Generic[T]):
 
 
 class SdkWsClient:
-    """Runs lark.ws.Client the way the product will: own thread, own fresh event loop."""
+    """Runs lark.ws.Client the way the product will: own thread, own fresh event loop.
+
+    The SDK keeps its loop in a module global (`lark_oapi.ws.client.loop`), so only one
+    client can run per process; starting a second one while one runs raises RuntimeError.
+    """
+
+    _active_lock = threading.Lock()
+    _active: SdkWsClient | None = None
 
     def __init__(self, domain: str, app_id: str, app_secret: str,
                  handler: lark.EventDispatcherHandler) -> None:
@@ -65,6 +72,10 @@ class SdkWsClient:
         self.error: BaseException | None = None
 
     def start(self) -> SdkWsClient:
+        with SdkWsClient._active_lock:
+            if SdkWsClient._active is not None and SdkWsClient._active._thread.is_alive():
+                raise RuntimeError("only one lark.ws.Client can run per process")
+            SdkWsClient._active = self
         self._thread.start()
         if not self._ready.wait(10):
             raise TimeoutError("lark.ws.Client thread did not start")

@@ -49,7 +49,7 @@ def test_turns_run_in_order_and_complete_hands_over_with_a_new_fence(
     store.ingest(msg(chat_id, 2))
     assert turn is not None
     started = store.start(turn, "task-1", "w1")
-    assert started is not None and started.message_id == "om_1"
+    assert started is not None and started.message.message_id == "om_1"
     assert store.start(turn, "task-1-again", "w2") is None, "a second delivery must not run"
     following = store.complete(turn)
     assert following == Dispatch(chat_id, "om_2", 2)
@@ -72,6 +72,6 @@ def test_expired_lease_is_recovered_and_the_old_turn_is_fenced_off(
     assert chat_id in store.due_chats()
     again = store.recover(chat_id)
     assert again == Dispatch(chat_id, "om_1", 2)
-    assert not store.holds(turn) and not store.heartbeat(turn)
+    assert not store.holds(turn) and store.heartbeat(turn) == "lost"
     assert store.complete(turn) is False
     assert [m.message_id for m in store.pending(chat_id)] == ["om_1"]

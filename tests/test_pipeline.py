@@ -14,11 +14,11 @@ import redis
 
 from gateway.events import TRUNCATION_MARK
 from gateway.intake import full_inbox_notice
+from gateway.processes import GatewayProcess, wait_until
 from gateway.runner import FAILURE_REPLY
 from gateway.simulator import Simulator
 from tests.agents import events_key
 from tests.conftest import TEST_LEASE_TTL_S, Spawn
-from gateway.processes import GatewayProcess, wait_until
 
 
 def agent_events(client: redis.Redis, chat_id: str) -> list[dict[str, Any]]:
@@ -51,7 +51,7 @@ def test_burst_keeps_per_chat_order_without_overlap_and_answers_once(
             sent[chat].append(feishu.send_text(chat, f"m{n}"))
     for chat in chats:
         feishu.wait_for_messages(20, chat_id=chat, timeout_s=90)
-    pids = set()
+    pids: set[int] = set()
     for chat in chats:
         replies = replies_to(feishu, chat)
         assert sorted(replies) == sorted(sent[chat])

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from gateway.errors import SettingsError
-from gateway.settings import load_settings
 from gateway.processes import REPO
+from gateway.settings import load_settings
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
@@ -20,7 +20,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
     assert settings.redis_url == "redis://127.0.0.1:6379/0"
     assert settings.agent == "echo" and settings.cancel_timeout_s == 5.0
     with pytest.raises(ValueError):
-        settings.agent = "other"  # type: ignore[misc]
+        settings.agent = "other"
 
 
 def test_secret_never_prints(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import lark_oapi as lark
+import pytest
 import requests
 from lark_oapi.api.im.v1 import (
     CreateMessageReactionRequest,
@@ -14,15 +15,21 @@ from lark_oapi.api.im.v1 import (
     CreateMessageRequestBody,
     DeleteMessageReactionRequest,
     Emoji,
+    PatchMessageRequest,
+    PatchMessageRequestBody,
     ReplyMessageRequest,
     ReplyMessageRequestBody,
+    UpdateMessageRequest,
+    UpdateMessageRequestBody,
 )
 from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTrigger,
     P2CardActionTriggerResponse,
 )
+from websockets.sync.client import connect as ws_connect
 
 from gateway.simulator import Simulator
+from gateway.simulator.frames import build_data_frames, parse_frame, split_payload
 from tests.simulator_fixtures import Inbox, SdkClientFactory, message_handler
 from tests.simulator_fixtures import sdk_ws_client as sdk_ws_client_fixture  # noqa: F401
 from tests.simulator_fixtures import simulator as simulator_fixture  # noqa: F401
@@ -39,6 +46,11 @@ def reply(client: lark.Client, message_id: str, text: str, uuid: str | None = No
         body = body.uuid(uuid)
     request = ReplyMessageRequest.builder().message_id(message_id).request_body(body.build())
     return client.im.v1.message.reply(request.build())
+
+
+def raw_bytes(message: str | bytes) -> bytes:
+    assert isinstance(message, bytes), "the simulator sends binary frames only"
+    return message
 
 
 def connected_inbox(sim: Simulator, sdk_ws_client: SdkClientFactory) -> Inbox[Any]:
@@ -177,3 +189,78 @@ def test_card_action_response_travels_back_in_the_ack(
     ack = simulator.wait_for_ack(frame_id)
     assert ack.code == 200
     assert ack.data == {"toast": {"type": "success", "content": "done"}}
+
+
+def test_update_and_patch_keep_history(simulator: Simulator) -> None:
+    client = api_client(simulator)
+    card = {"elements": [{"tag": "markdown", "content": "thinking"}]}
+    body = (CreateMessageRequestBody.builder().receive_id("ou_user_1").msg_type("interactive")
+            .content(json.dumps(card)).uuid("card-1").build())
+    created = client.im.v1.message.create(
+        CreateMessageRequest.builder().receive_id_type("open_id").request_body(body).build())
+    assert created.success(), (created.code, created.msg)
+    mid = created.data.message_id
+    card["elements"][0]["content"] = "done"
+    patched = client.im.v1.message.patch(
+        PatchMessageRequest.builder().message_id(mid).request_body(
+            PatchMessageRequestBody.builder().content(json.dumps(card)).build()).build())
+    assert patched.success(), (patched.code, patched.msg)
+    [sent] = simulator.sent_messages()
+    assert (sent.text, sent.updated, sent.history[0]["elements"][0]["content"]) == (
+        "done", True, "thinking")
+    not_text = client.im.v1.message.update(
+        UpdateMessageRequest.builder().message_id(mid).request_body(
+            UpdateMessageRequestBody.builder().msg_type("text")
+            .content(json.dumps({"text": "x"})).build()).build())
+    assert not_text.success()  # PUT may turn a message into text or post
+    assert simulator.sent_messages()[0].msg_type == "text"
+
+
+def test_round_robin_and_refused_endpoint(
+        simulator: Simulator, sdk_ws_client: SdkClientFactory) -> None:
+    inbox = connected_inbox(simulator, sdk_ws_client)
+    # lark.ws.Client keeps its loop in a module global: one per process. The second
+    # client is a raw websocket speaking the same protocol.
+    endpoint = requests.post(simulator.url + "/callback/ws/endpoint", timeout=5, json={
+        "AppID": simulator.app_id, "AppSecret": simulator.app_secret}).json()["data"]
+    with ws_connect(endpoint["URL"], proxy=None) as raw:
+        simulator.wait_connected(2)
+        for n in range(4):
+            simulator.send_text("oc_chat_8", f"m{n}")
+        raw_frames = [parse_frame(raw_bytes(raw.recv(timeout=10))) for _ in range(2)]
+        assert len(inbox.wait_for(2)) == 2
+        assert {f.headers["type"] for f in raw_frames} == {"event"}
+
+    simulator.set_endpoint_available(False)
+    simulator.wait_connected(1)
+    calls = simulator.requests_count("/callback/ws/endpoint")
+    simulator.drop_connections()
+    simulator.wait_for_requests("/callback/ws/endpoint", calls + 2)  # refused, retried
+    assert simulator.connection_count == 0
+    simulator.set_endpoint_available(True)
+    simulator.wait_connected(1)
+
+
+def test_malformed_event_gets_a_500_ack_and_the_client_survives(
+        simulator: Simulator, sdk_ws_client: SdkClientFactory) -> None:
+    inbox = connected_inbox(simulator, sdk_ws_client)
+    broken = simulator.send_event(b'{"schema": "2.0", "header": ', parts=2)
+    assert simulator.wait_for_ack(broken).code == 500
+    mid = simulator.send_text("oc_chat_9", "still alive")
+    assert inbox.wait_for(1)[0].event.message.message_id == mid
+
+
+def test_frames_split_and_round_trip() -> None:
+    payload = "事件".encode() * 5
+    chunks = split_payload(payload, 4)
+    assert b"".join(chunks) == payload and all(chunks) and len(chunks) == 4
+    encoded = build_data_frames(payload, frame_message_id="f1", trace_id="t1", service=7,
+                                seq_id=1, log_id=2, parts=2)
+    parsed = [parse_frame(x) for x in encoded]
+    assert [(f.headers["sum"], f.headers["seq"], f.service) for f in parsed] == [
+        ("2", "0", 7), ("2", "1", 7)]
+    assert b"".join(f.payload for f in parsed) == payload
+    with pytest.raises(ValueError):
+        split_payload(b"ab", 3)
+    with pytest.raises(ValueError):
+        parse_frame(b"\xff\xff not a frame")

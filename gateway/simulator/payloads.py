@@ -97,6 +97,17 @@ def message_receive_event(msg: IncomingMessage, *, app_id: str) -> dict[str, Any
     }
 
 
+def event_message(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The event.message object of a raw payload when it has message_id and chat_id."""
+    event = payload.get("event")
+    message = event.get("message") if isinstance(event, dict) else None
+    if not isinstance(message, dict):
+        return None
+    if not all(isinstance(message.get(k), str) for k in ("message_id", "chat_id")):
+        return None
+    return message
+
+
 def card_action_event(
     *,
     app_id: str,
@@ -172,10 +183,34 @@ def _collect_strings(node: Any, out: list[str]) -> None:
                 _collect_strings(value, out)
 
 
+def _post_text(content: dict[str, Any]) -> str:
+    """Title, then one line per paragraph with its inline elements concatenated."""
+    body: Any = content.get("post", content)
+    if isinstance(body, dict) and "content" not in body:  # {"zh_cn": {...}}: first language
+        body = next((v for v in body.values() if isinstance(v, dict)), {})
+    if not isinstance(body, dict):
+        return ""
+    lines = [str(body["title"])] if body.get("title") else []
+    paragraphs = body.get("content")
+    for paragraph in paragraphs if isinstance(paragraphs, list) else []:
+        line = ""
+        for element in paragraph if isinstance(paragraph, list) else []:
+            if not isinstance(element, dict):
+                continue
+            if element.get("tag") == "at":
+                line += "@" + str(element.get("user_name") or element.get("user_id", ""))
+            else:
+                line += str(element.get("text", ""))
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def flatten_text(msg_type: str, content: dict[str, Any]) -> str:
-    """Best-effort plain text of a message: exact for text, joined strings for post/cards."""
+    """Best-effort plain text: exact for text, per-paragraph for post, joined strings for cards."""
     if msg_type == "text":
         return str(content.get("text", ""))
+    if msg_type == "post":
+        return _post_text(content)
     parts: list[str] = []
     _collect_strings(content, parts)
     return "\n".join(parts)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import socket
-import threading
 import uuid
 from collections.abc import Coroutine
 from types import TracebackType
@@ -16,12 +14,12 @@ from aiohttp import web
 
 from gateway.simulator import payloads as p
 from gateway.simulator.config import SimConfig
+from gateway.simulator.loop_thread import LoopThread
 from gateway.simulator.server import Hub, build_app
 from gateway.simulator.state import Ack, MessageRecord, SentMessage, SimState
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-_CALL_MARGIN_S = 5.0
 
 
 class Simulator:
@@ -43,15 +41,14 @@ class Simulator:
         self.host, self.port = host, port
         self.delivery_timeout_s = delivery_timeout_s
         self.state = SimState()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._worker: LoopThread | None = None
         self._runner: web.AppRunner | None = None
         self._hub: Hub | None = None
 
     # lifecycle
     def start(self) -> Simulator:
         """Bind (a free port when port=0), serve on a daemon thread, return self."""
-        if self._loop is not None:
+        if self._worker is not None:
             raise RuntimeError("simulator already started")
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -59,16 +56,9 @@ class Simulator:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((self.host, self.port))
             self.port = int(sock.getsockname()[1])
-            loop = asyncio.new_event_loop()
-        except OSError:
-            sock.close()
-            raise
-        self._loop = loop
-        self._thread = threading.Thread(target=self._run_loop, args=(loop,), daemon=True,
-                                        name=f"feishu-simulator-{self.port}")
-        self._thread.start()
-        try:
-            self._call(self._startup(sock), 10.0)
+            self._worker = LoopThread(f"feishu-simulator-{self.port}")
+            self._worker.start()
+            self._worker.call(self._startup(sock), 10.0)
         except BaseException:
             sock.close()
             self.stop()
@@ -88,52 +78,30 @@ class Simulator:
         if self._runner is not None:
             await self._runner.cleanup()
 
-    @staticmethod
-    def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_forever()
-        finally:
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-            asyncio.set_event_loop(None)
-            loop.close()
-
     def stop(self) -> None:
         """Close every ws with a close frame, stop the server, the loop and the thread."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
+        worker, self._worker = self._worker, None
+        if worker is None:
             return
         try:
-            if self._runner is not None:
-                self._call(self._shutdown(), 10.0)
+            if self._runner is not None and worker.running:
+                worker.call(self._shutdown(), 10.0)
         finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10.0)
-            self._loop = self._thread = None
+            worker.stop()
             self._runner = self._hub = None
 
     def __enter__(self) -> Simulator:
-        return self if self._loop is not None else self.start()
+        return self if self._worker is not None else self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
-        """Run a coroutine on the simulator loop from any other thread."""
-        loop = self._loop
-        if loop is None or self._thread is None or not self._thread.is_alive():
+        if self._worker is None:
             coro.close()
             raise RuntimeError("simulator is not running; call start() first")
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise RuntimeError("the synchronous simulator API cannot be called from its loop")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout_s + _CALL_MARGIN_S)
+        return self._worker.call(coro, timeout_s)
 
     @property
     def _running_hub(self) -> Hub:
@@ -218,12 +186,25 @@ class Simulator:
 
     def send_event(self, payload: dict[str, Any] | bytes | str, *, parts: int = 1,
                    frame_type: str = "event") -> str:
-        """Deliver a raw (possibly malformed) payload; returns the frame message_id."""
+        """Deliver a raw (possibly malformed) payload; returns the frame message_id.
+
+        A dict with event.message (message_id, chat_id) is remembered, so the bot can reply.
+        """
+        message = p.event_message(payload) if isinstance(payload, dict) else None
+        if message is not None:
+            now = p.now_ms()
+            self.state.put_message(MessageRecord(
+                message_id=message["message_id"], chat_id=message["chat_id"],
+                msg_type=str(message.get("message_type", "text")),
+                content=str(message.get("content", "")), from_bot=False, create_time_ms=now,
+                update_time_ms=now, root_id=message.get("root_id"),
+                parent_id=message.get("parent_id"), thread_id=message.get("thread_id")))
         if isinstance(payload, dict):
             data = _encode(payload)
         else:
             data = payload.encode("utf-8") if isinstance(payload, str) else payload
-        return self._deliver(data, parts=parts, frame_type=frame_type, message_id=None)
+        return self._deliver(data, parts=parts, frame_type=frame_type,
+                             message_id=None if message is None else message["message_id"])
 
     def send_card_action(self, chat_id: str, open_message_id: str, operator_open_id: str,
                          value: dict[str, Any], *, parts: int = 1, tag: str = "button",
@@ -290,6 +271,13 @@ class Simulator:
             lambda: next((a for a in self.state.acks if a.frame_message_id == frame_message_id),
                          None), timeout_s,
             lambda: f"waiting for the ACK of frame {frame_message_id}, have {self.state.acks}")
+
+    def wait_for_requests(self, path_prefix: str, count: int, timeout_s: float = 10) -> int:
+        """Wait until at least `count` HTTP requests hit paths starting with `path_prefix`."""
+        return self.state.wait_for(
+            lambda: n if (n := self.requests_count(path_prefix)) >= count else None, timeout_s,
+            lambda: f"waiting for {count} request(s) to {path_prefix}*, have "
+                    f"{self.requests_count(path_prefix)}")
 
     def wait_for_messages(self, count: int, *, chat_id: str | None = None,
                           timeout_s: float = 10) -> list[SentMessage]:

@@ -130,6 +130,7 @@ class SimState:
     def record_request(self, path: str) -> None:
         with self._cond:
             self._requests[path] += 1
+            self._notify()
 
     def requests_count(self, path_prefix: str) -> int:
         with self._cond:

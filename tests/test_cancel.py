@@ -1,0 +1,157 @@
+"""/stop, /new, /reset and `feishu-gateway stop`: real listener, real workers, simulator."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import redis
+
+from gateway.processes import GatewayProcess, wait_until
+from gateway.simulator import Simulator
+from tests.conftest import TEST_CANCEL_TIMEOUT_S, Spawn
+from tests.test_pipeline import agent_events, replies_to
+
+
+def started(client: redis.Redis, chat_id: str, message_id: str) -> bool:
+    return any(e["event"] == "start" and e["message_id"] == message_id
+               for e in agent_events(client, chat_id))
+
+
+def reply_of(sim: Simulator, chat_id: str, message_id: str, timeout_s: float = 20) -> str:
+    found = wait_until(lambda: replies_to(sim, chat_id).get(message_id), timeout_s,
+                       f"a reply to {message_id}")
+    assert isinstance(found, list) and len(found) == 1, found
+    return str(found[0])
+
+
+def test_stop_ends_a_cooperative_turn_and_the_follow_up_is_answered(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        chat_id: str) -> None:
+    long_turn = feishu.send_text(chat_id, "sleep 30")
+    wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
+    stop = feishu.send_text(chat_id, "/stop")
+    follow_up = feishu.send_text(chat_id, "follow up")
+    clock = time.monotonic()
+    assert reply_of(feishu, chat_id, follow_up) == "echo: follow up"
+    assert time.monotonic() - clock < TEST_CANCEL_TIMEOUT_S + 2
+    assert reply_of(feishu, chat_id, stop).startswith("Stopped.")
+    assert long_turn not in replies_to(feishu, chat_id)
+
+
+def test_a_turn_ignoring_the_flag_is_fenced_at_the_timeout_and_its_reply_discarded(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        chat_id: str) -> None:
+    stuck = feishu.send_text(chat_id, "hang 5")
+    wait_until(lambda: started(redis_client, chat_id, stuck), 20, "the stuck turn")
+    clock = time.monotonic()
+    stop = feishu.send_text(chat_id, "/stop")
+    follow_up = feishu.send_text(chat_id, "after the stuck one")
+    later = feishu.send_text(chat_id, "sleep 4 while the stuck one returns")
+    assert reply_of(feishu, chat_id, stop).startswith("Stopped.")
+    assert reply_of(feishu, chat_id, follow_up) == "echo: after the stuck one"
+    assert time.monotonic() - clock < TEST_CANCEL_TIMEOUT_S + 3
+    wait_until(lambda: started(redis_client, chat_id, later), 10, "the turn after it")
+    # the stuck agent returns (5 s) while `later` holds the lease: it must not disturb it
+    assert reply_of(feishu, chat_id, later, timeout_s=20).startswith("echo: sleep 4")
+    events = agent_events(redis_client, chat_id)
+    assert [e["event"] for e in events if e["message_id"] == stuck] == ["start", "end"]
+    assert stuck not in replies_to(feishu, chat_id)
+    kinds = [(e["event"], e["message_id"]) for e in events if e["message_id"] == later]
+    assert kinds == [("start", later), ("end", later)], "the next turn ran once, undisturbed"
+
+
+def test_stop_of_a_turn_not_yet_started_means_it_never_runs(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        chat_id: str) -> None:
+    blockers = [f"{chat_id}_busy{i}" for i in range(2)]
+    busy = [feishu.send_text(chat, "hang 3") for chat in blockers]  # both worker slots
+    for chat, message_id in zip(blockers, busy, strict=True):
+        wait_until(lambda c=chat, m=message_id: started(redis_client, c, m), 20, "a blocker")
+    queued = feishu.send_text(chat_id, "never run me")
+    stop = feishu.send_text(chat_id, "/stop")
+    assert reply_of(feishu, chat_id, stop, timeout_s=2.5) == "Stopped."  # slots still busy
+    after = feishu.send_text(chat_id, "after the stop")
+    assert reply_of(feishu, chat_id, after) == "echo: after the stop"
+    assert not started(redis_client, chat_id, queued)
+    assert queued not in replies_to(feishu, chat_id)
+
+
+def test_stop_with_nothing_running_twice_and_from_another_chat(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        chat_id: str) -> None:
+    first = feishu.send_text(chat_id, "/stop")
+    assert reply_of(feishu, chat_id, first) == "Nothing was running."
+    long_turn = feishu.send_text(chat_id, "sleep 3")
+    wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
+    other = f"{chat_id}_other"
+    elsewhere = feishu.send_text(other, "/stop")
+    assert reply_of(feishu, other, elsewhere) == "Nothing was running."
+    assert reply_of(feishu, chat_id, long_turn, timeout_s=10) == "echo: sleep 3"
+    second, third = feishu.send_text(chat_id, "/STOP"), feishu.send_text(chat_id, "/stop")
+    assert reply_of(feishu, chat_id, second) == "Nothing was running."
+    assert reply_of(feishu, chat_id, third) == "Nothing was running."
+
+
+def test_three_messages_queued_behind_a_stuck_turn_are_answered_in_order_after_stop(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        chat_id: str) -> None:
+    stuck = feishu.send_text(chat_id, "hang 4")
+    waiting = [feishu.send_text(chat_id, f"w{n}") for n in range(3)]
+    wait_until(lambda: started(redis_client, chat_id, stuck), 20, "the stuck turn")
+    stop = feishu.send_text(chat_id, "/stop")
+    assert reply_of(feishu, chat_id, stop) == (
+        "Stopped. 3 waiting message(s) will be answered next.")
+    for n, message_id in enumerate(waiting):
+        assert reply_of(feishu, chat_id, message_id) == f"echo: w{n}"
+    starts = [e["message_id"] for e in agent_events(redis_client, chat_id)
+              if e["event"] == "start"]
+    assert starts == [stuck, *waiting]
+
+
+def test_new_resets_the_session_in_every_worker_process(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        chat_id: str) -> None:
+    before = [reply_of(feishu, chat_id, feishu.send_text(chat_id, "whoami")) for _ in range(6)]
+    assert all(text.startswith(f"session {chat_id}#0 ") for text in before)
+    reset = feishu.send_text(chat_id, "/new")
+    assert reply_of(feishu, chat_id, reset) == "New conversation started."
+    after = [reply_of(feishu, chat_id, feishu.send_text(chat_id, "whoami")) for _ in range(6)]
+    assert all(text.startswith(f"session {chat_id}#1 ") for text in after)
+    seen_pids = {text.split()[-1] for text in before} & {text.split()[-1] for text in after}
+    assert seen_pids, "a process that served the old session also served the new one"
+    for pid in seen_pids:  # that process's agent for the new session started from zero
+        first_after = next(t for t in after if t.endswith(f"pid {pid}"))
+        assert f" turn 1 pid {pid}" in first_after
+    again = feishu.send_text(chat_id, "/reset")
+    assert reply_of(feishu, chat_id, again) == "New conversation started."
+    last = reply_of(feishu, chat_id, feishu.send_text(chat_id, "whoami"))
+    assert last.startswith(f"session {chat_id}#2 turn 1 ")
+
+
+def test_operator_stop_from_the_terminal(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        gateway_env: dict[str, str], chat_id: str, tmp_path: object) -> None:
+    long_turn = feishu.send_text(chat_id, "sleep 30")
+    waiting = feishu.send_text(chat_id, "queued behind")
+    wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "stop", chat_id], cwd=str(tmp_path),
+        env={**gateway_env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip()
+    assert line.startswith(f"chat {chat_id}: turn turn:{chat_id}:{long_turn}:")
+    assert "cancelled cooperatively" in line and "pending messages re-dispatched: 1" in line
+    assert reply_of(feishu, chat_id, waiting) == "echo: queued behind"
+    assert long_turn not in replies_to(feishu, chat_id)
+
+
+def test_stop_is_deduplicated_like_any_message(
+        feishu: Simulator, spawn: Spawn, listener: GatewayProcess, chat_id: str) -> None:
+    stop = feishu.send_text(chat_id, "/stop")
+    reply_of(feishu, chat_id, stop)
+    feishu.redeliver(stop)
+    marker = feishu.send_text(chat_id, "marker")
+    reply_of(feishu, chat_id, marker)
+    assert len(replies_to(feishu, chat_id)[stop]) == 1
