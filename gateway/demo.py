@@ -76,8 +76,8 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout) 
             env.update(FEISHU_APP_ID=sim.app_id, FEISHU_APP_SECRET=sim.app_secret,
                        FEISHU_DOMAIN=sim.url, NO_PROXY="127.0.0.1,localhost")
             out.write(f"feishu simulator on {sim.url}\n")
-        worker = GatewayProcess("worker", worker_argv("demo", settings.worker_concurrency,
-                                                      "WARNING"), env, workdir)
+        worker = GatewayProcess("worker", worker_argv("demo", settings.worker_concurrency),
+                                env, workdir)
         stack.callback(worker.stop)
         worker.wait_for_log(WORKER_READY, timeout_s=60)
         listener = GatewayProcess("listener", LISTENER_ARGV, env, workdir)
@@ -86,7 +86,8 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout) 
         out.write(f"worker and listener running; logs in {workdir}\n")
         if sim is not None:
             sim.wait_connected(1, timeout_s=30)
-            _chat(sim, chat_id, lines, out)
+            with contextlib.suppress(KeyboardInterrupt):
+                _chat(sim, chat_id, lines, out)
         else:
             stopped = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: stopped.set())

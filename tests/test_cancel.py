@@ -67,8 +67,9 @@ def test_stop_of_a_turn_not_yet_started_means_it_never_runs(
         chat_id: str) -> None:
     blockers = [f"{chat_id}_busy{i}" for i in range(2)]
     busy = [feishu.send_text(chat, "hang 3") for chat in blockers]  # both worker slots
-    for chat, message_id in zip(blockers, busy, strict=True):
-        wait_until(lambda c=chat, m=message_id: started(redis_client, c, m), 20, "a blocker")
+    wait_until(lambda: all(started(redis_client, c, m) for c, m in zip(blockers, busy,
+                                                                       strict=True)),
+               20, "both blockers to occupy the worker slots")
     queued = feishu.send_text(chat_id, "never run me")
     stop = feishu.send_text(chat_id, "/stop")
     assert reply_of(feishu, chat_id, stop, timeout_s=2.5) == "Stopped."  # slots still busy
