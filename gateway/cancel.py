@@ -85,7 +85,8 @@ class Canceller:
         turn = Dispatch(chat_id, lease.get("message_id", ""), int(lease["fence"]))
         task_id = lease.get("task_id", "")
         waiting = max(self._store.pending_count(chat_id) - 1, 0)  # behind the cancelled head
-        self._store.request_cancel(turn, int(self.timeout_s * 1000) + self.lease_ttl_ms)
+        # the flag outlives the turn's lease, so a sweeper can still see it was stopped
+        self._store.request_cancel(turn, int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms)
         if task_id:
             self._revoke(task_id, False)
         how: How = "not-started"

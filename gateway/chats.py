@@ -153,11 +153,15 @@ return {'dispatch', c[1], c[2]}
 """
 
 _RECOVER = _CLAIM + """
--- KEYS: lease inbox fence index   ARGV: now_ms claim_ttl_ms chat
+-- KEYS: lease inbox fence index cancel   ARGV: now_ms claim_ttl_ms chat
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then
   redis.call('ZADD', KEYS[4], tonumber(ARGV[1]) + ttl, ARGV[3])
   return {'held'}
+end
+local f = redis.call('GET', KEYS[3])
+if f and redis.call('GET', KEYS[5]) == f then
+  redis.call('LPOP', KEYS[2])  -- the head was /stopped: its lease ran out, it is done
 end
 local c = claim(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], tonumber(ARGV[1]), tonumber(ARGV[2]))
 if not c then return {'empty'} end
@@ -276,9 +280,10 @@ class ChatStore:
         return None if outcome == "idle" else False
 
     def recover(self, chat_id: str) -> Dispatch | None:
-        """Re-dispatch a chat whose inbox is not empty and whose lease is gone."""
+        """Re-dispatch a chat whose inbox is not empty and whose lease is gone; a head
+        whose turn was /stopped (flag still up for its fence) is dropped first."""
         k = ChatKeys(chat_id)
-        reply = self._recover(keys=[k.lease, k.inbox, k.fence, INDEX_KEY],
+        reply = self._recover(keys=[k.lease, k.inbox, k.fence, INDEX_KEY, k.cancel],
                               args=[now_ms(), self.claim_ttl_ms, chat_id])
         return _dispatch(chat_id, reply[1], reply[2]) if _text(reply[0]) == "dispatch" else None
 

@@ -75,3 +75,19 @@ def test_expired_lease_is_recovered_and_the_old_turn_is_fenced_off(
     assert not store.holds(turn) and store.heartbeat(turn) == "lost"
     assert store.complete(turn) is False
     assert [m.message_id for m in store.pending(chat_id)] == ["om_1"]
+
+
+def test_a_stopped_turn_whose_lease_ran_out_is_dropped_not_rerun(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """If the canceller dies after raising the flag, the sweeper finishes its work."""
+    store = store_for(redis_client, running_ttl_ms=200)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    store.ingest(msg(chat_id, 2))
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    store.request_cancel(turn, ttl_ms=60_000)
+    assert store.heartbeat(turn) == "cancelled" and not store.may_reply(turn)
+    deadline = time.monotonic() + 5
+    while store.lease(chat_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.recover(chat_id) == Dispatch(chat_id, "om_2", 2)
+    assert [m.message_id for m in store.pending(chat_id)] == ["om_2"]
