@@ -4,7 +4,7 @@ listeners as subprocesses running the product's own commands."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,29 +65,40 @@ def gateway_env(redis_server: EmbeddedRedis, feishu: Simulator) -> dict[str, str
     }
 
 
-Spawn = Callable[..., GatewayProcess]
+class Fleet:
+    """Starts gateway processes as an operator would; all are stopped at the session's end."""
 
+    def __init__(self, env: dict[str, str], tmp: pytest.TempPathFactory) -> None:
+        self._env = env
+        self._tmp = tmp
+        self.started: list[GatewayProcess] = []
 
-@pytest.fixture(scope="session")
-def spawn(gateway_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[Spawn]:
-    """Start gateway processes; every one still running is stopped at the session's end."""
-    started: list[GatewayProcess] = []
-
-    def start(kind: str, *, concurrency: int = 2, **env: str) -> GatewayProcess:
-        workdir = Path(tmp_path_factory.mktemp(kind))
-        name = f"{kind}-{len(started)}"
+    def __call__(self, kind: str, *, concurrency: int = 2, **env: str) -> GatewayProcess:
+        workdir = Path(self._tmp.mktemp(kind))
+        name = f"{kind}-{len(self.started)}"
         if kind == "worker":
             argv, ready = worker_argv(name, concurrency), WORKER_READY
         else:
             argv, ready = LISTENER_ARGV, LISTENER_READY
-        proc = GatewayProcess(name, argv, {**gateway_env, **env}, workdir)
-        started.append(proc)
+        proc = GatewayProcess(name, argv, {**self._env, **env}, workdir)
+        self.started.append(proc)
         proc.wait_for_log(ready, timeout_s=60)
         return proc
 
-    yield start
-    for proc in started:
+    def logs(self, kind: str) -> str:
+        """Everything every process of this kind (`listener`, `worker`) logged so far."""
+        return "\n".join(p.log() for p in self.started if p.name.startswith(kind))
+
+
+Spawn = Fleet
+
+
+@pytest.fixture(scope="session")
+def spawn(gateway_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[Fleet]:
+    fleet = Fleet(gateway_env, tmp_path_factory)
+    yield fleet
+    for proc in fleet.started:
         proc.stop()
 
 

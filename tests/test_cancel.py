@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ def reply_of(sim: Simulator, chat_id: str, message_id: str, timeout_s: float = 2
 
 
 def test_stop_ends_a_cooperative_turn_and_the_follow_up_is_answered(
-        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        feishu: Simulator, listener: GatewayProcess, spawn: Spawn, redis_client: redis.Redis,
         chat_id: str) -> None:
     long_turn = feishu.send_text(chat_id, "sleep 30")
     wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
@@ -38,6 +39,8 @@ def test_stop_ends_a_cooperative_turn_and_the_follow_up_is_answered(
     assert time.monotonic() - clock < TEST_CANCEL_TIMEOUT_S + 2
     assert reply_of(feishu, chat_id, stop).startswith("Stopped.")
     assert long_turn not in replies_to(feishu, chat_id)
+    wait_until(lambda: f"cancel chat={chat_id} turn=turn:{chat_id}:{long_turn}:1 "
+               "how=cooperative took_s=" in spawn.logs("listener"), 5, "the cancel log line")
 
 
 def test_a_turn_ignoring_the_flag_is_fenced_at_the_timeout_and_its_reply_discarded(
@@ -156,3 +159,31 @@ def test_stop_is_deduplicated_like_any_message(
     marker = feishu.send_text(chat_id, "marker")
     reply_of(feishu, chat_id, marker)
     assert len(replies_to(feishu, chat_id)[stop]) == 1
+
+
+def test_opt_in_terminate_kills_the_process_of_a_turn_that_outlived_the_timeout(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        gateway_env: dict[str, str], chat_id: str, tmp_path: object) -> None:
+    stuck = feishu.send_text(chat_id, "hang 30")
+    waiting = feishu.send_text(chat_id, "behind the stuck one")
+    wait_until(lambda: started(redis_client, chat_id, stuck), 20, "the stuck turn")
+    pid = agent_events(redis_client, chat_id)[0]["pid"]
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "stop", chat_id], cwd=str(tmp_path),
+        env={**gateway_env, "PATH": "/usr/bin:/bin", "GATEWAY_CANCEL_TERMINATE": "true"},
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "fenced after the timeout" in result.stdout
+    assert reply_of(feishu, chat_id, waiting) == "echo: behind the stuck one"
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_until(gone, 10, f"pool process {pid} to be killed")
+    assert [e["event"] for e in agent_events(redis_client, chat_id)
+            if e["message_id"] == stuck] == ["start"], "the stuck agent never finished"
+    assert stuck not in replies_to(feishu, chat_id)

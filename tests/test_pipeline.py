@@ -78,6 +78,28 @@ def test_redelivered_event_is_answered_once(feishu: Simulator, listener: Gateway
     assert replies_to(feishu, chat_id)[message_id] == ["echo: only once"]
 
 
+def test_two_listeners_share_the_app_and_every_message_is_answered_once(
+        feishu: Simulator, listener: GatewayProcess, spawn: Spawn, redis_client: redis.Redis,
+        chat_id: str) -> None:
+    second = spawn("listener")
+    feishu.wait_connected(2, timeout_s=30)
+    try:
+        sent = [feishu.send_text(chat_id, f"n{n}") for n in range(20)]
+        for message_id in sent:  # Feishu hands each one to one connection, maybe both
+            feishu.redeliver(message_id)
+        wait_until(lambda: set(sent) <= set(replies_to(feishu, chat_id)), 30, "every reply")
+        replies = replies_to(feishu, chat_id)
+        assert [replies[m] for m in sent] == [[f"echo: n{n}"] for n in range(20)]
+        events = agent_events(redis_client, chat_id)
+        assert sorted(e["message_id"] for e in events if e["event"] == "start") == sorted(sent)
+        assert [e["event"] for e in events] == ["start", "end"] * 20, "turns overlapped"
+        assert f"of chat {chat_id}: dispatch" in second.log() or (
+            f"of chat {chat_id}: queued" in second.log()), "the second listener took part"
+    finally:
+        second.stop()
+        wait_until(lambda: feishu.connection_count == 1, 10, "one listener again")
+
+
 def test_worker_killed_mid_turn_is_answered_once_after_the_lease_expires(
         feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
         chat_id: str) -> None:
@@ -120,7 +142,7 @@ def test_full_inbox_tells_the_user_the_message_was_not_queued(
 
 
 def test_bad_input_is_acked_logged_and_loses_nothing(
-        feishu: Simulator, listener: GatewayProcess, chat_id: str) -> None:
+        feishu: Simulator, listener: GatewayProcess, spawn: Spawn, chat_id: str) -> None:
     good_before = feishu.send_text(chat_id, "before")
     acks_before = len(feishu.acks)
     feishu.send_message(chat_id, message_type="text", content="{not json")
@@ -136,7 +158,7 @@ def test_bad_input_is_acked_logged_and_loses_nothing(
     replies = replies_to(feishu, chat_id)
     assert set(replies) == {good_before, long_id, good_after}
     assert replies[long_id][0].endswith(TRUNCATION_MARK)
-    log = listener.log()
+    log = spawn.logs("listener")
     assert "dropped: message content is not JSON" in log
     assert "dropped: unsupported message type 'hologram'" in log
     assert "dropped: message with empty text" in log
@@ -151,8 +173,13 @@ def test_redelivery_after_a_listener_restart_is_answered_once(
     feishu.wait_connected(1, timeout_s=30)
     message_id = feishu.send_text(chat_id, "before restart")
     feishu.wait_for_messages(1, chat_id=chat_id, timeout_s=20)
+    closes_before = len(feishu.close_codes)
+    clock = time.monotonic()
     assert first.stop() == 0, "SIGTERM must stop the listener cleanly"
+    assert time.monotonic() - clock < 10
     assert "listener stopped" in first.log()
+    wait_until(lambda: len(feishu.close_codes) > closes_before, 5, "the connection to end")
+    assert feishu.close_codes[closes_before:] == [1000], "the websocket ends with a close frame"
     second = spawn("listener")
     feishu.wait_connected(1, timeout_s=30)
     feishu.redeliver(message_id)

@@ -57,3 +57,4 @@ def test_bad_setting_stops_start_up_with_one_line(argv: list[str], tmp_path: obj
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert "GATEWAY_CANCEL_TIMEOUT" in lines[0] and "Traceback" not in result.stderr
+

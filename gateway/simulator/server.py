@@ -28,6 +28,7 @@ class _Conn:
     transport: asyncio.Transport | None
     device_id: str
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    closed_by_server: bool = False
 
 
 class Hub:
@@ -71,13 +72,16 @@ class Hub:
         await ws.prepare(request)
         conn = _Conn(ws, request.transport, device_id)
         await self._add(conn)
+        client_closed = False
         try:
             async for msg in ws:
                 if msg.type == WSMsgType.BINARY:
                     await self._on_frame(conn, msg.data)
                 else:
                     logger.warning("ignoring non-binary ws message of type %s", msg.type)
+            client_closed = ws.close_code is not None and not conn.closed_by_server
         finally:
+            self.state.record_close(ws.close_code if client_closed else None)
             await self._remove(conn)
         return ws
 
@@ -163,6 +167,7 @@ class Hub:
             conns, self._conns = self._conns, []
             self.state.set_connection_count(0)
         for conn in conns:
+            conn.closed_by_server = True
             if conn.transport is not None:
                 conn.transport.abort()
         return len(conns)
@@ -170,6 +175,8 @@ class Hub:
     async def close_all(self) -> None:
         """Close every connection with a close frame (going away)."""
         conns = list(self._conns)
+        for conn in conns:
+            conn.closed_by_server = True
         await asyncio.gather(*(x.ws.close(code=WSCloseCode.GOING_AWAY, message=b"bye")
                                for x in conns), return_exceptions=True)
 

@@ -241,6 +241,12 @@ class Simulator:
         return self.state.connection_count
 
     @property
+    def close_codes(self) -> list[int | None]:
+        """One entry per ended connection: the close code the client sent, or None when the
+        connection ended without a close frame from the client."""
+        return self.state.close_codes
+
+    @property
     def acks(self) -> list[Ack]:
         return self.state.acks
 

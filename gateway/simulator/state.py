@@ -106,6 +106,7 @@ class SimState:
         self._frames: dict[str, _SentFrame] = {}
         self._requests: Counter[str] = Counter()
         self._connections = 0
+        self._close_codes: list[int | None] = []
         self._p2p_chats: dict[str, str] = {}
         self._token_generation = 0
 
@@ -145,6 +146,17 @@ class SimState:
     def connection_count(self) -> int:
         with self._cond:
             return self._connections
+
+    def record_close(self, code: int | None) -> None:
+        """A connection ended: the client's close code, None when it sent no close frame."""
+        with self._cond:
+            self._close_codes.append(code)
+            self._notify()
+
+    @property
+    def close_codes(self) -> list[int | None]:
+        with self._cond:
+            return list(self._close_codes)
 
     @property
     def token_generation(self) -> int:
