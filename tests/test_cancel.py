@@ -27,6 +27,16 @@ def reply_of(sim: Simulator, chat_id: str, message_id: str, timeout_s: float = 2
     return str(found[0])
 
 
+def operator_stop(env: dict[str, str], chat_id: str, workdir: object, **extra: str) -> str:
+    """Run `feishu-gateway stop <chat_id>` as an operator would; return what it printed."""
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "stop", chat_id], cwd=str(workdir),
+        env={**env, "PATH": "/usr/bin:/bin", **extra}, capture_output=True, text=True,
+        timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
 def test_stop_ends_a_cooperative_turn_and_the_follow_up_is_answered(
         feishu: Simulator, listener: GatewayProcess, spawn: Spawn, redis_client: redis.Redis,
         chat_id: str) -> None:
@@ -140,11 +150,7 @@ def test_operator_stop_from_the_terminal(
     long_turn = feishu.send_text(chat_id, "sleep 30")
     waiting = feishu.send_text(chat_id, "queued behind")
     wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
-    result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "stop", chat_id], cwd=str(tmp_path),
-        env={**gateway_env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    line = result.stdout.strip()
+    line = operator_stop(gateway_env, chat_id, tmp_path)
     assert line.startswith(f"chat {chat_id}: turn turn:{chat_id}:{long_turn}:")
     assert "cancelled cooperatively" in line and "pending messages re-dispatched: 1" in line
     assert reply_of(feishu, chat_id, waiting) == "echo: queued behind"
@@ -168,12 +174,8 @@ def test_opt_in_terminate_kills_the_process_of_a_turn_that_outlived_the_timeout(
     waiting = feishu.send_text(chat_id, "behind the stuck one")
     wait_until(lambda: started(redis_client, chat_id, stuck), 20, "the stuck turn")
     pid = agent_events(redis_client, chat_id)[0]["pid"]
-    result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "stop", chat_id], cwd=str(tmp_path),
-        env={**gateway_env, "PATH": "/usr/bin:/bin", "GATEWAY_CANCEL_TERMINATE": "true"},
-        capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert "fenced after the timeout" in result.stdout
+    line = operator_stop(gateway_env, chat_id, tmp_path, GATEWAY_CANCEL_TERMINATE="true")
+    assert "fenced after the timeout" in line
     assert reply_of(feishu, chat_id, waiting) == "echo: behind the stuck one"
 
     def gone() -> bool:
