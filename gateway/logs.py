@@ -8,6 +8,11 @@ import re
 _SECRET_QUERY = re.compile(r"((?:access_key|ticket|app_secret|token)=)[^&\s'\"]+", re.I)
 
 
+def masked_url(url: str) -> str:
+    """A URL fit for a log line: any password replaced by ***."""
+    return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
 class RedactSecrets(logging.Filter):
     """Masks secrets carried in URLs (the long-connection URL has access_key and ticket)."""
 

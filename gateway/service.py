@@ -6,12 +6,16 @@ import json
 import logging
 
 import lark_oapi as lark
+import redis
+from lark_oapi.core.exception import ObtainAccessTokenException
 
 from gateway.control import ControlDesk
 from gateway.dispatch import TaskSender
+from gateway.errors import GatewayError
 from gateway.feishu.listener import Listener
 from gateway.feishu.outbound import build_client
 from gateway.intake import Intake
+from gateway.logs import masked_url
 from gateway.outbox import Outbox
 from gateway.runtime import Runtime
 from gateway.settings import Settings
@@ -28,6 +32,8 @@ def fetch_bot_open_id(settings: Settings) -> str:
     try:
         response = build_client(settings).request(request)
         body = json.loads(response.raw.content) if response.raw else {}
+    except ObtainAccessTokenException as error:
+        raise GatewayError(f"feishu refused the app credentials: {error}") from None
     except (OSError, ValueError) as error:
         logger.warning("bot info unavailable (%s); @mentions of the bot stay in the text", error)
         return ""
@@ -47,7 +53,11 @@ class ListenerService:
                                settings.sweep_interval_s)
 
     def start(self) -> ListenerService:
-        self.runtime.redis.ping()  # fail at start, in one line, if Redis is not there
+        try:
+            self.runtime.redis.ping()  # fail at start, in one line, if Redis is not there
+        except redis.RedisError as error:
+            raise GatewayError(f"cannot reach Redis at {masked_url(self.settings.redis_url)}: "
+                               f"{error}") from None
         self.intake.bot_open_id = fetch_bot_open_id(self.settings)
         self.outbox.start()
         self.sweeper.start()

@@ -189,3 +189,18 @@ def test_redelivery_after_a_listener_restart_is_answered_once(
     second.stop()
     spawn("listener")  # leave one running for the rest of the session
     feishu.wait_connected(1, timeout_s=30)
+
+
+def test_listen_with_wrong_credentials_exits_with_one_clear_line(
+        feishu: Simulator, gateway_env: dict[str, str], tmp_path: object) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "listen"], cwd=str(tmp_path),
+        env={**gateway_env, "PATH": "/usr/bin:/bin", "FEISHU_APP_SECRET": "wrong-secret"},
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("feishu-gateway: feishu refused the app credentials:")
+    assert "wrong-secret" not in result.stderr + result.stdout
