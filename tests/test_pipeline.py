@@ -12,11 +12,14 @@ from typing import Any
 
 import redis
 
+from gateway.chats import ChatStore
+from gateway.embedded_redis import EmbeddedRedis
 from gateway.events import TRUNCATION_MARK
 from gateway.intake import full_inbox_notice
 from gateway.processes import GatewayProcess, wait_until
 from gateway.runner import FAILURE_REPLY
 from gateway.simulator import Simulator
+from gateway.types import Message
 from tests.agents import events_key
 from tests.conftest import TEST_LEASE_TTL_S, Spawn
 
@@ -115,6 +118,22 @@ def test_worker_killed_mid_turn_is_answered_once_after_the_lease_expires(
     replies = replies_to(feishu, chat_id)
     assert replies[message_id] == ["echo: sleep 2 then answer"]
     assert replies[follow_up] == ["echo: next in line"]
+
+
+def test_a_message_admitted_but_never_published_is_answered(
+        feishu: Simulator, worker: GatewayProcess, redis_server: EmbeddedRedis,
+        chat_id: str) -> None:
+    """The listener died between its Redis step and the publish: the sweeper heals it."""
+    message_id = feishu.send_text(chat_id, "published by nobody", deliver=False)
+    client = redis.Redis.from_url(redis_server.url)
+    store = ChatStore(client, claim_ttl_ms=3000, queued_ttl_ms=60_000, running_ttl_ms=3000,
+                      dedupe_ttl_s=86_400, inbox_cap=50)
+    admission = store.ingest(Message(message_id, chat_id, "p2p", "ou_user_1", "text",
+                                     "published by nobody"))
+    client.close()
+    assert admission.outcome == "dispatch"  # ... and no publish follows
+    wait_until(lambda: message_id in replies_to(feishu, chat_id), 3 + 10, "the healed turn")
+    assert replies_to(feishu, chat_id)[message_id] == ["echo: published by nobody"]
 
 
 def test_agent_failure_gets_an_honest_reply_and_the_chat_moves_on(

@@ -152,8 +152,11 @@ class Simulator:
                      mentions: list[dict[str, Any]] | None = None,
                      message_id: str | None = None, thread_id: str | None = None,
                      root_id: str | None = None, parent_id: str | None = None,
-                     parts: int = 1) -> str:
-        """Deliver an im.message.receive_v1 event of any type; returns its message_id."""
+                     parts: int = 1, deliver: bool = True) -> str:
+        """Deliver an im.message.receive_v1 event of any type; returns its message_id.
+
+        With deliver=False the message only exists on the platform (replies to it work),
+        as when a listener took it and died before acting on it."""
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
         incoming = p.IncomingMessage(
             message_id=message_id or p.new_id("om_"), chat_id=chat_id, chat_type=chat_type,
@@ -168,21 +171,22 @@ class Simulator:
         if chat_type == "p2p":
             self.state.remember_p2p_chat(sender_open_id, chat_id)
         event = p.message_receive_event(incoming, app_id=self.app_id)
-        self._deliver(_encode(event), parts=parts, frame_type="event",
-                      message_id=incoming.message_id)
+        if deliver:
+            self._deliver(_encode(event), parts=parts, frame_type="event",
+                          message_id=incoming.message_id)
         return incoming.message_id
 
     def send_text(self, chat_id: str, text: str, *, sender_open_id: str = "ou_user_1",
                   chat_type: str = "p2p", mentions: list[dict[str, Any]] | None = None,
                   message_id: str | None = None, thread_id: str | None = None,
-                  root_id: str | None = None, parts: int = 1) -> str:
+                  root_id: str | None = None, parts: int = 1, deliver: bool = True) -> str:
         """Deliver a text message; mention keys missing from `text` are prepended."""
         missing = [m["key"] for m in mentions or () if str(m.get("key", "")) not in text]
         full = " ".join([*missing, text]) if missing else text
         return self.send_message(
             chat_id, message_type="text", content={"text": full}, sender_open_id=sender_open_id,
             chat_type=chat_type, mentions=mentions, message_id=message_id, thread_id=thread_id,
-            root_id=root_id, parts=parts)
+            root_id=root_id, parts=parts, deliver=deliver)
 
     def send_event(self, payload: dict[str, Any] | bytes | str, *, parts: int = 1,
                    frame_type: str = "event") -> str:
