@@ -86,9 +86,9 @@ class TurnRunner:
         message, clock = started.message, time.monotonic()
         with self.locks.hold(turn.chat_id, turn.fence) as lock, \
                 Heartbeat(self.store, turn, self.poll_s, lock.stopped):
-            agent = self.agents.get(session_key(turn.chat_id, started.generation))
-            reply, outcome = self._answer(agent.run, Turn(message, turn.fence,
-                                                          lock.stopped.is_set))
+            session = session_key(turn.chat_id, started.generation)
+            reply, outcome = self._answer(lambda t: self.agents.get(session).run(t),
+                                          Turn(message, turn.fence, lock.stopped.is_set))
             if lock.stopped.is_set() or (reply and not self.store.may_reply(turn)):
                 outcome = "stopped"
             elif reply:
@@ -104,7 +104,7 @@ class TurnRunner:
     def _answer(run: Callable[[Turn], str | None], turn: Turn) -> tuple[str | None, str]:
         try:
             reply = run(turn)
-        except Exception:  # the boundary: any agent error becomes a failure reply
+        except Exception:  # the boundary: any agent (or factory) error is a failure reply
             logger.exception("agent failed on message %s of chat %s", turn.message_id,
                              turn.chat_id)
             return FAILURE_REPLY, "failed"

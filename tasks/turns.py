@@ -7,9 +7,11 @@ from functools import cache
 from typing import Any
 
 from celery import Task
-from celery.signals import after_setup_logger, worker_ready, worker_shutdown
+from celery.signals import after_setup_logger, worker_init, worker_ready, worker_shutdown
 
+from gateway.agents import load_factory
 from gateway.chats import Dispatch
+from gateway.errors import SettingsError
 from gateway.logs import quiet_lark_handler, redact_handlers
 from gateway.names import RUN_TURN
 from gateway.runtime import Runtime
@@ -38,6 +40,15 @@ def run_turn(self: Task, chat_id: str, message_id: str, fence: int) -> str:
     """Answer the head message of `chat_id` if `fence` still holds its lease."""
     return runtime().runner.run(Dispatch(chat_id, message_id, fence),
                                 task_id=str(self.request.id), worker=str(self.request.hostname))
+
+
+@worker_init.connect
+def _check_agent(**_: Any) -> None:
+    """A bad GATEWAY_AGENT stops the worker at start, in one line, not at the first turn."""
+    try:
+        load_factory(runtime().settings.agent)
+    except SettingsError as error:
+        raise SystemExit(f"feishu-gateway: {error}") from None
 
 
 _sweepers: list[Sweeper] = []

@@ -58,3 +58,15 @@ def test_bad_setting_stops_start_up_with_one_line(argv: list[str], tmp_path: obj
     assert len(lines) == 1, result.stderr
     assert "GATEWAY_CANCEL_TIMEOUT" in lines[0] and "Traceback" not in result.stderr
 
+
+
+def test_bad_agent_stops_the_worker_at_start(tmp_path: object) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "tasks", "worker"], cwd=str(tmp_path),
+        capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "GATEWAY_AGENT": "no.such.module:factory",
+             "PYTHONPATH": str(REPO)})
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("feishu-gateway: bad setting GATEWAY_AGENT: cannot import")
+    assert "Traceback" not in result.stderr
