@@ -33,6 +33,8 @@ def redact_handlers(logger: logging.Logger) -> None:
 
 def quiet_lark_handler() -> None:
     """The SDK prints through its own stdout handler; route it through ours instead."""
+    import lark_oapi.core.log  # noqa: F401  (adds the SDK's handler: import it before clearing)
+
     lark_logger = logging.getLogger("Lark")
     lark_logger.handlers.clear()
     if not any(isinstance(f, RedactSecrets) for f in lark_logger.filters):

@@ -32,6 +32,8 @@ class Settings(BaseSettings):
     lease_ttl_s: float = Field(30.0, validation_alias="GATEWAY_LEASE_TTL_S", gt=0)
     claim_ttl_s: float = Field(15.0, validation_alias="GATEWAY_CLAIM_TTL_S", gt=0)
     queued_ttl_s: float = Field(900.0, validation_alias="GATEWAY_QUEUED_TTL_S", gt=0)
+    reconnect_deadline_s: float = Field(180.0, validation_alias="GATEWAY_RECONNECT_DEADLINE_S",
+                                        gt=0)
     sweep_interval_s: float = Field(2.0, validation_alias="GATEWAY_SWEEP_INTERVAL_S", gt=0)
     inbox_cap: int = Field(100, validation_alias="GATEWAY_INBOX_CAP", ge=1)
     dedupe_ttl_s: int = Field(172_800, validation_alias="GATEWAY_DEDUPE_TTL_S", ge=86_400)

@@ -58,6 +58,7 @@ def gateway_env(redis_server: EmbeddedRedis, feishu: Simulator) -> dict[str, str
         "GATEWAY_LEASE_TTL_S": str(TEST_LEASE_TTL_S),
         "GATEWAY_CLAIM_TTL_S": "3",
         "GATEWAY_SWEEP_INTERVAL_S": "0.5",
+        "GATEWAY_RECONNECT_DEADLINE_S": "2",
         "GATEWAY_INBOX_CAP": "50",
         "GATEWAY_CANCEL_TIMEOUT": str(TEST_CANCEL_TIMEOUT_S),
         "NO_PROXY": "127.0.0.1,localhost",

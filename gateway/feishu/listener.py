@@ -1,9 +1,12 @@
 """The Feishu long connection: the real `lark.ws.Client` on its own thread and loop.
 
 The SDK captures a module-level event loop at import and runs handlers on it, so
-each connection thread installs a fresh loop into the SDK module before it builds
-the client. The handler is one call (`on_event`). A supervisor restarts the
-client thread if it dies; `stop()` closes the websocket with a close frame.
+each client thread installs a fresh loop into the SDK module before it builds the
+client. The handler is one call (`on_event`). A supervisor watches the client: when
+its thread dies, or the connection stays down longer than the reconnect deadline (the
+SDK's receive task can die during a reconnect while `start()` blocks on: a deaf
+client), it stops the client and builds a new one. `stop()` closes the websocket with
+a close frame.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,17 +29,22 @@ from gateway.settings import Settings
 logger = logging.getLogger(__name__)
 
 EventSink = Callable[[Mapping[str, Any]], object]
+MAX_BACKOFF_S = 60.0
 
 
 class Listener:
-    def __init__(self, settings: Settings, on_event: EventSink,
-                 restart_backoff_s: float = 1.0) -> None:
+    def __init__(self, settings: Settings, on_event: EventSink, *,
+                 check_interval_s: float = 1.0, restart_backoff_s: float = 1.0) -> None:
         self._settings = settings
         self._on_event = on_event
-        self._restart_backoff_s = restart_backoff_s
+        self.deadline_s = settings.reconnect_deadline_s
+        self.check_interval_s = check_interval_s
+        self.restart_backoff_s = restart_backoff_s
         self._stopping = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: lark.ws.Client | None = None
+        self._ever_connected = False
+        self.restarts = 0
         self.fatal: str | None = None
         self._supervisor = threading.Thread(target=self._supervise, name="gateway-listener",
                                             daemon=True)
@@ -49,10 +58,21 @@ class Listener:
         self._supervisor.start()
         return self
 
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the listener stopped (by stop() or a fatal error)."""
+        return self._stopping.wait(timeout_s)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Close the websocket (with a close frame) and end the client thread."""
+        self._stopping.set()
+        self._close_client(timeout_s)
+        self._supervisor.join(timeout_s)
+
     def _handle(self, data: lark.im.v1.P2ImMessageReceiveV1) -> None:
         self._on_event(json.loads(lark.JSON.marshal(data) or "{}"))
 
     def _run_client(self) -> None:
+        """Build a client on a fresh loop and run it until it stops or fails."""
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         lark_ws_client.loop = loop  # the SDK reads this module global everywhere
@@ -66,40 +86,60 @@ class Listener:
         try:
             client.start()
         except asyncio.CancelledError:
-            pass  # our own stop() cancelled start()'s wait
+            pass  # our own _close_client() ended start()'s wait
+        except ClientException as error:  # refused for good (credentials, limits)
+            if not self._ever_connected:
+                self.fatal = f"feishu refused the long connection: {error}"
+            logger.error("feishu refused the long connection: %s", error)
+        except Exception:  # the client thread's boundary: the supervisor builds a new one
+            logger.exception("feishu long connection failed")
         finally:
+            self._client = None
             with contextlib.suppress(RuntimeError):
                 loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
     def _supervise(self) -> None:
+        backoff_s = self.restart_backoff_s
         while not self._stopping.is_set():
-            try:
-                self._run_client()
-            except ClientException as error:  # bad credentials and the like: final
-                self.fatal = f"feishu refused the long connection: {error}"
-                logger.error("%s", self.fatal)
+            thread = threading.Thread(target=self._run_client, name="gateway-ws", daemon=True)
+            thread.start()
+            if self._watch(thread):
+                backoff_s = self.restart_backoff_s
+            thread.join()
+            if self.fatal is not None:
                 self._stopping.set()
                 return
-            except Exception:  # a dead client thread is restarted, never left deaf
-                logger.exception("feishu long connection failed")
-            if self._stopping.wait(self._restart_backoff_s):
+            if self._stopping.wait(backoff_s):
                 return
-            logger.warning("restarting the feishu long connection")
+            backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
+            self.restarts += 1
+            logger.warning("rebuilding the feishu long connection (restart %d)", self.restarts)
 
-    def wait(self, timeout_s: float | None = None) -> bool:
-        """Block until the listener stopped (by stop() or a fatal error)."""
-        return self._stopping.wait(timeout_s)
+    def _watch(self, thread: threading.Thread) -> bool:
+        """Wait while the client lives; end it once it was down past the deadline.
+        Returns True when the client had connected at some point."""
+        down_since = time.monotonic()
+        had_connection = False
+        while thread.is_alive() and not self._stopping.wait(self.check_interval_s):
+            if self.connected:
+                down_since, had_connection = time.monotonic(), True
+                self._ever_connected = True
+            elif time.monotonic() - down_since > self.deadline_s:
+                logger.warning("long connection down for over %.0fs; the client is deaf",
+                               self.deadline_s)
+                self._close_client(5.0)
+                break
+        return had_connection
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Close the websocket (with a close frame) and end the client thread."""
-        self._stopping.set()
+    def _close_client(self, timeout_s: float) -> None:
         loop, client = self._loop, self._client
-        if loop is not None and client is not None and not loop.is_closed():
+        if loop is None or client is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             future = asyncio.run_coroutine_threadsafe(_shutdown(client), loop)
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 future.result(timeout_s)
-        self._supervisor.join(timeout_s)
 
 
 async def _shutdown(client: lark.ws.Client) -> None:

@@ -37,6 +37,7 @@ class Hub:
     def __init__(self, config: SimConfig, state: SimState) -> None:
         self.config, self.state = config, state
         self.endpoint_available = True
+        self.endpoint_refusal_code: int | None = None
         self._conns: list[_Conn] = []
         self._changed = asyncio.Condition()
         self._next = 0
@@ -48,6 +49,9 @@ class Hub:
         if not self.endpoint_available:
             return web.json_response({"code": c.CODE_SYSTEM_BUSY, "msg": "system busy"},
                                      status=503)
+        if self.endpoint_refusal_code is not None:
+            return web.json_response({"code": self.endpoint_refusal_code,
+                                      "msg": "connection refused by the platform"})
         body = await json_body(request)
         if (body.get("AppID"), body.get("AppSecret")) != (self.config.app_id,
                                                           self.config.app_secret):

@@ -235,6 +235,11 @@ class Simulator:
         """When False, POST /callback/ws/endpoint answers HTTP 503 (the SDK keeps retrying)."""
         self._running_hub.endpoint_available = available
 
+    def refuse_endpoint(self, code: int | None) -> None:
+        """Answer the endpoint with this non-zero code (HTTP 200), which the SDK treats as
+        final (e.g. 1000040350, too many connections); None serves it normally again."""
+        self._running_hub.endpoint_refusal_code = code
+
     def expire_tokens(self) -> None:
         """Invalidate issued tenant tokens; later calls with them get 99991663."""
         self.state.expire_tokens()
