@@ -45,6 +45,19 @@ def test_echo_end_to_end(feishu: Simulator, listener: GatewayProcess, chat_id: s
     assert feishu.acks[-1].code == 200
 
 
+def test_group_mention_of_the_bot_is_stripped_and_threads_are_kept(
+        feishu: Simulator, listener: GatewayProcess, chat_id: str) -> None:
+    mention = feishu.mention_bot()
+    message_id = feishu.send_text(chat_id, f"{mention['key']} hello bot", chat_type="group",
+                                  mentions=[mention])
+    threaded = feishu.send_text(chat_id, "in a topic", chat_type="group",
+                                thread_id="omt_topic_1", root_id="om_root_1")
+    wait_until(lambda: threaded in replies_to(feishu, chat_id), 20, "both replies")
+    sent = {m.reply_to: m for m in feishu.sent_messages(chat_id)}
+    assert sent[message_id].text == "echo: hello bot" and not sent[message_id].in_thread
+    assert sent[threaded].text == "echo: in a topic" and sent[threaded].in_thread
+
+
 def test_burst_keeps_per_chat_order_without_overlap_and_answers_once(
         feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis) -> None:
     chats = [f"oc_burst_{os.getpid()}_{time.monotonic_ns()}_{i}" for i in range(10)]
