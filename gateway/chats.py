@@ -291,6 +291,10 @@ class ChatStore:
         """Chats the sweeper should look at now (lease deadline passed)."""
         return [_text(c) for c in self.redis.zrangebyscore(INDEX_KEY, "-inf", now_ms(), 0, limit)]
 
+    def active_chats(self, limit: int) -> list[str]:
+        """Chats with pending messages, soonest sweeper deadline first."""
+        return [_text(c) for c in self.redis.zrange(INDEX_KEY, 0, limit - 1)]
+
     def pending(self, chat_id: str) -> list[Message]:
         return [Message.from_json(raw) for raw in self.redis.lrange(ChatKeys(chat_id).inbox, 0, -1)]
 

@@ -1,4 +1,4 @@
-"""`feishu-gateway`: listen, demo, simulator, sweep."""
+"""`feishu-gateway`: listen, demo, status, stop, sweep, simulator."""
 
 from __future__ import annotations
 
@@ -62,6 +62,34 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    """A chat's state in one command: running turn, lease holder, pending messages."""
+    settings = load_settings()
+    from gateway.chats import ChatStore, now_ms
+    from gateway.runtime import redis_client
+
+    s = settings
+    store = ChatStore(redis_client(s.redis_url), claim_ttl_ms=s.claim_ttl_ms,
+                      queued_ttl_ms=s.queued_ttl_ms, running_ttl_ms=s.lease_ttl_ms,
+                      dedupe_ttl_s=s.dedupe_ttl_s, inbox_cap=s.inbox_cap)
+    chats = [args.chat_id] if args.chat_id else store.active_chats(args.limit)
+    if not chats:
+        print("no chat has pending messages")
+    for chat_id in chats:
+        lease, pending = store.lease(chat_id), store.pending(chat_id)
+        if lease:
+            age_s = (now_ms() - int(lease.get("since_ms", now_ms()))) / 1000
+            holder = (f"{lease.get('state')} turn {lease.get('task_id') or '-'} "
+                      f"(fence {lease.get('fence')}, worker {lease.get('worker') or '-'}, "
+                      f"for {age_s:.1f}s)")
+        else:
+            holder = "idle"
+        print(f"chat {chat_id}: {holder}; pending {len(pending)}")
+        for message in pending[: args.limit]:
+            print(f"  {message.message_id} from {message.sender_open_id}: {message.text[:60]!r}")
+    return 0
+
+
 def cmd_simulator(args: argparse.Namespace) -> int:
     setup_logging("INFO")
     from gateway.simulator import serve_forever
@@ -86,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("chat_id")
     stop.add_argument("--new", action="store_true", help="also start a new conversation")
     stop.set_defaults(func=cmd_stop)
+    status = sub.add_parser("status", help="a chat's running turn, lease and pending messages")
+    status.add_argument("chat_id", nargs="?", help="omit to list chats with pending messages")
+    status.add_argument("--limit", type=int, default=20)
+    status.set_defaults(func=cmd_status)
     sim = sub.add_parser("simulator", help="run the fake Feishu open platform")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=9900)

@@ -27,10 +27,10 @@ def reply_of(sim: Simulator, chat_id: str, message_id: str, timeout_s: float = 2
     return str(found[0])
 
 
-def operator_stop(env: dict[str, str], chat_id: str, workdir: object, **extra: str) -> str:
-    """Run `feishu-gateway stop <chat_id>` as an operator would; return what it printed."""
+def operator(env: dict[str, str], workdir: object, *argv: str, **extra: str) -> str:
+    """Run `feishu-gateway <argv>` as an operator would; return what it printed."""
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "stop", chat_id], cwd=str(workdir),
+        [sys.executable, "-m", "gateway.cli", *argv], cwd=str(workdir),
         env={**env, "PATH": "/usr/bin:/bin", **extra}, capture_output=True, text=True,
         timeout=60)
     assert result.returncode == 0, result.stderr
@@ -150,11 +150,17 @@ def test_operator_stop_from_the_terminal(
     long_turn = feishu.send_text(chat_id, "sleep 30")
     waiting = feishu.send_text(chat_id, "queued behind")
     wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
-    line = operator_stop(gateway_env, chat_id, tmp_path)
+    status = operator(gateway_env, tmp_path, "status", chat_id).splitlines()
+    assert status[0].startswith(f"chat {chat_id}: running turn turn:{chat_id}:{long_turn}:1 ")
+    assert status[0].endswith("pending 2")
+    assert status[2].startswith(f"  {waiting} from ou_user_1: 'queued behind'")
+    line = operator(gateway_env, tmp_path, "stop", chat_id)
     assert line.startswith(f"chat {chat_id}: turn turn:{chat_id}:{long_turn}:")
     assert "cancelled cooperatively" in line and "pending messages re-dispatched: 1" in line
     assert reply_of(feishu, chat_id, waiting) == "echo: queued behind"
     assert long_turn not in replies_to(feishu, chat_id)
+    wait_until(lambda: operator(gateway_env, tmp_path, "status", chat_id)
+               == f"chat {chat_id}: idle; pending 0", 10, "the chat to be idle")
 
 
 def test_stop_is_deduplicated_like_any_message(
@@ -174,7 +180,8 @@ def test_opt_in_terminate_kills_the_process_of_a_turn_that_outlived_the_timeout(
     waiting = feishu.send_text(chat_id, "behind the stuck one")
     wait_until(lambda: started(redis_client, chat_id, stuck), 20, "the stuck turn")
     pid = agent_events(redis_client, chat_id)[0]["pid"]
-    line = operator_stop(gateway_env, chat_id, tmp_path, GATEWAY_CANCEL_TERMINATE="true")
+    line = operator(gateway_env, tmp_path, "stop", chat_id,
+                    GATEWAY_CANCEL_TERMINATE="true")
     assert "fenced after the timeout" in line
     assert reply_of(feishu, chat_id, waiting) == "echo: behind the stuck one"
 
