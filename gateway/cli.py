@@ -65,13 +65,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     """A chat's state in one command: running turn, lease holder, pending messages."""
     settings = load_settings()
-    from gateway.chats import ChatStore, now_ms
-    from gateway.runtime import redis_client
+    from gateway.chats import now_ms
+    from gateway.runtime import Runtime
+    from tasks import app
 
-    s = settings
-    store = ChatStore(redis_client(s.redis_url), claim_ttl_ms=s.claim_ttl_ms,
-                      queued_ttl_ms=s.queued_ttl_ms, running_ttl_ms=s.lease_ttl_ms,
-                      dedupe_ttl_s=s.dedupe_ttl_s, inbox_cap=s.inbox_cap)
+    store = Runtime(settings, app).store
     chats = [args.chat_id] if args.chat_id else store.active_chats(args.limit)
     if not chats:
         print("no chat has pending messages")

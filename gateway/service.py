@@ -73,6 +73,3 @@ class ListenerService:
         self.outbox.stop()
         self.desk.stop()
         logger.info("listener stopped")
-
-
-
