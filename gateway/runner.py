@@ -16,6 +16,7 @@ import redis
 
 from gateway.agents.cache import AgentCache
 from gateway.chats import ChatStore, Dispatch
+from gateway.chunking import chunk_text
 from gateway.dispatch import Publisher
 from gateway.errors import GatewayError
 from gateway.feishu.outbound import Outbound, reply_uuid
@@ -75,6 +76,7 @@ class TurnRunner:
     outbound: Outbound
     publisher: Publisher
     poll_s: float
+    reply_chunk_chars: int = 4000
 
     def run(self, turn: Dispatch, *, task_id: str, worker: str) -> str:
         """Run one turn; returns how it ended: stale, replied, silent, failed, stopped."""
@@ -111,10 +113,14 @@ class TurnRunner:
         return (str(reply), "replied") if reply else (None, "silent")
 
     def _reply(self, message: Message, text: str) -> None:
-        try:
-            self.outbound.reply_text(message.message_id, text,
-                                     uuid=reply_uuid(message.message_id),
-                                     in_thread=bool(message.thread_id))
-        except GatewayError as error:
-            logger.error("reply to %s in chat %s not delivered: %s", message.message_id,
-                         message.chat_id, error)
+        """Send the reply, split into chunks; each chunk's uuid is fixed by its position."""
+        for index, chunk in enumerate(chunk_text(text, self.reply_chunk_chars)):
+            purpose = "reply" if index == 0 else f"reply-{index}"
+            try:
+                self.outbound.reply_text(message.message_id, chunk,
+                                         uuid=reply_uuid(message.message_id, purpose),
+                                         in_thread=bool(message.thread_id))
+            except GatewayError as error:
+                logger.error("reply to %s in chat %s not delivered: %s", message.message_id,
+                             message.chat_id, error)
+                return

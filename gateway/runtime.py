@@ -57,6 +57,7 @@ class Runtime:
             outbound=self.outbound,
             publisher=self.publisher,
             poll_s=min(self.settings.cancel_poll_s, self.settings.lease_ttl_s / 3),
+            reply_chunk_chars=self.settings.reply_chunk_chars,
         )
 
     def revoke(self, task_id: str, terminate: bool) -> None:

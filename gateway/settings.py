@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     dedupe_ttl_s: int = Field(172_800, validation_alias="GATEWAY_DEDUPE_TTL_S", ge=86_400)
     lock_registry_cap: int = Field(10_000, validation_alias="GATEWAY_LOCK_REGISTRY_CAP", ge=1)
     agent_cache_cap: int = Field(256, validation_alias="GATEWAY_AGENT_CACHE_CAP", ge=1)
+    reply_chunk_chars: int = Field(4000, validation_alias="GATEWAY_REPLY_CHUNK_CHARS", ge=200,
+                                   le=30_000)
     max_text_chars: int = Field(16_000, validation_alias="GATEWAY_MAX_TEXT_CHARS", ge=1)
     worker_concurrency: int = Field(2, validation_alias="GATEWAY_WORKER_CONCURRENCY", ge=1)
     log_level: str = Field("INFO", validation_alias="GATEWAY_LOG_LEVEL")
