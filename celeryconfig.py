@@ -21,6 +21,9 @@ task_queues = tuple(Queue(name) for name in ALL_QUEUES)
 task_default_queue = TURNS_QUEUE
 task_routes = {RUN_TURN: {"queue": TURNS_QUEUE}}
 
+# A turn that ignores /stop and never returns is killed here (prefork); its lease then
+# expires and the chat goes on (the message counts one attempt, see GATEWAY_MAX_ATTEMPTS).
+task_time_limit = _settings.turn_time_limit_s
 task_acks_late = True
 task_reject_on_worker_lost = True
 worker_prefetch_multiplier = 1

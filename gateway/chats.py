@@ -47,6 +47,10 @@ class ChatKeys:
         return f"{self.prefix}:cancel"
 
     @property
+    def tries(self) -> str:
+        return f"{self.prefix}:tries"
+
+    @property
     def generation(self) -> str:
         return f"{self.prefix}:gen"
 
@@ -72,25 +76,31 @@ class Admission:
 
 @dataclass(frozen=True, slots=True)
 class Started:
-    """A turn that may run: its message and the chat's session generation."""
+    """A turn that may run: its message, the chat's session generation, and which
+    attempt at this message it is; `exhausted` when earlier attempts used them all up."""
 
     message: Message
     generation: int
+    attempt: int
+    exhausted: bool = False
 
 
 # A fresh lease for the head of the inbox; shared by the scripts below.
 _CLAIM = """
-local function claim(lease, inbox, fence, index, chat, now, ttl)
+local function claim(lease, inbox, fence, index, tries, chat, now, ttl)
   local head = redis.call('LINDEX', inbox, 0)
   if not head then
-    redis.call('DEL', lease)
+    redis.call('DEL', lease, tries)
     redis.call('ZREM', index, chat)
     return nil
   end
+  local id = cjson.decode(head)['message_id']
+  local tried = redis.call('HGET', tries, id)
+  redis.call('DEL', tries)  -- only the head's tries are kept
+  if tried then redis.call('HSET', tries, id, tried) end
   local f = redis.call('INCR', fence)
   redis.call('DEL', lease)
-  redis.call('HSET', lease, 'fence', f, 'state', 'claimed', 'since_ms', now,
-             'message_id', cjson.decode(head)['message_id'])
+  redis.call('HSET', lease, 'fence', f, 'state', 'claimed', 'since_ms', now, 'message_id', id)
   redis.call('PEXPIRE', lease, ttl)
   redis.call('ZADD', index, now + ttl, chat)
   return {f, head}
@@ -98,7 +108,8 @@ end
 """
 
 _INGEST = _CLAIM + """
--- KEYS: seen inbox lease fence index   ARGV: msg_json dedupe_ttl_s cap now_ms claim_ttl_ms chat
+-- KEYS: seen inbox lease fence index tries
+-- ARGV: msg_json dedupe_ttl_s cap now_ms claim_ttl_ms chat
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[2]) then return {'duplicate'} end
 local n = redis.call('LLEN', KEYS[2])
 if n >= tonumber(ARGV[3]) then return {'full', n} end
@@ -107,7 +118,8 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('ZADD', KEYS[5], 'NX', tonumber(ARGV[4]) + tonumber(ARGV[5]), ARGV[6])
   return {'queued', n}
 end
-local c = claim(KEYS[3], KEYS[2], KEYS[4], KEYS[5], ARGV[6], tonumber(ARGV[4]), tonumber(ARGV[5]))
+local c = claim(KEYS[3], KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[6], tonumber(ARGV[4]),
+                tonumber(ARGV[5]))
 return {'dispatch', n, c[1], c[2]}
 """
 
@@ -122,7 +134,8 @@ return 1
 """
 
 _START = """
--- KEYS: lease inbox index gen   ARGV: fence task_id worker running_ttl_ms now_ms chat
+-- KEYS: lease inbox index gen tries
+-- ARGV: fence task_id worker running_ttl_ms now_ms chat max_attempts
 if redis.call('HGET', KEYS[1], 'fence') ~= ARGV[1] then return {'stale'} end
 if redis.call('HGET', KEYS[1], 'state') == 'running' then return {'stale'} end
 local head = redis.call('LINDEX', KEYS[2], 0)
@@ -131,7 +144,10 @@ redis.call('HSET', KEYS[1], 'state', 'running', 'task_id', ARGV[2], 'worker', AR
            'since_ms', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('ZADD', KEYS[3], tonumber(ARGV[5]) + tonumber(ARGV[4]), ARGV[6])
-return {'run', head, tonumber(redis.call('GET', KEYS[4]) or '0')}
+local attempt = redis.call('HINCRBY', KEYS[5], cjson.decode(head)['message_id'], 1)
+local gen = tonumber(redis.call('GET', KEYS[4]) or '0')
+if attempt > tonumber(ARGV[7]) then return {'poison', head, gen, attempt - 1} end
+return {'run', head, gen, attempt}
 """
 
 _HEARTBEAT = """
@@ -143,27 +159,29 @@ return 1
 """
 
 _COMPLETE = _CLAIM + """
--- KEYS: lease inbox fence index   ARGV: fence message_id now_ms claim_ttl_ms chat
+-- KEYS: lease inbox fence index tries   ARGV: fence message_id now_ms claim_ttl_ms chat
 if redis.call('HGET', KEYS[1], 'fence') ~= ARGV[1] then return {'stale'} end
 local head = redis.call('LINDEX', KEYS[2], 0)
 if head and cjson.decode(head)['message_id'] == ARGV[2] then redis.call('LPOP', KEYS[2]) end
-local c = claim(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], tonumber(ARGV[3]), tonumber(ARGV[4]))
+local c = claim(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[5], tonumber(ARGV[3]),
+                tonumber(ARGV[4]))
 if not c then return {'idle'} end
 return {'dispatch', c[1], c[2]}
 """
 
 _RECOVER = _CLAIM + """
--- KEYS: lease inbox fence index cancel   ARGV: now_ms claim_ttl_ms chat
+-- KEYS: lease inbox fence index tries cancel   ARGV: now_ms claim_ttl_ms chat
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then
   redis.call('ZADD', KEYS[4], tonumber(ARGV[1]) + ttl, ARGV[3])
   return {'held'}
 end
 local f = redis.call('GET', KEYS[3])
-if f and redis.call('GET', KEYS[5]) == f then
+if f and redis.call('GET', KEYS[6]) == f then
   redis.call('LPOP', KEYS[2])  -- the head was /stopped: its lease ran out, it is done
 end
-local c = claim(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], tonumber(ARGV[1]), tonumber(ARGV[2]))
+local c = claim(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3], tonumber(ARGV[1]),
+                tonumber(ARGV[2]))
 if not c then return {'empty'} end
 return {'dispatch', c[1], c[2]}
 """
@@ -188,13 +206,15 @@ class ChatStore:
     """The scripts that move a chat's state; one instance per process and Redis client."""
 
     def __init__(self, client: redis.Redis, *, claim_ttl_ms: int, queued_ttl_ms: int,
-                 running_ttl_ms: int, dedupe_ttl_s: int, inbox_cap: int) -> None:
+                 running_ttl_ms: int, dedupe_ttl_s: int, inbox_cap: int,
+                 max_attempts: int = 3) -> None:
         self.redis = client
         self.claim_ttl_ms = claim_ttl_ms
         self.queued_ttl_ms = queued_ttl_ms
         self.running_ttl_ms = running_ttl_ms
         self.dedupe_ttl_s = dedupe_ttl_s
         self.inbox_cap = inbox_cap
+        self.max_attempts = max_attempts
         self._ingest = client.register_script(_INGEST)
         self._confirm = client.register_script(_CONFIRM)
         self._start = client.register_script(_START)
@@ -206,7 +226,7 @@ class ChatStore:
         """Dedupe + append to the inbox + take the lease if free, in one atomic step."""
         k = ChatKeys(message.chat_id)
         reply = self._ingest(
-            keys=[k.seen(message.message_id), k.inbox, k.lease, k.fence, INDEX_KEY],
+            keys=[k.seen(message.message_id), k.inbox, k.lease, k.fence, INDEX_KEY, k.tries],
             args=[message.to_json(), self.dedupe_ttl_s, self.inbox_cap, now_ms(),
                   self.claim_ttl_ms, message.chat_id],
         )
@@ -227,11 +247,14 @@ class ChatStore:
     def start(self, turn: Dispatch, task_id: str, worker: str) -> Started | None:
         """Mark the turn running; None when its fence is stale or it already ran."""
         k = ChatKeys(turn.chat_id)
-        reply = self._start(keys=[k.lease, k.inbox, INDEX_KEY, k.generation], args=[
-            turn.fence, task_id, worker, self.running_ttl_ms, now_ms(), turn.chat_id])
-        if _text(reply[0]) != "run":
+        reply = self._start(keys=[k.lease, k.inbox, INDEX_KEY, k.generation, k.tries], args=[
+            turn.fence, task_id, worker, self.running_ttl_ms, now_ms(), turn.chat_id,
+            self.max_attempts])
+        outcome = _text(reply[0])
+        if outcome == "stale":
             return None
-        return Started(Message.from_json(reply[1]), int(reply[2]))
+        return Started(Message.from_json(reply[1]), int(reply[2]), int(reply[3]),
+                       exhausted=outcome == "poison")
 
     def heartbeat(self, turn: Dispatch) -> Literal["held", "lost", "cancelled"]:
         """Extend a running turn's lease and report whether it may go on."""
@@ -272,7 +295,7 @@ class ChatStore:
         """Pop the finished head; return the next turn to publish, None when idle,
         False when the turn's fence was stale (nothing was touched)."""
         k = ChatKeys(turn.chat_id)
-        reply = self._complete(keys=[k.lease, k.inbox, k.fence, INDEX_KEY], args=[
+        reply = self._complete(keys=[k.lease, k.inbox, k.fence, INDEX_KEY, k.tries], args=[
             turn.fence, turn.message_id, now_ms(), self.claim_ttl_ms, turn.chat_id])
         outcome = _text(reply[0])
         if outcome == "dispatch":
@@ -283,7 +306,7 @@ class ChatStore:
         """Re-dispatch a chat whose inbox is not empty and whose lease is gone; a head
         whose turn was /stopped (flag still up for its fence) is dropped first."""
         k = ChatKeys(chat_id)
-        reply = self._recover(keys=[k.lease, k.inbox, k.fence, INDEX_KEY, k.cancel],
+        reply = self._recover(keys=[k.lease, k.inbox, k.fence, INDEX_KEY, k.tries, k.cancel],
                               args=[now_ms(), self.claim_ttl_ms, chat_id])
         return _dispatch(chat_id, reply[1], reply[2]) if _text(reply[0]) == "dispatch" else None
 

@@ -28,6 +28,11 @@ logger = logging.getLogger(__name__)
 FAILURE_REPLY = "Sorry, something went wrong while answering this message."
 
 
+def gave_up_reply(attempts: int) -> str:
+    return (f"Sorry, this message could not be answered: {attempts} attempts to answer it "
+            "were cut off. The chat goes on with your next message.")
+
+
 def session_key(chat_id: str, generation: int) -> str:
     """Agents are cached per session; /new starts a new generation, hence a new session."""
     return f"{chat_id}#{generation}"
@@ -86,6 +91,8 @@ class TurnRunner:
                         turn.message_id, turn.chat_id, turn.fence)
             return "stale"
         message, clock = started.message, time.monotonic()
+        if started.exhausted:
+            return self._give_up(turn, message, started.attempt)
         with self.locks.hold(turn.chat_id, turn.fence) as lock, \
                 Heartbeat(self.store, turn, self.poll_s, lock.stopped):
             session = session_key(turn.chat_id, started.generation)
@@ -101,6 +108,17 @@ class TurnRunner:
         if following:
             self.publisher.publish(following)
         return outcome
+
+    def _give_up(self, turn: Dispatch, message: Message, attempts: int) -> str:
+        """A message whose turns died every time (crash, kill, time limit): tell the
+        user, drop it, and let the chat go on."""
+        logger.error("message %s of chat %s dropped after %d attempts that never finished",
+                     message.message_id, message.chat_id, attempts)
+        self._reply(message, gave_up_reply(attempts))
+        following = self.store.complete(turn)
+        if following:
+            self.publisher.publish(following)
+        return "gave-up"
 
     @staticmethod
     def _answer(run: Callable[[Turn], str | None], turn: Turn) -> tuple[str | None, str]:

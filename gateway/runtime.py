@@ -38,7 +38,7 @@ class Runtime:
         s = self.settings
         return ChatStore(self.redis, claim_ttl_ms=s.claim_ttl_ms, queued_ttl_ms=s.queued_ttl_ms,
                          running_ttl_ms=s.lease_ttl_ms, dedupe_ttl_s=s.dedupe_ttl_s,
-                         inbox_cap=s.inbox_cap)
+                         inbox_cap=s.inbox_cap, max_attempts=s.max_attempts)
 
     @cached_property
     def publisher(self) -> Publisher:

@@ -34,6 +34,8 @@ class Settings(BaseSettings):
     queued_ttl_s: float = Field(900.0, validation_alias="GATEWAY_QUEUED_TTL_S", gt=0)
     reconnect_deadline_s: float = Field(180.0, validation_alias="GATEWAY_RECONNECT_DEADLINE_S",
                                         gt=0)
+    max_attempts: int = Field(3, validation_alias="GATEWAY_MAX_ATTEMPTS", ge=1)
+    turn_time_limit_s: float = Field(1800.0, validation_alias="GATEWAY_TURN_TIME_LIMIT_S", gt=0)
     sweep_interval_s: float = Field(2.0, validation_alias="GATEWAY_SWEEP_INTERVAL_S", gt=0)
     inbox_cap: int = Field(100, validation_alias="GATEWAY_INBOX_CAP", ge=1)
     dedupe_ttl_s: int = Field(172_800, validation_alias="GATEWAY_DEDUPE_TTL_S", ge=86_400)

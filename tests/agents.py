@@ -2,6 +2,7 @@
 
 - `sleep S ...`  sleeps S seconds, returning early once the turn is cancelled
 - `hang S ...`   sleeps S seconds and ignores cancellation
+- `crash`        kills its own process (SIGKILL), like an out-of-memory kill
 - `whoami`       replies with its session key and how many turns this agent object saw
 - `boom ...`     raises
 - `silent ...`   returns None
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from functools import cache
 
@@ -48,6 +50,8 @@ class ScriptedAgent:
         self.turns += 1
         try:
             word, _, rest = turn.text.partition(" ")
+            if word == "crash":
+                os.kill(os.getpid(), signal.SIGKILL)
             if word == "whoami":
                 return f"session {self.session_key} turn {self.turns} pid {os.getpid()}"
             if word == "hang":

@@ -91,3 +91,27 @@ def test_a_stopped_turn_whose_lease_ran_out_is_dropped_not_rerun(
         time.sleep(0.05)
     assert store.recover(chat_id) == Dispatch(chat_id, "om_2", 2)
     assert [m.message_id for m in store.pending(chat_id)] == ["om_2"]
+
+
+def test_attempts_are_counted_per_head_and_exhausted_after_the_cap(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client, running_ttl_ms=100, max_attempts=2)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    store.ingest(msg(chat_id, 2))
+    attempts = []
+    for _ in range(3):
+        assert turn is not None
+        started = store.start(turn, "t", "w")
+        assert started is not None
+        attempts.append((started.attempt, started.exhausted))
+        deadline = time.monotonic() + 5
+        while store.lease(chat_id) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        turn = store.recover(chat_id)  # the worker died: the sweeper tries again
+    assert attempts == [(1, False), (2, False), (2, True)]
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    following = store.complete(turn)
+    assert following and following.message_id == "om_2"
+    second = store.start(following, "t2", "w")
+    assert second is not None and (second.attempt, second.exhausted) == (1, False)
+    assert redis_client.hgetall(ChatKeys(chat_id).tries) == {"om_2": "1"}

@@ -17,7 +17,7 @@ from gateway.embedded_redis import EmbeddedRedis
 from gateway.events import TRUNCATION_MARK
 from gateway.intake import full_inbox_notice
 from gateway.processes import GatewayProcess, wait_until
-from gateway.runner import FAILURE_REPLY
+from gateway.runner import FAILURE_REPLY, gave_up_reply
 from gateway.simulator import Simulator
 from gateway.types import Message
 from tests.agents import events_key
@@ -164,6 +164,21 @@ def test_a_message_admitted_but_never_published_is_answered(
     assert admission.outcome == "dispatch"  # ... and no publish follows
     wait_until(lambda: message_id in replies_to(feishu, chat_id), 3 + 10, "the healed turn")
     assert replies_to(feishu, chat_id)[message_id] == ["echo: published by nobody"]
+
+
+def test_a_message_that_kills_its_worker_every_time_is_given_up_and_the_chat_goes_on(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        chat_id: str) -> None:
+    poison = feishu.send_text(chat_id, "crash")
+    after = feishu.send_text(chat_id, "still alive?")
+    wait_until(lambda: after in replies_to(feishu, chat_id), 4 * (TEST_LEASE_TTL_S + 3),
+               "the chat to get past the poison message")
+    replies = replies_to(feishu, chat_id)
+    assert replies[poison] == [gave_up_reply(3)]
+    assert replies[after] == ["echo: still alive?"]
+    starts = [e["message_id"] for e in agent_events(redis_client, chat_id)
+              if e["event"] == "start"]
+    assert starts == [poison, poison, poison, after]
 
 
 def test_agent_failure_gets_an_honest_reply_and_the_chat_moves_on(
