@@ -37,10 +37,12 @@ def free_port() -> int:
 
 
 class EmbeddedRedis:
-    """Start with `start()`, read `url`, end with `stop()`; nothing is kept on disk."""
+    """Start with `start()`, read `url`, end with `stop()`. Nothing outlives `stop()`;
+    with `persistent=True` the data survives `crash()` and a second `start()`."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, *, persistent: bool = False) -> None:
         self.port = port or free_port()
+        self.persistent = persistent
         self._dir = tempfile.TemporaryDirectory(prefix="gw-redis-")
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -50,7 +52,8 @@ class EmbeddedRedis:
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
         args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", self._dir.name,
+                "--save", "", "--appendonly", "yes" if self.persistent else "no",
+                "--appendfsync", "always", "--dir", self._dir.name,
                 "--daemonize", "no", "--loglevel", "warning"]
         self._process = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -69,6 +72,13 @@ class EmbeddedRedis:
                     time.sleep(0.02)
         finally:
             client.close()
+
+    def crash(self) -> None:
+        """SIGKILL the server (an outage); `start()` brings it back on the same port."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:

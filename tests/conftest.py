@@ -47,13 +47,13 @@ def feishu() -> Iterator[Simulator]:
     sim.stop()
 
 
-@pytest.fixture(scope="session")
-def gateway_env(redis_server: EmbeddedRedis, feishu: Simulator) -> dict[str, str]:
+def env_for(redis_url: str, sim: Simulator) -> dict[str, str]:
+    """The environment of gateway processes bound to this Redis and this simulator."""
     return {
-        "REDIS_URL": redis_server.url,
-        "FEISHU_APP_ID": feishu.app_id,
-        "FEISHU_APP_SECRET": feishu.app_secret,
-        "FEISHU_DOMAIN": feishu.url,
+        "REDIS_URL": redis_url,
+        "FEISHU_APP_ID": sim.app_id,
+        "FEISHU_APP_SECRET": sim.app_secret,
+        "FEISHU_DOMAIN": sim.url,
         "GATEWAY_AGENT": "tests.agents:scripted",
         "GATEWAY_LEASE_TTL_S": str(TEST_LEASE_TTL_S),
         "GATEWAY_CLAIM_TTL_S": "3",
@@ -64,6 +64,11 @@ def gateway_env(redis_server: EmbeddedRedis, feishu: Simulator) -> dict[str, str
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }
+
+
+@pytest.fixture(scope="session")
+def gateway_env(redis_server: EmbeddedRedis, feishu: Simulator) -> dict[str, str]:
+    return env_for(redis_server.url, feishu)
 
 
 class Fleet:
