@@ -93,10 +93,8 @@ class Canceller:
         if lease.get("state") == "running":
             how = "cooperative" if self._wait_for_end(turn) else "timeout-fenced"
         if how != "cooperative":
-            following = self._store.complete(turn)
-            if following:
-                self._publisher.publish(following)
-            elif following is False and how == "timeout-fenced":
+            following = self._publisher.hand_over(turn)
+            if following is False and how == "timeout-fenced":
                 how = "cooperative"  # it completed by itself just as the timeout ran out
             if how == "timeout-fenced" and self.terminate and task_id:
                 self._revoke(task_id, True)

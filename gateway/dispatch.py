@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import redis
 from kombu.exceptions import KombuError
@@ -47,3 +47,11 @@ class Publisher:
             return False
         self._store.confirm(turn, task_id)
         return True
+
+    def hand_over(self, turn: Dispatch) -> Dispatch | None | Literal[False]:
+        """End `turn` (pop its head, claim the next) and publish the next turn, if any.
+        Returns what `ChatStore.complete` said: the next turn, None (idle) or False (stale)."""
+        following = self._store.complete(turn)
+        if following:
+            self.publish(following)
+        return following

@@ -102,11 +102,9 @@ class TurnRunner:
                 outcome = "stopped"
             elif reply:
                 self._reply(message, reply)
-            following = self.store.complete(turn)
+            self.publisher.hand_over(turn)
         logger.info("turn %s of chat %s %s in %.2fs", message.message_id, message.chat_id,
                     outcome, time.monotonic() - clock)
-        if following:
-            self.publisher.publish(following)
         return outcome
 
     def _give_up(self, turn: Dispatch, message: Message, attempts: int) -> str:
@@ -115,9 +113,7 @@ class TurnRunner:
         logger.error("message %s of chat %s dropped after %d attempts that never finished",
                      message.message_id, message.chat_id, attempts)
         self._reply(message, gave_up_reply(attempts))
-        following = self.store.complete(turn)
-        if following:
-            self.publisher.publish(following)
+        self.publisher.hand_over(turn)
         return "gave-up"
 
     @staticmethod
