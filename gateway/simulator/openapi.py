@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from gateway.simulator import config as c
 from gateway.simulator.config import SimConfig
+from gateway.simulator.faults import RESET, FaultPlan, abort_connection, fault_response
 from gateway.simulator.payloads import api_message_object, new_id, now_ms
 from gateway.simulator.state import MessageRecord, SimState
 
@@ -19,6 +21,9 @@ logger = logging.getLogger(__name__)
 MSG_TYPES = frozenset({"text", "post", "image", "file", "audio", "media", "sticker",
                        "interactive", "share_chat", "share_user", "system"})
 RECEIVE_ID_TYPES = frozenset({"open_id", "user_id", "union_id", "email", "chat_id"})
+TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
 class ApiError(Exception):
@@ -49,6 +54,16 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
+async def _peek_uuid(request: web.Request) -> str | None:
+    """The body's uuid, if any; never fails (the handler validates the body later)."""
+    try:
+        body = json.loads((await request.read()).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    uuid = body.get("uuid") if isinstance(body, dict) else None
+    return uuid if isinstance(uuid, str) and uuid else None
+
+
 def require_str(body: dict[str, Any], key: str) -> str:
     value = body.get(key)
     if not isinstance(value, str) or not value:
@@ -76,22 +91,52 @@ def check_content(msg_type: str, content: str) -> None:
 class OpenApi:
     """Route handlers sharing the simulator's config and state."""
 
-    def __init__(self, config: SimConfig, state: SimState) -> None:
+    def __init__(self, config: SimConfig, state: SimState,
+                 faults: FaultPlan | None = None) -> None:
         self.config, self.state = config, state
+        self.faults = faults or FaultPlan()
 
     def routes(self) -> list[web.RouteDef]:
         base = "/open-apis/im/v1/messages"
         return [
-            web.post("/open-apis/auth/v3/tenant_access_token/internal", self.tenant_token),
+            web.post(TOKEN_PATH, self._token_faults(self.tenant_token)),
             web.post("/open-apis/auth/v3/app_access_token/internal", self.tenant_token),
             web.get("/open-apis/bot/v3/info", self.bot_info),
-            web.post(base, self.create_message),
-            web.post(base + "/{message_id}/reply", self.reply_message),
+            web.post(base, self._send_faults(self.create_message)),
+            web.post(base + "/{message_id}/reply", self._send_faults(self.reply_message)),
             web.put(base + "/{message_id}", self.update_message),
             web.patch(base + "/{message_id}", self.patch_message),
             web.post(base + "/{message_id}/reactions", self.add_reaction),
             web.delete(base + "/{message_id}/reactions/{reaction_id}", self.delete_reaction),
         ]
+
+    def _send_faults(self, handler: Handler) -> Handler:
+        """Count the attempt per uuid, then fail before the handler runs, or (RESET) after
+        it created the message: the connection is then aborted with no response at all."""
+        async def faulty(request: web.Request) -> web.Response:
+            uuid = await _peek_uuid(request)
+            if uuid is not None:
+                self.state.bump(f"send-attempt:{uuid}")
+            fault = self.faults.next_send()
+            if fault is not None:
+                self.state.bump(f"fault:{fault.kind}")
+                if fault.kind != RESET:
+                    return fault_response(fault)
+            try:
+                return await handler(request)
+            finally:
+                if fault is not None:
+                    abort_connection(request)
+        return faulty
+
+    def _token_faults(self, handler: Handler) -> Handler:
+        async def faulty(request: web.Request) -> web.Response:
+            fault = self.faults.next_token()
+            if fault is None:
+                return await handler(request)
+            self.state.bump(f"fault:token:{fault.kind}")
+            return fault_response(fault)
+        return faulty
 
     def _token(self) -> str:
         return self.config.tenant_token(self.state.token_generation)

@@ -14,12 +14,14 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from gateway.simulator import config as c
 from gateway.simulator import frames
 from gateway.simulator.config import SimConfig
+from gateway.simulator.faults import FaultPlan
 from gateway.simulator.openapi import ApiError, OpenApi, json_body
 from gateway.simulator.state import SimState
 
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+AckListener = Callable[[str, int], None]
 
 
 @dataclass(eq=False)
@@ -38,6 +40,7 @@ class Hub:
         self.config, self.state = config, state
         self.endpoint_available = True
         self.endpoint_refusal_code: int | None = None
+        self.ack_listener: AckListener | None = None
         self._conns: list[_Conn] = []
         self._changed = asyncio.Condition()
         self._next = 0
@@ -118,6 +121,8 @@ class Hub:
         recorded = self.state.record_ack(
             frame_id, ack.code, ack.data, int(biz_rt) if biz_rt and biz_rt.isdigit() else None)
         logger.debug("ACK %s code=%s latency=%.1f ms", frame_id, ack.code, recorded.latency_ms)
+        if self.ack_listener is not None:
+            self.ack_listener(frame_id, ack.code)
 
     async def _add(self, conn: _Conn) -> None:
         async with self._changed:
@@ -131,13 +136,13 @@ class Hub:
                 self._conns.remove(conn)
             self.state.set_connection_count(len(self._conns))
 
-    async def _pick(self, deadline: float) -> _Conn:
+    async def _pick(self, deadline: float | None) -> _Conn:
         loop = asyncio.get_running_loop()
         async with self._changed:
             while not (live := [x for x in self._conns if not x.ws.closed]):
-                remaining = deadline - loop.time()
+                remaining = None if deadline is None else max(deadline - loop.time(), 0)
                 try:
-                    await asyncio.wait_for(self._changed.wait(), max(remaining, 0))
+                    await asyncio.wait_for(self._changed.wait(), remaining)
                 except TimeoutError:
                     raise TimeoutError(
                         "simulator: no long-connection client connected to deliver the event "
@@ -147,9 +152,11 @@ class Hub:
             return conn
 
     async def deliver(self, payload: bytes, *, frame_id: str, frame_type: str, parts: int,
-                      timeout_s: float) -> None:
-        """Send one event as `parts` frames to one client, waiting up to timeout_s for one."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
+                      timeout_s: float | None) -> None:
+        """Send one event as `parts` frames to one client, waiting up to timeout_s (None:
+        forever) for one to be connected."""
+        now = asyncio.get_running_loop().time()
+        deadline = None if timeout_s is None else now + timeout_s
         data = frames.build_data_frames(
             payload, frame_message_id=frame_id, trace_id=uuid.uuid4().hex,
             service=self.config.service_id, seq_id=next(self._seq),
@@ -185,7 +192,8 @@ class Hub:
                                for x in conns), return_exceptions=True)
 
 
-def build_app(config: SimConfig, state: SimState) -> tuple[web.Application, Hub]:
+def build_app(config: SimConfig, state: SimState,
+              faults: FaultPlan | None = None) -> tuple[web.Application, Hub]:
     """The aiohttp application with every route, plus the hub that owns the connections."""
     hub = Hub(config, state)
 
@@ -205,5 +213,5 @@ def build_app(config: SimConfig, state: SimState) -> tuple[web.Application, Hub]
     app = web.Application(middlewares=[guard])
     app.router.add_post("/callback/ws/endpoint", hub.endpoint)
     app.router.add_get("/ws/v2", hub.websocket)
-    app.router.add_routes(OpenApi(config, state).routes())
+    app.router.add_routes(OpenApi(config, state, faults).routes())
     return app, hub

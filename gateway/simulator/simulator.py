@@ -6,7 +6,7 @@ import json
 import logging
 import socket
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -14,36 +14,48 @@ from aiohttp import web
 
 from gateway.simulator import payloads as p
 from gateway.simulator.config import SimConfig
+from gateway.simulator.faults import FaultPlan, SendFaults
 from gateway.simulator.loop_thread import LoopThread
+from gateway.simulator.observe import Observations
+from gateway.simulator.redelivery import Redeliverer, RedeliveryPolicy
 from gateway.simulator.server import Hub, build_app
-from gateway.simulator.state import Ack, MessageRecord, SentMessage, SimState
+from gateway.simulator.state import MessageRecord, SimState
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Simulator:
+class Simulator(Observations):
     """A fake Feishu open platform on loopback for the real lark-oapi SDK.
 
     Events are delivered to exactly one connected client, round-robin. When no client
     is connected, a send waits up to `delivery_timeout_s` for one, then raises TimeoutError.
+
+    With `redeliver_after_s` set, an event none of whose frames got an ACK with code 200
+    is redelivered in the background as a new frame (same payload, same event_id) after
+    `redeliver_after_s`, then twice that, ... up to `redeliver_cap_s`, at most
+    `redeliver_max` times; a redelivery waits for a client to be connected.
     """
 
     def __init__(self, app_id: str = "cli_sim_app", app_secret: str = "sim-secret",
                  host: str = "127.0.0.1", port: int = 0, bot_open_id: str = "ou_sim_bot",
                  ping_interval_s: int = 120, reconnect_interval_s: int = 1,
                  reconnect_nonce_s: int = 0, *, app_name: str = "Simulator Bot",
-                 delivery_timeout_s: float = 10.0) -> None:
+                 delivery_timeout_s: float = 10.0, redeliver_after_s: float | None = None,
+                 redeliver_max: int = 20, redeliver_cap_s: float = 8.0) -> None:
         self.config = SimConfig(
             app_id=app_id, app_secret=app_secret, bot_open_id=bot_open_id, app_name=app_name,
             ping_interval_s=ping_interval_s, reconnect_interval_s=reconnect_interval_s,
             reconnect_nonce_s=reconnect_nonce_s)
         self.host, self.port = host, port
         self.delivery_timeout_s = delivery_timeout_s
+        self.redelivery = RedeliveryPolicy(redeliver_after_s, redeliver_max, redeliver_cap_s)
         self.state = SimState()
+        self.faults = FaultPlan()
         self._worker: LoopThread | None = None
         self._runner: web.AppRunner | None = None
         self._hub: Hub | None = None
+        self._redeliverer: Redeliverer | None = None
 
     # lifecycle
     def start(self) -> Simulator:
@@ -67,12 +79,15 @@ class Simulator:
         return self
 
     async def _startup(self, sock: socket.socket) -> None:
-        app, self._hub = build_app(self.config, self.state)
+        app, self._hub = build_app(self.config, self.state, self.faults)
+        self._redeliverer = Redeliverer(self._hub, self.state, self.redelivery)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
 
     async def _shutdown(self) -> None:
+        if self._redeliverer is not None:
+            await self._redeliverer.close()
         if self._hub is not None:
             await self._hub.close_all()
         if self._runner is not None:
@@ -88,7 +103,7 @@ class Simulator:
                 worker.call(self._shutdown(), 10.0)
         finally:
             worker.stop()
-            self._runner = self._hub = None
+            self._runner = self._hub = self._redeliverer = None
 
     def __enter__(self) -> Simulator:
         return self if self._worker is not None else self.start()
@@ -108,6 +123,12 @@ class Simulator:
         if self._hub is None:
             raise RuntimeError("simulator is not running; call start() first")
         return self._hub
+
+    @property
+    def _running_redeliverer(self) -> Redeliverer:
+        if self._redeliverer is None:
+            raise RuntimeError("simulator is not running; call start() first")
+        return self._redeliverer
 
     # identity
     @property
@@ -139,12 +160,14 @@ class Simulator:
 
     # delivery
     def _deliver(self, payload: bytes, *, parts: int, frame_type: str,
-                 message_id: str | None) -> str:
-        hub = self._running_hub
+                 message_id: str | None, event_key: str | None = None) -> str:
+        redeliverer = self._running_redeliverer
         frame_id = uuid.uuid4().hex
-        self.state.record_frame(frame_id, payload, message_id)
-        self._call(hub.deliver(payload, frame_id=frame_id, frame_type=frame_type, parts=parts,
-                               timeout_s=self.delivery_timeout_s), self.delivery_timeout_s)
+        self.state.record_frame(frame_id, payload, message_id, event_key)
+        self._call(redeliverer.deliver(
+            payload, frame_id=frame_id, event_key=event_key or frame_id, frame_type=frame_type,
+            parts=parts, message_id=message_id, timeout_s=self.delivery_timeout_s),
+            self.delivery_timeout_s)
         return frame_id
 
     def send_message(self, chat_id: str, *, message_type: str, content: dict[str, Any] | str,
@@ -220,12 +243,14 @@ class Simulator:
         return self._deliver(_encode(event), parts=parts, frame_type="event", message_id=None)
 
     def redeliver(self, message_id: str, *, parts: int = 1) -> str:
-        """Re-send the same payload (same event_id) as a new frame; returns the new frame id."""
-        found = self.state.find_payload(message_id)
-        if found is None:
+        """Re-send the same payload (same event_id) as a new frame; returns the new frame id.
+
+        The frame joins its event: a 200 ACK of it stops automatic redelivery too."""
+        frame = self.state.find_frame(message_id)
+        if frame is None:
             raise KeyError(f"simulator never delivered a message or frame {message_id!r}")
-        payload, original = found
-        return self._deliver(payload, parts=parts, frame_type="event", message_id=original)
+        return self._deliver(frame.payload, parts=parts, frame_type="event",
+                             message_id=frame.message_id, event_key=frame.event_key)
 
     def drop_connections(self) -> int:
         """Abort every ws connection without a close frame; returns how many were dropped."""
@@ -244,63 +269,22 @@ class Simulator:
         """Invalidate issued tenant tokens; later calls with them get 99991663."""
         self.state.expire_tokens()
 
-    # observations
-    @property
-    def connection_count(self) -> int:
-        return self.state.connection_count
+    # fault injection on the open APIs
+    def set_send_faults(self, faults: SendFaults | None) -> None:
+        """Fail sends (POST messages, POST messages/{id}/reply) at random with these
+        probabilities, drawn from a Random seeded with faults.seed; None turns it off."""
+        self.faults.set_send_faults(faults)
 
-    @property
-    def close_codes(self) -> list[int | None]:
-        """One entry per ended connection: the close code the client sent, or None when the
-        connection ended without a close frame from the client."""
-        return self.state.close_codes
+    def script_send_faults(self, kinds: Sequence[str]) -> None:
+        """Queue faults for the next send requests, one each, before the random plan:
+        "5xx-json", "5xx-html", "429", "400-ratelimit", "reset" (created, then the
+        connection is reset). A status may be pinned: "5xx-json:503", "5xx-html:504"."""
+        self.faults.script_send(kinds)
 
-    @property
-    def acks(self) -> list[Ack]:
-        return self.state.acks
-
-    def sent_messages(self, chat_id: str | None = None) -> list[SentMessage]:
-        """Everything the bot sent or replied, in order, with current content."""
-        return self.state.bot_messages(chat_id)
-
-    def reactions(self, message_id: str) -> list[str]:
-        return self.state.reactions(message_id)
-
-    def requests_count(self, path_prefix: str) -> int:
-        return self.state.requests_count(path_prefix)
-
-    def wait_connected(self, count: int = 1, timeout_s: float = 10) -> None:
-        self.state.wait_for(
-            lambda: True if self.state.connection_count >= count else None, timeout_s,
-            lambda: (f"waiting for {count} connection(s), have {self.connection_count}; "
-                     f"endpoint calls: {self.requests_count('/callback/ws/endpoint')}"))
-
-    def wait_for_acks(self, count: int, timeout_s: float = 10) -> list[Ack]:
-        return self.state.wait_for(
-            lambda: acks if len(acks := self.state.acks) >= count else None, timeout_s,
-            lambda: f"waiting for {count} ACK(s), have {self.state.acks}")
-
-    def wait_for_ack(self, frame_message_id: str, timeout_s: float = 10) -> Ack:
-        """The first ACK of one frame (the id send_event/send_card_action returned)."""
-        return self.state.wait_for(
-            lambda: next((a for a in self.state.acks if a.frame_message_id == frame_message_id),
-                         None), timeout_s,
-            lambda: f"waiting for the ACK of frame {frame_message_id}, have {self.state.acks}")
-
-    def wait_for_requests(self, path_prefix: str, count: int, timeout_s: float = 10) -> int:
-        """Wait until at least `count` HTTP requests hit paths starting with `path_prefix`."""
-        return self.state.wait_for(
-            lambda: n if (n := self.requests_count(path_prefix)) >= count else None, timeout_s,
-            lambda: f"waiting for {count} request(s) to {path_prefix}*, have "
-                    f"{self.requests_count(path_prefix)}")
-
-    def wait_for_messages(self, count: int, *, chat_id: str | None = None,
-                          timeout_s: float = 10) -> list[SentMessage]:
-        return self.state.wait_for(
-            lambda: (self.sent_messages(chat_id)
-                     if self.state.count_bot_messages(chat_id) >= count else None), timeout_s,
-            lambda: (f"waiting for {count} bot message(s) in chat {chat_id or '*'}, have "
-                     f"{[(m.chat_id, m.text[:40]) for m in self.sent_messages(chat_id)]}"))
+    def script_token_faults(self, kinds: Sequence[str]) -> None:
+        """Queue faults for the next tenant_access_token requests: "5xx-json", "5xx-html",
+        "429", "refuse" (HTTP 200, code 10014)."""
+        self.faults.script_token(kinds)
 
 
 def _encode(payload: dict[str, Any]) -> bytes:

@@ -87,10 +87,13 @@ def to_sent_message(rec: MessageRecord) -> SentMessage:
 
 
 @dataclass(frozen=True)
-class _SentFrame:
+class SentFrame:
+    """One delivered frame: its payload, when it was sent, and the event it belongs to."""
+
     payload: bytes
     sent_at: float
     message_id: str | None
+    event_key: str
 
 
 class SimState:
@@ -103,7 +106,8 @@ class SimState:
         self._uuids: dict[str, str] = {}
         self._reactions: dict[str, dict[str, str]] = {}
         self._acks: list[Ack] = []
-        self._frames: dict[str, _SentFrame] = {}
+        self._frames: dict[str, SentFrame] = {}
+        self._counters: Counter[str] = Counter()
         self._requests: Counter[str] = Counter()
         self._connections = 0
         self._close_codes: list[int | None] = []
@@ -175,19 +179,43 @@ class SimState:
         with self._cond:
             return self._p2p_chats.get(open_id)
 
-    # frames and ACKs
-    def record_frame(self, frame_id: str, payload: bytes, message_id: str | None) -> None:
+    # counters (faults, send attempts, redeliveries)
+    def bump(self, name: str, by: int = 1) -> None:
         with self._cond:
-            self._frames[frame_id] = _SentFrame(payload, time.monotonic(), message_id)
+            self._counters[name] += by
+            self._notify()
 
-    def find_payload(self, key: str) -> tuple[bytes, str | None] | None:
-        """The event payload last sent for a frame id or a Feishu message id."""
+    def counter(self, name: str) -> int:
+        with self._cond:
+            return self._counters[name]
+
+    def counters(self, prefix: str) -> dict[str, int]:
+        """Non-zero counters whose name starts with `prefix`, keyed without it."""
+        with self._cond:
+            return {k.removeprefix(prefix): n for k, n in self._counters.items()
+                    if k.startswith(prefix) and n}
+
+    # frames and ACKs
+    def record_frame(self, frame_id: str, payload: bytes, message_id: str | None,
+                     event_key: str | None = None) -> None:
+        """Remember a frame; `event_key` groups redeliveries (default: this frame's id)."""
+        with self._cond:
+            self._frames[frame_id] = SentFrame(payload, time.monotonic(), message_id,
+                                               event_key or frame_id)
+
+    def find_frame(self, key: str) -> SentFrame | None:
+        """The frame with this id, or the last frame sent for this Feishu message id."""
         with self._cond:
             frame = self._frames.get(key)
             if frame is None:
                 frame = next((f for f in reversed(self._frames.values()) if f.message_id == key),
                              None)
-            return None if frame is None else (frame.payload, frame.message_id)
+            return frame
+
+    def find_payload(self, key: str) -> tuple[bytes, str | None] | None:
+        """The event payload last sent for a frame id or a Feishu message id."""
+        frame = self.find_frame(key)
+        return None if frame is None else (frame.payload, frame.message_id)
 
     def record_ack(self, frame_id: str, code: int, data: dict[str, Any] | None,
                    biz_rt_ms: int | None) -> Ack:

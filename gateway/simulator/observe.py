@@ -1,0 +1,103 @@
+"""Read-only views and waits over the simulator's state, mixed into Simulator."""
+
+from __future__ import annotations
+
+from gateway.simulator.redelivery import REDELIVERIES, WATCHED
+from gateway.simulator.state import Ack, SentMessage, SimState
+
+
+class Observations:
+    """What happened on the simulator; every wait polls the state with a deadline."""
+
+    state: SimState
+
+    @property
+    def connection_count(self) -> int:
+        return self.state.connection_count
+
+    @property
+    def close_codes(self) -> list[int | None]:
+        """One entry per ended connection: the close code the client sent, or None when the
+        connection ended without a close frame from the client."""
+        return self.state.close_codes
+
+    @property
+    def acks(self) -> list[Ack]:
+        return self.state.acks
+
+    def sent_messages(self, chat_id: str | None = None) -> list[SentMessage]:
+        """Everything the bot sent or replied, in order, with current content."""
+        return self.state.bot_messages(chat_id)
+
+    def reactions(self, message_id: str) -> list[str]:
+        return self.state.reactions(message_id)
+
+    def requests_count(self, path_prefix: str) -> int:
+        return self.state.requests_count(path_prefix)
+
+    def wait_connected(self, count: int = 1, timeout_s: float = 10) -> None:
+        self.state.wait_for(
+            lambda: True if self.state.connection_count >= count else None, timeout_s,
+            lambda: (f"waiting for {count} connection(s), have {self.connection_count}; "
+                     f"endpoint calls: {self.requests_count('/callback/ws/endpoint')}"))
+
+    def wait_for_acks(self, count: int, timeout_s: float = 10) -> list[Ack]:
+        return self.state.wait_for(
+            lambda: acks if len(acks := self.state.acks) >= count else None, timeout_s,
+            lambda: f"waiting for {count} ACK(s), have {self.state.acks}")
+
+    def wait_for_ack(self, frame_message_id: str, timeout_s: float = 10) -> Ack:
+        """The first ACK of one frame (the id send_event/send_card_action returned)."""
+        return self.state.wait_for(
+            lambda: next((a for a in self.state.acks if a.frame_message_id == frame_message_id),
+                         None), timeout_s,
+            lambda: f"waiting for the ACK of frame {frame_message_id}, have {self.state.acks}")
+
+    def wait_for_requests(self, path_prefix: str, count: int, timeout_s: float = 10) -> int:
+        """Wait until at least `count` HTTP requests hit paths starting with `path_prefix`."""
+        return self.state.wait_for(
+            lambda: n if (n := self.requests_count(path_prefix)) >= count else None, timeout_s,
+            lambda: f"waiting for {count} request(s) to {path_prefix}*, have "
+                    f"{self.requests_count(path_prefix)}")
+
+    def wait_for_messages(self, count: int, *, chat_id: str | None = None,
+                          timeout_s: float = 10) -> list[SentMessage]:
+        return self.state.wait_for(
+            lambda: (self.sent_messages(chat_id)
+                     if self.state.count_bot_messages(chat_id) >= count else None), timeout_s,
+            lambda: (f"waiting for {count} bot message(s) in chat {chat_id or '*'}, have "
+                     f"{[(m.chat_id, m.text[:40]) for m in self.sent_messages(chat_id)]}"))
+
+
+
+    # faults and redelivery
+    @property
+    def redeliveries(self) -> int:
+        """How many automatic redeliveries were sent (manual redeliver() not counted)."""
+        return self.state.counter(REDELIVERIES)
+
+    @property
+    def pending_redeliveries(self) -> int:
+        """Events still in flight: no 200 ACK yet, and not given up."""
+        return self.state.counter(WATCHED)
+
+    def wait_for_redeliveries(self, count: int, timeout_s: float = 10) -> int:
+        return self.state.wait_for(
+            lambda: n if (n := self.state.counter(REDELIVERIES)) >= count else None, timeout_s,
+            lambda: f"waiting for {count} redelivery(ies), have {self.redeliveries}")
+
+    def wait_redeliveries_settled(self, timeout_s: float = 10) -> int:
+        """Wait until no event is watched any more; returns the redelivery count."""
+        return self.state.wait_for(
+            lambda: self.state.counter(REDELIVERIES) if not self.state.counter(WATCHED)
+            else None, timeout_s,
+            lambda: f"waiting for redelivery to settle, {self.pending_redeliveries} pending")
+
+    @property
+    def fault_counts(self) -> dict[str, int]:
+        """Injected faults by kind: "5xx-json", ..., "reset"; token faults as "token:429"."""
+        return self.state.counters("fault:")
+
+    def send_attempts(self, uuid: str) -> int:
+        """POSTs to create/reply that carried this uuid, faulted ones included."""
+        return self.state.counter(f"send-attempt:{uuid}")

@@ -1,0 +1,117 @@
+"""Feishu-like automatic redelivery of events whose frames got no ACK with code 200."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from gateway.simulator.server import Hub
+from gateway.simulator.state import SimState
+
+logger = logging.getLogger(__name__)
+
+ACK_OK = 200
+REDELIVERIES = "redeliveries"
+WATCHED = "redelivery-watched"
+
+
+@dataclass(frozen=True)
+class RedeliveryPolicy:
+    """Redeliver after `after_s`, doubling up to `cap_s`, at most `max_attempts` times;
+    `after_s=None` turns automatic redelivery off."""
+
+    after_s: float | None = None
+    max_attempts: int = 20
+    cap_s: float = 8.0
+
+    def __post_init__(self) -> None:
+        if self.after_s is not None and self.after_s <= 0:
+            raise ValueError("redeliver_after_s must be positive (or None)")
+        if self.max_attempts < 0 or self.cap_s <= 0:
+            raise ValueError("redeliver_max must be >= 0 and the backoff cap positive")
+
+
+@dataclass(eq=False)
+class _Event:
+    """One event (one payload, one event_id) and every frame that carried it."""
+
+    key: str
+    payload: bytes
+    frame_type: str
+    parts: int
+    message_id: str | None
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class Redeliverer:
+    """Delivers frames through the hub and watches each event until a frame of it is
+    ACKed with code 200. Lives on the simulator loop: every method runs there."""
+
+    def __init__(self, hub: Hub, state: SimState, policy: RedeliveryPolicy) -> None:
+        self.hub, self.state, self.policy = hub, state, policy
+        self._events: dict[str, _Event] = {}
+        self._frame_event: dict[str, str] = {}
+        hub.ack_listener = self.on_ack
+
+    async def deliver(self, payload: bytes, *, frame_id: str, event_key: str, frame_type: str,
+                      parts: int, message_id: str | None, timeout_s: float) -> None:
+        """Deliver one frame now (raising as the hub does), then watch its event."""
+        event = self._events.get(event_key)
+        if event is None:
+            event = _Event(event_key, payload, frame_type, parts, message_id)
+            self._events[event_key] = event
+        self._frame_event[frame_id] = event_key  # before sending: the ACK may come first
+        await self.hub.deliver(payload, frame_id=frame_id, frame_type=frame_type, parts=parts,
+                               timeout_s=timeout_s)
+        idle = event.task is None or event.task.done()
+        if self.policy.after_s is not None and idle and not event.settled.is_set():
+            self.state.bump(WATCHED)
+            event.task = asyncio.get_running_loop().create_task(
+                self._watch(event, self.policy.after_s), name=f"redeliver-{event_key}")
+
+    def on_ack(self, frame_id: str, code: int) -> None:
+        key = self._frame_event.get(frame_id)
+        if key is not None and code == ACK_OK:
+            self._events[key].settled.set()
+
+    async def _watch(self, event: _Event, delay: float) -> None:
+        """Redeliver while no frame got a 200 ACK; after the last attempt, wait one more
+        backoff for its ACK before giving up (so "watched" means "still in flight")."""
+        try:
+            for attempt in range(self.policy.max_attempts + 1):
+                try:
+                    await asyncio.wait_for(event.settled.wait(), delay)
+                    return
+                except TimeoutError:
+                    pass
+                if attempt == self.policy.max_attempts:
+                    logger.warning("event %s got no 200 ACK after %d redeliveries; giving up",
+                                   event.key, attempt)
+                    return
+                try:
+                    await self._redeliver(event)
+                except Exception:  # never fatal: the next attempt may work
+                    logger.exception("automatic redelivery of event %s failed", event.key)
+                delay = min(delay * 2, self.policy.cap_s)
+        finally:
+            self.state.bump(WATCHED, -1)
+
+    async def _redeliver(self, event: _Event) -> None:
+        frame_id = uuid.uuid4().hex
+        self.state.record_frame(frame_id, event.payload, event.message_id, event.key)
+        self._frame_event[frame_id] = event.key
+        # No deadline: wait for a client to (re)connect; other work goes on meanwhile.
+        await self.hub.deliver(event.payload, frame_id=frame_id, frame_type=event.frame_type,
+                               parts=event.parts, timeout_s=None)
+        self.state.bump(REDELIVERIES)
+        logger.info("redelivered event %s as frame %s", event.key, frame_id)
+
+    async def close(self) -> None:
+        """Stop watching every event (on simulator shutdown)."""
+        tasks = [e.task for e in self._events.values() if e.task is not None and not e.task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
