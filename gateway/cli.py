@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 import threading
+import uuid
 from collections.abc import Sequence
 from types import FrameType
 
@@ -42,11 +43,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     settings = load_settings()
     setup_logging(settings.log_level)
     from gateway.runtime import Runtime
-    from gateway.sweeper import sweep_once
+    from gateway.state.sweeper import sweep_once
     from tasks import app
 
-    rt = Runtime(settings, app)
-    print(f"re-dispatched {sweep_once(rt.store, rt.publisher)} chat(s)")
+    rt = Runtime(settings, app, role="cli")
+    print(f"re-dispatched {sweep_once(rt.store, rt.publisher.publish)} chat(s)")
     return 0
 
 
@@ -57,34 +58,48 @@ def cmd_stop(args: argparse.Namespace) -> int:
     from gateway.runtime import Runtime
     from tasks import app
 
-    result = Runtime(settings, app).canceller.cancel(args.chat_id, new_session=args.new)
+    command_id = f"cli:{uuid.uuid4().hex}"
+    result = Runtime(settings, app, role="cli").canceller.cancel(args.chat_id, command_id,
+                                                                 new_session=args.new)
     print(result.describe())
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """A chat's state in one command: running turn, lease holder, pending messages."""
+    """A chat's state in one command: running turn, lease holder, pending messages, and
+    replies that were given up."""
     settings = load_settings()
-    from gateway.chats import now_ms
     from gateway.runtime import Runtime
     from tasks import app
 
-    store = Runtime(settings, app).store
+    store = Runtime(settings, app, role="cli").store
     chats = [args.chat_id] if args.chat_id else store.active_chats(args.limit)
     if not chats:
         print("no chat has pending messages")
+    now_ms = store.server_ms()
     for chat_id in chats:
         lease, pending = store.lease(chat_id), store.pending(chat_id)
         if lease:
-            age_s = (now_ms() - int(lease.get("since_ms", now_ms()))) / 1000
+            age_s = (now_ms - int(lease.get("since_ms", now_ms))) / 1000
+            requeued = f", published {int(lease['requeues']) + 1} times" if int(
+                lease.get("requeues", "0") or 0) else ""
             holder = (f"{lease.get('state')} turn {lease.get('task_id') or '-'} "
                       f"(fence {lease.get('fence')}, worker {lease.get('worker') or '-'}, "
-                      f"for {age_s:.1f}s)")
+                      f"for {age_s:.1f}s{requeued})")
         else:
             holder = "idle"
         print(f"chat {chat_id}: {holder}; pending {len(pending)}")
-        for message in pending[: args.limit]:
-            print(f"  {message.message_id} from {message.sender_open_id}: {message.text[:60]!r}")
+        for message_id, message in pending[: args.limit]:
+            if message is None:
+                print(f"  {message_id}: (unreadable entry)")
+            else:
+                print(f"  {message_id} from {message.sender_open_id}: {message.text[:60]!r}")
+    undelivered = store.undelivered(args.chat_id)
+    if undelivered:
+        print(f"undelivered replies: {len(undelivered)} (newest first)")
+    for record in undelivered[: args.limit]:
+        print(f"  {record.get('message_id')} in chat {record.get('chat_id')} "
+              f"({record.get('purpose')}): {record.get('error')}")
     return 0
 
 

@@ -1,51 +1,135 @@
-"""The listener's control desk: commands and notices on a few threads of their own.
+"""The listener's control desk: commands and notices from the control-job stream.
 
-Cancelling waits up to GATEWAY_CANCEL_TIMEOUT, so it runs here: never on the SDK loop,
-never in a Celery worker slot (which a busy pool may not have), and replies go out
-directly, so the user hears back even when every worker is busy.
+Cancelling waits up to GATEWAY_CANCEL_TIMEOUT, so it runs here, on a few threads of the
+listener: never on the SDK loop, never in a Celery worker slot (which a busy pool may not
+have), and replies go out directly, so the user hears back even when every worker is busy.
+Jobs are durable (Redis stream): a job a dead listener left half done is taken up by another
+desk and finished exactly once (the cancel step is recorded under the command's id).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from gateway.cancel import Canceller
+import redis
+
 from gateway.errors import GatewayError
-from gateway.feishu.outbound import Outbound, reply_uuid
+from gateway.feishu.delivery import Replies, reply_uuid
+from gateway.loops import describe
+from gateway.state.cancel import Canceller
+from gateway.state.jobs import ControlJob, ControlJobs
+from gateway.state.store import ChatStore
 from gateway.types import Message
 
 logger = logging.getLogger(__name__)
 
 
+def full_inbox_notice(waiting: int) -> str:
+    return (f"This message was not queued: {waiting} messages of this chat are already "
+            "waiting. Please send it again once the bot has caught up.")
+
+
 class ControlDesk:
-    def __init__(self, canceller: Canceller, outbound: Outbound, threads: int = 4) -> None:
+    def __init__(self, jobs: ControlJobs, canceller: Canceller, replies: Replies,
+                 store: ChatStore, *, threads: int = 4, block_ms: int = 500,
+                 touch_every_s: float = 2.0) -> None:
+        self._jobs = jobs
         self._canceller = canceller
-        self._outbound = outbound
+        self._replies = replies
+        self._store = store
+        self.threads = threads
+        self.block_ms = block_ms
+        self.touch_every_s = touch_every_s
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="gateway-control")
+        self._in_flight: dict[str, Future[None]] = {}
+        self._guard = threading.Lock()
+        self._stopping = threading.Event()
+        self._reader = threading.Thread(target=self._run, name="gateway-control-reader",
+                                        daemon=True)
 
-    def command(self, message: Message, command: str) -> Future[None]:
-        return self._pool.submit(self._run_command, message, command)
+    def start(self) -> ControlDesk:
+        self._jobs.ensure_group()
+        self._reader.start()
+        return self
 
-    def notice(self, message: Message, text: str, purpose: str) -> Future[None]:
-        return self._pool.submit(self._say, message, text, purpose)
-
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stopping.set()
+        self._reader.join(timeout_s)
         self._pool.shutdown(wait=True, cancel_futures=False)
 
-    def _run_command(self, message: Message, command: str) -> None:
-        try:
-            result = self._canceller.cancel(message.chat_id, new_session=command == "new")
-        except Exception:  # a control thread's boundary: log and tell the user
-            logger.exception("/%s in chat %s failed", command, message.chat_id)
-            self._say(message, "Sorry, that command failed; please try again.", "command")
+    def _run(self) -> None:
+        last_touch = 0.0
+        while not self._stopping.is_set():
+            try:
+                self._take(self.threads - len(self._in_flight))
+                if time.monotonic() - last_touch >= self.touch_every_s:
+                    last_touch = time.monotonic()
+                    with self._guard:
+                        busy = list(self._in_flight)
+                    self._jobs.touch(busy)
+                    for job in self._jobs.orphans(max(self.threads - len(busy), 1)):
+                        self._submit(job)
+            except redis.RedisError as error:
+                logger.warning("control desk: redis unavailable: %s", error)
+                self._stopping.wait(1.0)
+            except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
+                logger.error("control desk: round failed, going on: %s", describe(error))
+                self._stopping.wait(1.0)
+
+    def _take(self, free: int) -> None:
+        if free <= 0:
+            self._stopping.wait(0.05)
             return
-        self._say(message, result.user_reply(), "command")
+        for job in self._jobs.read(free, self.block_ms):
+            self._submit(job)
+
+    def _submit(self, job: ControlJob) -> None:
+        with self._guard:
+            if job.job_id in self._in_flight:
+                return
+            self._in_flight[job.job_id] = self._pool.submit(self._handle, job)
+
+    def _handle(self, job: ControlJob) -> None:
+        try:
+            self._perform(job)
+            self._jobs.done(job.job_id)
+        except redis.RedisError as error:  # left pending: taken up again once Redis is back
+            logger.warning("control job %s (%s in chat %s) postponed: redis unavailable: %s",
+                           job.job_id, job.kind, job.chat_id, error)
+        except Exception:  # the control thread's boundary: log, drop the job, go on
+            logger.exception("control job %s (%s in chat %s) failed", job.job_id, job.kind,
+                             job.chat_id)
+            if job.message is not None and job.kind == "command":
+                self._say(job.message, "Sorry, that command failed; please try again.",
+                          "command")
+            self._jobs.done(job.job_id)
+        finally:
+            with self._guard:
+                self._in_flight.pop(job.job_id, None)
+
+    def _perform(self, job: ControlJob) -> None:
+        message = job.message
+        if message is None:
+            logger.error("control job %s dropped: its message cannot be read", job.job_id)
+            return
+        if job.kind == "command":
+            result = self._canceller.cancel(job.chat_id, message.message_id,
+                                            new_session=job.command == "new")
+            self._say(message, result.user_reply(), "command")
+        elif job.kind == "inbox-full":
+            self._say(message, full_inbox_notice(job.waiting), "inbox-full")
+        else:
+            logger.error("control job %s dropped: unknown kind %r", job.job_id, job.kind)
 
     def _say(self, message: Message, text: str, purpose: str) -> None:
         try:
-            self._outbound.reply_text(message.message_id, text,
-                                      uuid=reply_uuid(message.message_id, purpose))
+            self._replies.send_text(message.message_id, text,
+                                    uuid=reply_uuid(message.message_id, purpose))
         except GatewayError as error:
-            logger.error("%s reply to %s in chat %s not delivered: %s", purpose,
-                         message.message_id, message.chat_id, error)
+            logger.error("%s reply to %s in chat %s given up: %s", purpose, message.message_id,
+                         message.chat_id, error)
+            self._store.record_undelivered(message.chat_id, message.message_id, purpose,
+                                           str(error))

@@ -1,4 +1,4 @@
-"""Publishing turns and notices to Celery. Never called on the SDK's event loop."""
+"""Publishing turns to Celery. Never called on the SDK's event loop."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any, Literal, Protocol
 import redis
 from kombu.exceptions import KombuError
 
-from gateway.chats import ChatStore, Dispatch
 from gateway.names import RUN_TURN, TURNS_QUEUE, turn_task_id
+from gateway.state.store import ChatStore, Dispatch
 
 logger = logging.getLogger(__name__)
 
@@ -31,10 +31,12 @@ class Publisher:
         self._store = store
 
     def publish(self, turn: Dispatch) -> bool:
-        """Publish `run_turn`, then give its lease the queued TTL.
+        """Publish `run_turn`, then mark the turn queued.
 
-        A failed publish is only logged: the claim lease expires and the sweeper
-        dispatches the chat again, so nothing is lost."""
+        A failed publish is only logged: the claim lease expires (or the queued turn is
+        requeued) and the sweeper publishes the chat again, so nothing is lost. Publishing
+        the same turn twice is harmless: the first copy a worker starts wins, the other is
+        skipped as stale."""
         task_id = turn_task_id(turn.chat_id, turn.message_id, turn.fence)
         try:
             self._sender.send_task(
@@ -42,14 +44,15 @@ class Publisher:
                 kwargs={"chat_id": turn.chat_id, "message_id": turn.message_id,
                         "fence": turn.fence},
             )
-        except BROKER_ERRORS:
-            logger.exception("publish of %s failed; the sweeper will retry it", task_id)
+        except BROKER_ERRORS as error:
+            logger.error("publish of %s failed (%s); the sweeper will publish it again",
+                         task_id, error)
             return False
         self._store.confirm(turn, task_id)
         return True
 
     def hand_over(self, turn: Dispatch) -> Dispatch | None | Literal[False]:
-        """End `turn` (pop its head, claim the next) and publish the next turn, if any.
+        """End `turn` (drop its message, claim the next) and publish the next turn, if any.
         Returns what `ChatStore.complete` said: the next turn, None (idle) or False (stale)."""
         following = self._store.complete(turn)
         if following:

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import redis
@@ -40,11 +41,23 @@ class EmbeddedRedis:
     """Start with `start()`, read `url`, end with `stop()`. Nothing outlives `stop()`;
     with `persistent=True` the data survives `crash()` and a second `start()`."""
 
-    def __init__(self, port: int = 0, *, persistent: bool = False) -> None:
+    def __init__(self, port: int = 0, *, persistent: bool = False,
+                 args: Sequence[str] = ()) -> None:
         self.port = port or free_port()
         self.persistent = persistent
+        self.args = list(args)
         self._dir = tempfile.TemporaryDirectory(prefix="gw-redis-")
         self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self._dir.name) / "redis.log"
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
 
     @property
     def url(self) -> str:
@@ -54,7 +67,8 @@ class EmbeddedRedis:
         args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "yes" if self.persistent else "no",
                 "--appendfsync", "always", "--dir", self._dir.name,
-                "--daemonize", "no", "--loglevel", "warning"]
+                "--daemonize", "no", "--loglevel", "notice", "--logfile", str(self.log_path),
+                *self.args]
         self._process = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )

@@ -16,12 +16,26 @@ class MalformedEvent(GatewayError):
 
 
 class RetryableError(GatewayError):
-    """A transient failure (network, rate limit): trying again may succeed."""
+    """A transient failure (network, 5xx, an unreadable answer): trying again may succeed."""
+
+    def __init__(self, detail: str, *, code: int | None = None,
+                 retry_after_s: float | None = None) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.retry_after_s = retry_after_s
+
+
+class RateLimited(RetryableError):
+    """Feishu's frequency control said wait (HTTP 429, code 99991400, ...)."""
 
 
 class RejectedError(GatewayError):
-    """A permanent failure: trying again cannot succeed."""
+    """A permanent failure: trying again cannot succeed (Feishu said why in `code`)."""
+
+    def __init__(self, detail: str, *, code: int | None = None) -> None:
+        super().__init__(detail)
+        self.code = code
 
 
-class StaleFence(GatewayError):
-    """This turn no longer holds its chat's lease; it must not act."""
+class CredentialsRefused(RejectedError):
+    """Feishu refused the app's id or secret."""

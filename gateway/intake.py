@@ -1,46 +1,31 @@
 """The listener's one step per event: normalise, admit in one Redis step, hand off.
 
-Runs on the SDK's event loop, so it does exactly one Redis round trip and never
-touches the broker or Feishu's APIs: publishing goes to the outbox thread, commands
-and notices to the control desk.
+Runs on the SDK's event loop, so it does exactly one Redis round trip and never touches
+the broker or Feishu's APIs: publishing goes to the outbox thread; commands and notices are
+recorded in Redis by that same step, and the control desk acts on them.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from gateway.chats import ChatStore
 from gateway.dispatch import Publisher
 from gateway.errors import MalformedEvent
 from gateway.events import is_from_bot, parse_command, parse_message
 from gateway.outbox import Outbox
-from gateway.types import Message
+from gateway.state.store import ChatStore
 
 logger = logging.getLogger(__name__)
 
 
-class Desk(Protocol):
-    """Where commands and notices go (the listener's control desk)."""
-
-    def command(self, message: Message, command: str) -> object: ...
-
-    def notice(self, message: Message, text: str, purpose: str) -> object: ...
-
-
-def full_inbox_notice(waiting: int) -> str:
-    return (f"This message was not queued: {waiting} messages of this chat are already "
-            "waiting. Please send it again once the bot has caught up.")
-
-
 class Intake:
-    def __init__(self, store: ChatStore, publisher: Publisher, outbox: Outbox, desk: Desk, *,
+    def __init__(self, store: ChatStore, publisher: Publisher, outbox: Outbox, *,
                  max_text_chars: int, bot_open_id: str = "") -> None:
         self._store = store
         self._publisher = publisher
         self._outbox = outbox
-        self._desk = desk
         self.max_text_chars = max_text_chars
         self.bot_open_id = bot_open_id
 
@@ -59,24 +44,15 @@ class Intake:
         except MalformedEvent as error:
             logger.warning("event %s dropped: %s", event_id, error)
             return "malformed"
-        command = parse_command(message.text)
-        if command is not None:
-            return self._command(message, command)
-        admission = self._store.ingest(message)
-        logger.info("message %s of chat %s: %s (%d ahead)", message.message_id,
-                    message.chat_id, admission.outcome, admission.ahead)
+        command = parse_command(message.text) or ""
+        admission = self._store.ingest(message, command)
+        if admission.outcome == "command":
+            logger.info("command /%s in chat %s (message %s)", command, message.chat_id,
+                        message.message_id)
+        else:
+            logger.info("message %s of chat %s: %s (%d waiting)", message.message_id,
+                        message.chat_id, admission.outcome, admission.waiting)
         if admission.dispatch is not None:
             turn = admission.dispatch
             self._outbox.submit(lambda: self._publisher.publish(turn))
-        elif admission.outcome == "full":
-            self._desk.notice(message, full_inbox_notice(admission.ahead), "inbox-full")
         return admission.outcome
-
-    def _command(self, message: Message, command: str) -> str:
-        """Commands bypass the inbox (they must not queue behind the turn they stop)."""
-        if not self._store.mark_seen(message.chat_id, message.message_id):
-            return "duplicate"
-        logger.info("command /%s in chat %s (message %s)", command, message.chat_id,
-                    message.message_id)
-        self._desk.command(message, command)
-        return "command"

@@ -1,31 +1,49 @@
 """An LRU-bounded registry of process-local per-chat lock handles.
 
-A handle is held while a turn of its chat runs in this process (its heartbeat and
-lease fence live on it). Unheld handles are kept for reuse up to `cap`, least
-recently used first out; a held handle is never evicted, so the registry may stand
-above its cap only by the number of turns running right now.
+A chat's handle is held while one of its turns runs in this process; each turn holds it
+through a `TurnHandle` of its own (fence, start time, stop event), so a stale turn of the
+same chat (threads pool: a re-dispatched turn beside the one that lost its lease) can never
+stop the current one. The process's heartbeat thread walks the held handles. Unheld handles
+are kept for reuse up to `cap`, least recently used first out; a held handle is never
+evicted, so the registry stands above its cap only by the number of turns running now.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from gateway.state.store import Dispatch
+
+
+@dataclass(eq=False, slots=True)
+class TurnHandle:
+    """One running turn in this process."""
+
+    turn: Dispatch
+    started_at: float = field(default_factory=time.monotonic)
+    stopped: threading.Event = field(default_factory=threading.Event)
+    reason: str = ""
+    """Why it was stopped: cancelled, lost its lease, time limit."""
+
+    def stop(self, reason: str) -> None:
+        if not self.stopped.is_set():
+            self.reason = reason
+            self.stopped.set()
+
 
 @dataclass(slots=True)
 class ChatLock:
     chat_id: str
-    holders: int = 0
-    fence: int = 0
-    stopped: threading.Event = field(default_factory=threading.Event)
-    """Set once the turn was cancelled or lost its lease."""
+    turns: dict[int, TurnHandle] = field(default_factory=dict)
 
     @property
     def held(self) -> bool:
-        return self.holders > 0
+        return bool(self.turns)
 
 
 class LockRegistry:
@@ -43,23 +61,27 @@ class LockRegistry:
         return chat_id in self._locks
 
     @contextmanager
-    def hold(self, chat_id: str, fence: int) -> Iterator[ChatLock]:
-        """Hold the chat's handle for one turn (fence); released on exit."""
+    def hold(self, turn: Dispatch) -> Iterator[TurnHandle]:
+        """Hold the chat's handle for one turn; released on exit."""
+        handle = TurnHandle(turn)
         with self._guard:
-            lock = self._locks.get(chat_id)
+            lock = self._locks.get(turn.chat_id)
             if lock is None:
-                lock = self._locks[chat_id] = ChatLock(chat_id)
-            self._locks.move_to_end(chat_id)
-            lock.holders += 1
-            lock.fence = fence
-            lock.stopped.clear()
+                lock = self._locks[turn.chat_id] = ChatLock(turn.chat_id)
+            self._locks.move_to_end(turn.chat_id)
+            lock.turns[id(handle)] = handle
             self._evict()
         try:
-            yield lock
+            yield handle
         finally:
             with self._guard:
-                lock.holders -= 1
+                lock.turns.pop(id(handle), None)
                 self._evict()
+
+    def running(self) -> list[TurnHandle]:
+        """Every turn running in this process now."""
+        with self._guard:
+            return [h for lock in self._locks.values() for h in lock.turns.values()]
 
     def _evict(self) -> None:
         """Drop least recently used unheld handles while over the cap."""

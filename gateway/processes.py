@@ -35,6 +35,7 @@ class GatewayProcess:
     def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str],
                  workdir: Path) -> None:
         self.name = name
+        self.argv, self.env, self.workdir = list(argv), dict(env), workdir
         self.log_path = workdir / f"{name}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
         pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
@@ -49,6 +50,21 @@ class GatewayProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def tail(self, lines: int = 40) -> str:
+        """The last lines of the log, for a failure report."""
+        return "\n".join(self.log().splitlines()[-lines:])
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (the worker and its pool processes), as a
+        machine or container dying would."""
+        if self.alive:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
     def wait_for_log(self, needle: str, timeout_s: float = 30) -> None:
         def seen() -> bool:
@@ -71,9 +87,10 @@ class GatewayProcess:
         return self.process.returncode
 
 
-def worker_argv(name: str, concurrency: int, loglevel: str = "INFO") -> list[str]:
+def worker_argv(name: str, concurrency: int, loglevel: str = "INFO",
+                pool: str = "prefork") -> list[str]:
     """`celery -A tasks worker`, as an operator would run it, for one named worker."""
-    return ["-m", "celery", "-A", "tasks", "worker", "--pool", "prefork", "-c", str(concurrency),
+    return ["-m", "celery", "-A", "tasks", "worker", "--pool", pool, "-c", str(concurrency),
             "-n", f"{name}@%h", "-l", loglevel, "--without-gossip", "--without-mingle"]
 
 

@@ -1,26 +1,27 @@
-"""One turn, start to end: fence check, heartbeat, agent, reply, complete, next.
+"""One turn, start to end: fence check, heartbeat, agent, answer kept, reply, hand-over.
 
-This is the gateway's one broad `except`: whatever an agent raises becomes an honest
-failure reply for the user and a traceback for the operator, and the chat moves on.
+This is the gateway's one broad `except` around agents: whatever an agent raises becomes an
+honest failure reply for the user and a traceback for the operator, and the chat moves on.
+The answer is stored (fenced) before its first piece is sent, so a re-run after a crash
+resends the same pieces under the same uuids (Feishu shows them once) and never stitches a
+second answer onto a first.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import redis
-
 from gateway.agents.cache import AgentCache
-from gateway.chats import ChatStore, Dispatch
 from gateway.chunking import chunk_text
 from gateway.dispatch import Publisher
 from gateway.errors import GatewayError
-from gateway.feishu.outbound import Outbound, reply_uuid
-from gateway.locks import LockRegistry
+from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
+from gateway.heartbeat import Heartbeater
+from gateway.locks import LockRegistry, TurnHandle
+from gateway.state.store import Answer, ChatStore, Dispatch, Started
 from gateway.types import Message, Turn
 
 logger = logging.getLogger(__name__)
@@ -38,103 +39,96 @@ def session_key(chat_id: str, generation: int) -> str:
     return f"{chat_id}#{generation}"
 
 
-class Heartbeat:
-    """Every `poll_s`: extend the turn's lease and watch for /stop; sets `stopped` when
-    the turn was cancelled or lost its lease."""
-
-    def __init__(self, store: ChatStore, turn: Dispatch, poll_s: float,
-                 stopped: threading.Event) -> None:
-        self._store = store
-        self._turn = turn
-        self._poll_s = poll_s
-        self._stopped = stopped
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gateway-heartbeat", daemon=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._done.wait(self._poll_s):
-            try:
-                state = self._store.heartbeat(self._turn)
-            except redis.RedisError as error:
-                logger.warning("heartbeat for chat %s failed: %s", self._turn.chat_id, error)
-                continue
-            if state != "held":
-                logger.info("turn %s of chat %s %s", self._turn.message_id, self._turn.chat_id,
-                            "was cancelled" if state == "cancelled" else "lost its lease")
-                self._stopped.set()
-                return
-
-
 @dataclass
 class TurnRunner:
     store: ChatStore
     locks: LockRegistry
+    heartbeats: Heartbeater
     agents: AgentCache
-    outbound: Outbound
+    replies: Replies
     publisher: Publisher
-    poll_s: float
     reply_chunk_chars: int = 4000
 
     def run(self, turn: Dispatch, *, task_id: str, worker: str) -> str:
-        """Run one turn; returns how it ended: stale, replied, silent, failed, stopped."""
+        """Run one turn; returns how it ended: stale, replied, resent, silent, failed,
+        stopped, gave-up, unreadable."""
         started = self.store.start(turn, task_id, worker)
         if started is None:
             logger.info("turn %s of chat %s skipped: fence %d is stale",
                         turn.message_id, turn.chat_id, turn.fence)
             return "stale"
-        message, clock = started.message, time.monotonic()
-        if started.exhausted:
-            return self._give_up(turn, message, started.attempt)
-        with self.locks.hold(turn.chat_id, turn.fence) as lock, \
-                Heartbeat(self.store, turn, self.poll_s, lock.stopped):
-            session = session_key(turn.chat_id, started.generation)
-            reply, outcome = self._answer(lambda t: self.agents.get(session).run(t),
-                                          Turn(message, turn.fence, lock.stopped.is_set))
-            if lock.stopped.is_set() or (reply and not self.store.may_reply(turn)):
-                outcome = "stopped"
-            elif reply:
-                self._reply(message, reply)
-            self.publisher.hand_over(turn)
-        logger.info("turn %s of chat %s %s in %.2fs", message.message_id, message.chat_id,
-                    outcome, time.monotonic() - clock)
+        clock = time.monotonic()
+        with self.locks.hold(turn) as handle:
+            self.heartbeats.ensure_running()
+            try:
+                outcome = self._turn(turn, started, handle)
+            finally:  # whatever happened, the chat goes on (a stale fence touches nothing)
+                self.publisher.hand_over(turn)
+        logger.info("turn %s of chat %s %s in %.2fs (attempt %d)", turn.message_id,
+                    turn.chat_id, outcome, time.monotonic() - clock, started.attempt)
         return outcome
 
-    def _give_up(self, turn: Dispatch, message: Message, attempts: int) -> str:
-        """A message whose turns died every time (crash, kill, time limit): tell the
-        user, drop it, and let the chat go on."""
-        logger.error("message %s of chat %s dropped after %d attempts that never finished",
-                     message.message_id, message.chat_id, attempts)
-        self._reply(message, gave_up_reply(attempts))
-        self.publisher.hand_over(turn)
-        return "gave-up"
+    def _turn(self, turn: Dispatch, started: Started, handle: TurnHandle) -> str:
+        message = started.message
+        if message is None:
+            logger.error("message %s of chat %s dropped: its stored entry cannot be read",
+                         started.message_id, turn.chat_id)
+            return "unreadable"
+        answer, outcome = started.answer, "resent"
+        if answer is None:
+            if started.exhausted:
+                logger.error("message %s of chat %s given up after %d attempts that never "
+                             "finished", message.message_id, message.chat_id,
+                             started.attempt - 1)
+                answer, outcome = Answer("gave-up", (gave_up_reply(started.attempt - 1),)), \
+                    "gave-up"
+            else:
+                session = session_key(turn.chat_id, started.generation)
+                answer, outcome = self._ask(lambda t: self.agents.get(session).run(t),
+                                            Turn(message, turn.fence, handle.stopped.is_set))
+            if answer is None:
+                return "stopped" if handle.stopped.is_set() else outcome
+            if handle.stopped.is_set() or not self.store.keep_answer(turn, answer):
+                return "stopped"
+        self._send(turn, message, answer, handle)
+        return outcome
 
-    @staticmethod
-    def _answer(run: Callable[[Turn], str | None], turn: Turn) -> tuple[str | None, str]:
+    def _ask(self, run: Callable[[Turn], str | None], turn: Turn) -> tuple[Answer | None, str]:
         try:
             reply = run(turn)
         except Exception:  # the boundary: any agent (or factory) error is a failure reply
             logger.exception("agent failed on message %s of chat %s", turn.message_id,
                              turn.chat_id)
-            return FAILURE_REPLY, "failed"
-        return (str(reply), "replied") if reply else (None, "silent")
+            return Answer("failure", (FAILURE_REPLY,)), "failed"
+        if not reply:
+            return None, "silent"
+        return Answer("reply", tuple(chunk_text(str(reply), self.reply_chunk_chars))), "replied"
 
-    def _reply(self, message: Message, text: str) -> None:
-        """Send the reply, split into chunks; each chunk's uuid is fixed by its position."""
-        for index, chunk in enumerate(chunk_text(text, self.reply_chunk_chars)):
-            purpose = "reply" if index == 0 else f"reply-{index}"
+    def _send(self, turn: Dispatch, message: Message, answer: Answer,
+              handle: TurnHandle) -> None:
+        """Send every piece; each piece's uuid is fixed by the answer's kind and position.
+        Before each attempt the fence is checked again (the first one was just checked)."""
+        checked = [True]
+
+        def may_send() -> bool:
+            if handle.stopped.is_set():
+                return False
+            fresh, checked[0] = checked[0], False
+            return fresh or self.store.holds(turn)
+
+        for index, chunk in enumerate(answer.chunks):
             try:
-                self.outbound.reply_text(message.message_id, chunk,
-                                         uuid=reply_uuid(message.message_id, purpose),
-                                         in_thread=bool(message.thread_id))
+                self.replies.send_text(
+                    message.message_id, chunk,
+                    uuid=reply_uuid(message.message_id, answer.kind, index),
+                    in_thread=bool(message.thread_id), may_send=may_send,
+                    stopped=handle.stopped)
+            except Abandoned as error:
+                logger.info("%s", error)
+                return
             except GatewayError as error:
-                logger.error("reply to %s in chat %s not delivered: %s", message.message_id,
+                logger.error("reply to %s in chat %s given up: %s", message.message_id,
                              message.chat_id, error)
+                self.store.record_undelivered(message.chat_id, message.message_id, answer.kind,
+                                              str(error))
                 return

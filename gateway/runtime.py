@@ -2,63 +2,96 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from gateway.agents import load_factory
 from gateway.agents.cache import AgentCache
-from gateway.cancel import Canceller
-from gateway.chats import ChatStore
 from gateway.dispatch import Publisher, TaskSender
-from gateway.feishu.outbound import Outbound
+from gateway.feishu.delivery import Replies, RetryPolicy
+from gateway.feishu.openapi import OpenApi
+from gateway.heartbeat import Heartbeater
 from gateway.locks import LockRegistry
 from gateway.runner import TurnRunner
 from gateway.settings import Settings
+from gateway.state.cancel import Canceller
+from gateway.state.jobs import ControlJobs
+from gateway.state.store import ChatStore, StoreConfig
+
+Role = Literal["worker", "listener", "cli"]
+ORPHAN_AFTER_MS = 10_000
+"""A control job nobody touched for this long was left by a dead listener (desks touch
+theirs every 2 s)."""
 
 
-def redis_client(url: str) -> redis.Redis:
-    """A client that fails fast instead of hanging a thread on a dead server."""
-    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5,
-                                health_check_interval=30)
+def redis_client(url: str, timeout_s: float = 5.0, *, retries: int = 1) -> redis.Redis:
+    """A client that fails within bounded time instead of hanging a thread on a dead server:
+    at most (1 + retries) attempts of `timeout_s` each."""
+    return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                health_check_interval=30, retry=Retry(NoBackoff(), retries))
+
+
+def store_config(s: Settings) -> StoreConfig:
+    return StoreConfig(
+        claim_ttl_ms=s.claim_ttl_ms, queued_ttl_ms=s.queued_ttl_ms, running_ttl_ms=s.lease_ttl_ms,
+        requeue_cap_ms=s.requeue_cap_ms, dedupe_ttl_s=s.dedupe_ttl_s, inbox_cap=s.inbox_cap,
+        max_attempts=s.max_attempts, durable_ack=s.durable_ack,
+        durable_ack_timeout_ms=s.durable_ack_timeout_ms)
 
 
 @dataclass
 class Runtime:
     settings: Settings
     sender: TaskSender
+    role: Role = "worker"
 
     @cached_property
     def redis(self) -> redis.Redis:
-        return redis_client(self.settings.redis_url)
+        """Listeners and the CLI answer fast (a dead Redis means ACK 500 now, Feishu retries);
+        workers wait a little longer."""
+        if self.role == "worker":
+            return redis_client(self.settings.redis_url)
+        return redis_client(self.settings.redis_url, self.settings.redis_timeout_s, retries=0)
 
     @cached_property
     def store(self) -> ChatStore:
-        s = self.settings
-        return ChatStore(self.redis, claim_ttl_ms=s.claim_ttl_ms, queued_ttl_ms=s.queued_ttl_ms,
-                         running_ttl_ms=s.lease_ttl_ms, dedupe_ttl_s=s.dedupe_ttl_s,
-                         inbox_cap=s.inbox_cap, max_attempts=s.max_attempts)
+        return ChatStore(self.redis, store_config(self.settings))
 
     @cached_property
     def publisher(self) -> Publisher:
         return Publisher(self.sender, self.store)
 
     @cached_property
-    def outbound(self) -> Outbound:
-        return Outbound(self.settings)
+    def replies(self) -> Replies:
+        s = self.settings
+        api = OpenApi(s.feishu_domain, s.feishu_app_id, s.feishu_app_secret)
+        return Replies(api, RetryPolicy(budget_s=s.reply_retry_budget_s))
+
+    @cached_property
+    def heartbeats(self) -> Heartbeater:
+        s = self.settings
+        return Heartbeater(self.store, self.locks, poll_s=min(s.cancel_poll_s, s.lease_ttl_s / 3),
+                           time_limit_s=s.turn_time_limit_s)
+
+    @cached_property
+    def locks(self) -> LockRegistry:
+        return LockRegistry(self.settings.lock_registry_cap)
 
     @cached_property
     def runner(self) -> TurnRunner:
         return TurnRunner(
-            store=self.store,
-            locks=LockRegistry(self.settings.lock_registry_cap),
+            store=self.store, locks=self.locks, heartbeats=self.heartbeats,
             agents=AgentCache(load_factory(self.settings.agent), self.settings.agent_cache_cap),
-            outbound=self.outbound,
-            publisher=self.publisher,
-            poll_s=min(self.settings.cancel_poll_s, self.settings.lease_ttl_s / 3),
-            reply_chunk_chars=self.settings.reply_chunk_chars,
-        )
+            replies=self.replies, publisher=self.publisher,
+            reply_chunk_chars=self.settings.reply_chunk_chars)
 
     def revoke(self, task_id: str, terminate: bool) -> None:
         """Celery's revoke broadcast; terminate kills the pool process (prefork only)."""
@@ -67,5 +100,14 @@ class Runtime:
     @cached_property
     def canceller(self) -> Canceller:
         s = self.settings
-        return Canceller(self.store, self.publisher, self.revoke, timeout_s=s.cancel_timeout_s,
-                         lease_ttl_ms=s.lease_ttl_ms, terminate=s.cancel_terminate)
+        return Canceller(self.store, self.publisher.publish, self.publisher.hand_over,
+                         self.revoke, timeout_s=s.cancel_timeout_s, lease_ttl_ms=s.lease_ttl_ms,
+                         debounce_s=s.stop_debounce_s, terminate=s.cancel_terminate)
+
+    @cached_property
+    def control_jobs(self) -> ControlJobs:
+        """A client of its own: its reads block for up to half a second."""
+        s = self.settings
+        client = redis_client(s.redis_url, s.redis_timeout_s + 2.0, retries=0)
+        consumer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        return ControlJobs(client, consumer, orphan_after_ms=ORPHAN_AFTER_MS)

@@ -1,65 +1,72 @@
-"""The listener process: long connection, intake, outbox and sweeper, run together."""
+"""The listener process: long connection, intake, outbox, control desk and sweeper."""
 
 from __future__ import annotations
 
-import json
 import logging
 
-import lark_oapi as lark
 import redis
-from lark_oapi.core.exception import ObtainAccessTokenException
 
 from gateway.control import ControlDesk
 from gateway.dispatch import TaskSender
-from gateway.errors import GatewayError
+from gateway.errors import CredentialsRefused, GatewayError, RetryableError
 from gateway.feishu.listener import Listener
-from gateway.feishu.outbound import build_client
+from gateway.feishu.openapi import OpenApi
 from gateway.intake import Intake
 from gateway.logs import masked_url
 from gateway.outbox import Outbox
 from gateway.runtime import Runtime
 from gateway.settings import Settings
-from gateway.sweeper import Sweeper
+from gateway.state.sweeper import Sweeper
 
 logger = logging.getLogger(__name__)
 
 
-def fetch_bot_open_id(settings: Settings) -> str:
+def fetch_bot_open_id(api: OpenApi) -> str:
     """The bot's open_id, so @mentions of the bot are stripped from the text."""
-    request = (lark.BaseRequest.builder().http_method(lark.HttpMethod.GET)
-               .uri("/open-apis/bot/v3/info").token_types({lark.AccessTokenType.TENANT})
-               .build())
     try:
-        response = build_client(settings).request(request)
-        body = json.loads(response.raw.content) if response.raw else {}
-    except ObtainAccessTokenException as error:
-        raise GatewayError(f"feishu refused the app credentials: {error}") from None
-    except (OSError, ValueError) as error:
+        return str(api.bot_info().get("open_id", ""))
+    except CredentialsRefused as error:
+        raise GatewayError(str(error)) from None
+    except (RetryableError, GatewayError) as error:
         logger.warning("bot info unavailable (%s); @mentions of the bot stay in the text", error)
         return ""
-    return str((body.get("bot") or {}).get("open_id", ""))
+
+
+def check_durability(client: redis.Redis, mode: str) -> None:
+    """GATEWAY_DURABLE_ACK needs a Redis that can do it: say so at start, in one line."""
+    if mode == "aof":
+        version = str(client.info("server").get("redis_version", "0"))
+        if tuple(int(p) for p in version.split(".")[:2]) < (7, 2):
+            raise GatewayError(f"GATEWAY_DURABLE_ACK=aof needs Redis >= 7.2 (WAITAOF); this "
+                               f"server is {version}: use appendfsync always, or =replica")
+    elif mode == "replica":
+        replicas = int(client.info("replication").get("connected_slaves", 0))
+        if replicas < 1:
+            raise GatewayError("GATEWAY_DURABLE_ACK=replica but this Redis has no connected "
+                               "replica")
 
 
 class ListenerService:
     def __init__(self, settings: Settings, sender: TaskSender) -> None:
         self.settings = settings
-        self.runtime = Runtime(settings, sender)
+        self.runtime = rt = Runtime(settings, sender, role="listener")
         self.outbox = Outbox()
-        self.desk = ControlDesk(self.runtime.canceller, self.runtime.outbound)
-        self.intake = Intake(self.runtime.store, self.runtime.publisher, self.outbox, self.desk,
+        self.desk = ControlDesk(rt.control_jobs, rt.canceller, rt.replies, rt.store)
+        self.intake = Intake(rt.store, rt.publisher, self.outbox,
                              max_text_chars=settings.max_text_chars)
         self.listener = Listener(settings, self.intake.accept)
-        self.sweeper = Sweeper(self.runtime.store, self.runtime.publisher,
-                               settings.sweep_interval_s)
+        self.sweeper = Sweeper(rt.store, rt.publisher.publish, settings.sweep_interval_s)
 
     def start(self) -> ListenerService:
         try:
             self.runtime.redis.ping()  # fail at start, in one line, if Redis is not there
+            check_durability(self.runtime.redis, self.settings.durable_ack)
         except redis.RedisError as error:
             raise GatewayError(f"cannot reach Redis at {masked_url(self.settings.redis_url)}: "
                                f"{error}") from None
-        self.intake.bot_open_id = fetch_bot_open_id(self.settings)
+        self.intake.bot_open_id = fetch_bot_open_id(self.runtime.replies.api)
         self.outbox.start()
+        self.desk.start()
         self.sweeper.start()
         self.listener.start()
         logger.info("listening to %s (app %s)", self.settings.feishu_domain,
@@ -67,7 +74,7 @@ class ListenerService:
         return self
 
     def stop(self) -> None:
-        """Close the connection first (no new events), then drain the outbox."""
+        """Close the connection first (no new events), then drain the outbox and the desk."""
         self.listener.stop()
         self.sweeper.stop()
         self.outbox.stop()

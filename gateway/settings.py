@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -46,6 +46,14 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(16_000, validation_alias="GATEWAY_MAX_TEXT_CHARS", ge=1)
     worker_concurrency: int = Field(2, validation_alias="GATEWAY_WORKER_CONCURRENCY", ge=1)
     log_level: str = Field("INFO", validation_alias="GATEWAY_LOG_LEVEL")
+    reply_retry_budget_s: float = Field(120.0, validation_alias="GATEWAY_REPLY_RETRY_BUDGET_S",
+                                        gt=0)
+    stop_debounce_s: float = Field(3.0, validation_alias="GATEWAY_STOP_DEBOUNCE_S", ge=0)
+    redis_timeout_s: float = Field(1.0, validation_alias="GATEWAY_REDIS_TIMEOUT_S", gt=0)
+    durable_ack: Literal["none", "aof", "replica"] = Field(
+        "none", validation_alias="GATEWAY_DURABLE_ACK")
+    durable_ack_timeout_ms: int = Field(1000, validation_alias="GATEWAY_DURABLE_ACK_TIMEOUT_MS",
+                                        ge=1)
 
     @field_validator("feishu_domain")
     @classmethod
@@ -81,6 +89,11 @@ class Settings(BaseSettings):
     @property
     def queued_ttl_ms(self) -> int:
         return int(self.queued_ttl_s * 1000)
+
+    @property
+    def requeue_cap_ms(self) -> int:
+        """The longest wait between two publishes of a turn nobody picked up."""
+        return min(8 * self.lease_ttl_ms, self.queued_ttl_ms)
 
     @property
     def has_credentials(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Protocol
 
 
@@ -28,9 +28,19 @@ class Message:
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Message:
+        """Read a stored message tolerantly: unknown fields (a newer writer) are ignored,
+        missing optional ones take their defaults; ValueError when it is not a message."""
         data = json.loads(raw)
-        data["mentioned_open_ids"] = tuple(data.get("mentioned_open_ids", ()))
-        return cls(**data)
+        if not isinstance(data, dict):
+            raise ValueError("a stored message must be a JSON object")
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        known["mentioned_open_ids"] = tuple(known.get("mentioned_open_ids") or ())
+        if not all(isinstance(known.get(key), str) and known[key]
+                   for key in ("message_id", "chat_id")):
+            raise ValueError("a stored message needs message_id and chat_id")
+        for name in ("chat_type", "sender_open_id", "message_type", "text"):
+            known.setdefault(name, "")
+        return cls(**known)
 
 
 def _never() -> bool:

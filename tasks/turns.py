@@ -3,29 +3,40 @@
 from __future__ import annotations
 
 import logging
-from functools import cache
+import os
+import threading
 from typing import Any
 
 from celery import Task
 from celery.signals import after_setup_logger, worker_init, worker_ready, worker_shutdown
 
 from gateway.agents import load_factory
-from gateway.chats import Dispatch
 from gateway.errors import SettingsError
 from gateway.logs import quiet_lark_handler, redact_handlers
 from gateway.names import RUN_TURN
 from gateway.runtime import Runtime
 from gateway.settings import load_settings
-from gateway.sweeper import Sweeper
+from gateway.state.store import Dispatch
+from gateway.state.sweeper import Sweeper
 from tasks import app
 
 logger = logging.getLogger(__name__)
 
 
-@cache
+_built: dict[int, Runtime] = {}
+_building = threading.Lock()
+
+
 def runtime() -> Runtime:
-    """This process's collaborators, built on first use (after the pool forked)."""
-    return Runtime(load_settings(), app)
+    """This process's collaborators, built once per process on first use (a forked pool
+    process builds its own; with the threads pool, every thread shares one)."""
+    pid = os.getpid()
+    if pid not in _built:
+        with _building:
+            if pid not in _built:
+                _built.clear()
+                _built[pid] = Runtime(load_settings(), app)
+    return _built[pid]
 
 
 @after_setup_logger.connect
@@ -58,7 +69,9 @@ _sweepers: list[Sweeper] = []
 def _start_sweeper(**_: Any) -> None:
     """Workers sweep too, so crashed turns heal even while no listener runs."""
     rt = runtime()
-    _sweepers.append(Sweeper(rt.store, rt.publisher, rt.settings.sweep_interval_s).start())
+    sweeper = Sweeper(rt.store, rt.publisher.publish, rt.settings.sweep_interval_s)
+    _sweepers.append(sweeper)
+    sweeper.start()
 
 
 @worker_shutdown.connect

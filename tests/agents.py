@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from functools import cache
 
@@ -36,7 +37,7 @@ def events_key(chat_id: str) -> str:
 def _record(turn: Turn, event: str) -> None:
     _redis().rpush(events_key(turn.chat_id), json.dumps({
         "event": event, "message_id": turn.message_id, "text": turn.text,
-        "pid": os.getpid(), "t": time.time(),
+        "pid": os.getpid(), "thread": threading.get_ident(), "t": time.time(),
     }))
 
 

@@ -1,8 +1,13 @@
 """Real parts only: a redis-server we start, the Feishu simulator, Celery workers and
-listeners as subprocesses running the product's own commands."""
+listeners as subprocesses running the product's own commands.
+
+The pipeline tests run once per supported Celery pool (prefork, threads). When a test
+fails, the report carries the last lines of every gateway process's log and of Redis's.
+"""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,13 +28,44 @@ from tests.simulator_fixtures import simulator  # noqa: F401  (re-exported fixtu
 
 TEST_LEASE_TTL_S = 3.0
 TEST_CANCEL_TIMEOUT_S = 2.0
+POOLS = ("prefork", "threads")
+
+_FLEETS: list[Fleet] = []
+_SERVERS: list[EmbeddedRedis] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Item 16: a failing multi-process test says why: every process's last log lines."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.failed:
+        return
+    for fleet in _FLEETS:
+        for proc in fleet.started:
+            state = "running" if proc.alive else f"exited {proc.process.returncode}"
+            report.sections.append((f"{proc.name} log, last 40 lines ({state})", proc.tail()))
+    for server in _SERVERS:
+        report.sections.append((f"redis {server.port} log, last 20 lines", server.tail()))
+
+
+def start_redis(**options: object) -> EmbeddedRedis:
+    server = EmbeddedRedis(**options).start()  # type: ignore[arg-type]
+    _SERVERS.append(server)
+    return server
+
+
+def stop_redis(server: EmbeddedRedis) -> None:
+    server.stop()
+    if server in _SERVERS:
+        _SERVERS.remove(server)
 
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis().start()
+    server = start_redis()
     yield server
-    server.stop()
+    stop_redis(server)
 
 
 @pytest.fixture
@@ -61,6 +97,7 @@ def env_for(redis_url: str, sim: Simulator) -> dict[str, str]:
         "GATEWAY_RECONNECT_DEADLINE_S": "2",
         "GATEWAY_INBOX_CAP": "50",
         "GATEWAY_CANCEL_TIMEOUT": str(TEST_CANCEL_TIMEOUT_S),
+        "GATEWAY_REPLY_RETRY_BUDGET_S": "20",
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }
@@ -72,45 +109,93 @@ def gateway_env(redis_server: EmbeddedRedis, feishu: Simulator) -> dict[str, str
 
 
 class Fleet:
-    """Starts gateway processes as an operator would; all are stopped at the session's end."""
+    """Starts gateway processes as an operator would; stopped by `stop_all()`.
 
-    def __init__(self, env: dict[str, str], tmp: pytest.TempPathFactory) -> None:
+    A supervised process is started again when it dies (as systemd or Kubernetes would):
+    tests that kill workers keep a worker for the tests after them."""
+
+    def __init__(self, env: dict[str, str], tmp: pytest.TempPathFactory,
+                 pool: str = "prefork") -> None:
         self._env = env
         self._tmp = tmp
+        self.pool = pool
         self.started: list[GatewayProcess] = []
+        self._supervised: list[GatewayProcess] = []
+        self._guard = threading.Lock()
+        self._stopping = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, daemon=True, name="fleet")
+        self._watcher.start()
+        _FLEETS.append(self)
 
-    def __call__(self, kind: str, *, concurrency: int = 2, **env: str) -> GatewayProcess:
+    def __call__(self, kind: str, *, concurrency: int = 2, supervise: bool = False,
+                 wait: bool = True, pool: str | None = None, **env: str) -> GatewayProcess:
         workdir = Path(self._tmp.mktemp(kind))
         name = f"{kind}-{len(self.started)}"
         if kind == "worker":
-            argv, ready = worker_argv(name, concurrency), WORKER_READY
+            argv = worker_argv(name, concurrency, pool=pool or self.pool)
         else:
-            argv, ready = LISTENER_ARGV, LISTENER_READY
+            argv = LISTENER_ARGV
         proc = GatewayProcess(name, argv, {**self._env, **env}, workdir)
-        self.started.append(proc)
-        proc.wait_for_log(ready, timeout_s=60)
+        with self._guard:
+            self.started.append(proc)
+            if supervise:
+                self._supervised.append(proc)
+        if wait:
+            self.wait_ready(proc)
         return proc
+
+    @staticmethod
+    def wait_ready(proc: GatewayProcess, timeout_s: float = 60) -> None:
+        proc.wait_for_log(WORKER_READY if proc.name.startswith("worker") else LISTENER_READY,
+                          timeout_s=timeout_s)
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(0.2):
+            with self._guard:
+                dead = [p for p in self._supervised if not p.alive]
+                for proc in dead:
+                    self._supervised.remove(proc)
+                    again = GatewayProcess(f"{proc.name}r", proc.argv, proc.env, proc.workdir)
+                    self.started.append(again)
+                    self._supervised.append(again)
+
+    def workers(self) -> list[GatewayProcess]:
+        with self._guard:
+            return [p for p in self.started if p.name.startswith("worker") and p.alive]
 
     def logs(self, kind: str) -> str:
         """Everything every process of this kind (`listener`, `worker`) logged so far."""
         return "\n".join(p.log() for p in self.started if p.name.startswith(kind))
 
+    def stop_all(self) -> None:
+        self._stopping.set()
+        self._watcher.join(5)
+        for proc in self.started:
+            proc.stop()
+        if self in _FLEETS:
+            _FLEETS.remove(self)
+
 
 Spawn = Fleet
 
 
+@pytest.fixture(scope="session", params=POOLS)
+def pool(request: pytest.FixtureRequest) -> str:
+    """Item 4: every pipeline test runs on each supported Celery pool."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
-def spawn(gateway_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[Fleet]:
-    fleet = Fleet(gateway_env, tmp_path_factory)
+def spawn(gateway_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory,
+          pool: str) -> Iterator[Fleet]:
+    fleet = Fleet(gateway_env, tmp_path_factory, pool)
     yield fleet
-    for proc in fleet.started:
-        proc.stop()
+    fleet.stop_all()
 
 
 @pytest.fixture(scope="session")
 def worker(spawn: Spawn) -> GatewayProcess:
-    return spawn("worker")
+    return spawn("worker", supervise=True)
 
 
 @pytest.fixture(scope="session")

@@ -34,8 +34,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         sim.wait_connected(1, timeout_s=30)
         yield Rig(server, sim, fleet)
     finally:
-        for proc in fleet.started:
-            proc.stop()
+        fleet.stop_all()
         sim.stop()
         server.stop()
 

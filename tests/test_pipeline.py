@@ -12,13 +12,13 @@ from typing import Any
 
 import redis
 
-from gateway.chats import ChatStore
+from gateway.control import full_inbox_notice
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.events import TRUNCATION_MARK
-from gateway.intake import full_inbox_notice
 from gateway.processes import GatewayProcess, wait_until
 from gateway.runner import FAILURE_REPLY, gave_up_reply
 from gateway.simulator import Simulator
+from gateway.state.store import ChatStore, StoreConfig
 from gateway.types import Message
 from tests.agents import events_key
 from tests.conftest import TEST_LEASE_TTL_S, Spawn
@@ -59,7 +59,8 @@ def test_group_mention_of_the_bot_is_stripped_and_threads_are_kept(
 
 
 def test_burst_keeps_per_chat_order_without_overlap_and_answers_once(
-        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis) -> None:
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        pool: str) -> None:
     chats = [f"oc_burst_{os.getpid()}_{time.monotonic_ns()}_{i}" for i in range(10)]
     sent: dict[str, list[str]] = {chat: [] for chat in chats}
     for n in range(20):
@@ -67,7 +68,7 @@ def test_burst_keeps_per_chat_order_without_overlap_and_answers_once(
             sent[chat].append(feishu.send_text(chat, f"m{n}"))
     for chat in chats:
         feishu.wait_for_messages(20, chat_id=chat, timeout_s=90)
-    pids: set[int] = set()
+    runners: set[tuple[int, int]] = set()
     for chat in chats:
         replies = replies_to(feishu, chat)
         assert sorted(replies) == sorted(sent[chat])
@@ -77,8 +78,8 @@ def test_burst_keeps_per_chat_order_without_overlap_and_answers_once(
         assert starts == sent[chat], "turns started out of send order"
         kinds = [e["event"] for e in events]
         assert kinds == ["start", "end"] * 20, "turns of one chat overlapped"
-        pids.update(e["pid"] for e in events)
-    assert len(pids) >= 2, "the burst should have used both worker processes"
+        runners.update((e["pid"], e["thread"]) for e in events)
+    assert len(runners) >= 2, f"the burst should have used both {pool} pool slots"
 
 
 def test_redelivered_event_is_answered_once(feishu: Simulator, listener: GatewayProcess,
@@ -156,8 +157,7 @@ def test_a_message_admitted_but_never_published_is_answered(
     """The listener died between its Redis step and the publish: the sweeper heals it."""
     message_id = feishu.send_text(chat_id, "published by nobody", deliver=False)
     client = redis.Redis.from_url(redis_server.url)
-    store = ChatStore(client, claim_ttl_ms=3000, queued_ttl_ms=60_000, running_ttl_ms=3000,
-                      dedupe_ttl_s=86_400, inbox_cap=50)
+    store = ChatStore(client, StoreConfig(claim_ttl_ms=3000, running_ttl_ms=3000, inbox_cap=50))
     admission = store.ingest(Message(message_id, chat_id, "p2p", "ou_user_1", "text",
                                      "published by nobody"))
     client.close()
@@ -171,7 +171,8 @@ def test_a_message_that_kills_its_worker_every_time_is_given_up_and_the_chat_goe
         chat_id: str) -> None:
     poison = feishu.send_text(chat_id, "crash")
     after = feishu.send_text(chat_id, "still alive?")
-    wait_until(lambda: after in replies_to(feishu, chat_id), 4 * (TEST_LEASE_TTL_S + 3),
+    # with the threads pool, each crash takes the whole worker down: it is restarted
+    wait_until(lambda: after in replies_to(feishu, chat_id), 4 * (TEST_LEASE_TTL_S + 8),
                "the chat to get past the poison message")
     replies = replies_to(feishu, chat_id)
     assert replies[poison] == [gave_up_reply(3)]

@@ -1,0 +1,134 @@
+"""Feishu's open API over one kept-alive HTTP connection pool (httpx), one attempt per call.
+
+`OpenApi._call` is the one place where an answer becomes a value or a classified error:
+anything that may succeed later (network errors, HTTP 5xx whatever the body, an answer that
+is not JSON, rate limits, an expired token) is a RetryableError; what cannot (the request
+or the target is wrong, permission is missing) is a RejectedError. Nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from gateway.errors import CredentialsRefused, RateLimited, RejectedError, RetryableError
+
+RATE_LIMIT_CODES = frozenset({99991400, 99991402, 11020, 11021, 230020})
+"""Feishu's frequency control (99991400 is "request trigger frequency limit")."""
+TOKEN_CODES = frozenset({99991661, 99991663, 99991664, 99991665, 99991666, 99991668})
+"""The tenant token is missing, invalid or expired: fetch a new one and try again."""
+BUSY_CODES = frozenset({1, 2200, 1000040343})
+"""Feishu says it is busy or failed internally."""
+TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
+TOKEN_MARGIN_S = 300.0
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    for header in ("x-ogw-ratelimit-reset", "retry-after"):
+        value = response.headers.get(header)
+        try:
+            return max(float(value), 0.0) if value is not None else None
+        except ValueError:
+            continue
+    return None
+
+
+def classify(response: httpx.Response, what: str) -> dict[str, Any]:
+    """The body of a successful answer, or the error this answer means (pure)."""
+    status = response.status_code
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = None
+    code = body.get("code") if isinstance(body, dict) else None
+    msg = str(body.get("msg", "")) if isinstance(body, dict) else ""
+    detail = f"{what}: HTTP {status}" + (f", code {code}: {msg}" if code is not None else "")
+    if status == 429 or code in RATE_LIMIT_CODES:
+        raise RateLimited(detail, code=code if isinstance(code, int) else None,
+                          retry_after_s=_retry_after(response))
+    if status >= 500 or not isinstance(body, dict) or not isinstance(code, int):
+        kind = "not JSON" if body is None else "no code"
+        raise RetryableError(detail if code is not None else f"{detail} ({kind})")
+    if code == 0:
+        return body
+    if code in TOKEN_CODES or code in BUSY_CODES:
+        raise RetryableError(detail, code=code)
+    raise RejectedError(detail, code=code)
+
+
+class OpenApi:
+    """Thread-safe; the tenant token is fetched on first use and renewed before it expires."""
+
+    def __init__(self, domain: str, app_id: str, app_secret: SecretStr, *,
+                 timeout_s: float = 10.0, http: httpx.Client | None = None) -> None:
+        self._app_id = app_id
+        self._secret = app_secret
+        self._http = http or httpx.Client(
+            base_url=domain, timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
+            limits=httpx.Limits(max_keepalive_connections=8, keepalive_expiry=60))
+        self._token_lock = threading.Lock()
+        self._token = ""
+        self._token_expires_at = 0.0
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, what: str, *, body: Any = None,
+              params: dict[str, str] | None = None, token: str | None = None) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        try:
+            response = self._http.request(method, path, json=body, params=params,
+                                          headers=headers)
+        except httpx.TransportError as error:  # connect, read, reset, protocol errors
+            raise RetryableError(f"{what}: {type(error).__name__}: {error}") from None
+        return classify(response, what)
+
+    def token(self) -> str:
+        """The tenant access token, fetched when missing or about to expire."""
+        with self._token_lock:
+            if self._token and time.monotonic() < self._token_expires_at:
+                return self._token
+            try:
+                body = self._call("POST", TOKEN_PATH, "tenant token", body={
+                    "app_id": self._app_id, "app_secret": self._secret.get_secret_value()})
+            except RejectedError as error:
+                raise CredentialsRefused(f"feishu refused the app credentials: {error}",
+                                         code=error.code) from None
+            self._token = str(body.get("tenant_access_token", ""))
+            expire_s = float(body.get("expire", 7200))
+            self._token_expires_at = time.monotonic() + max(expire_s - TOKEN_MARGIN_S, 60.0)
+            return self._token
+
+    def _authorized(self, method: str, path: str, what: str, **kwargs: Any) -> dict[str, Any]:
+        token = self.token()
+        try:
+            return self._call(method, path, what, token=token, **kwargs)
+        except RetryableError as error:
+            if error.code in TOKEN_CODES:
+                self._forget(token)  # the next attempt fetches a new one
+            raise
+
+    def _forget(self, token: str) -> None:
+        with self._token_lock:
+            if self._token == token:
+                self._token, self._token_expires_at = "", 0.0
+
+    def reply(self, message_id: str, *, msg_type: str, content: dict[str, Any], uuid: str,
+              in_thread: bool = False) -> str:
+        """Reply to `message_id` (one attempt); Feishu sends at most one message per uuid."""
+        body = {"msg_type": msg_type, "content": json.dumps(content, ensure_ascii=False),
+                "uuid": uuid, "reply_in_thread": in_thread}
+        data = self._authorized("POST", f"/open-apis/im/v1/messages/{message_id}/reply",
+                                f"reply to {message_id}", body=body)
+        return str((data.get("data") or {}).get("message_id", ""))
+
+    def bot_info(self) -> dict[str, Any]:
+        """The bot's identity; note Feishu puts it under `bot`, not `data`."""
+        body = self._authorized("GET", "/open-apis/bot/v3/info", "bot info")
+        bot = body.get("bot")
+        return bot if isinstance(bot, dict) else {}

@@ -1,0 +1,125 @@
+"""/stop, /new and `feishu-gateway stop`: end a chat's turn within the cancel timeout.
+
+Why a chat can never stay blocked after a cancel: the chat's lease is the only thing that
+blocks it, and this path ends with the lease released by the turn itself (it saw the flag
+and completed) or taken from it here (fence advanced, message dropped, next turn
+dispatched). The state change is one script (`lua/cancel.lua`) recorded under the command's
+id, so it survives the canceller's death: a turn not started yet is dropped in that same
+step; a running one sees the flag, stops extending its lease and ends, and if nobody is left
+to fence it after the timeout, its lease runs out and the sweeper drops its message (the
+flag outlives the lease). Nothing waits on the cancelled process: a turn that ignores the
+flag runs on with a stale fence that lets it do nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from gateway.state.store import ChatStore, Dispatch
+
+logger = logging.getLogger(__name__)
+
+How = Literal["nothing", "not-started", "cooperative", "timeout-fenced", "debounced"]
+Revoke = Callable[[str, bool], None]
+"""revoke(task_id, terminate): Celery's revoke broadcast."""
+HandOver = Callable[[Dispatch], "Dispatch | None | Literal[False]"]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelResult:
+    chat_id: str
+    how: How
+    task_id: str = ""
+    took_s: float = 0.0
+    pending: int = 0
+    new_session: bool = False
+
+    def describe(self) -> str:
+        """The operator's line."""
+        what = {
+            "nothing": "nothing was running",
+            "debounced": "already stopped a moment ago; nothing more done",
+            "not-started": f"turn {self.task_id} revoked before it started",
+            "cooperative": f"turn {self.task_id} cancelled cooperatively",
+            "timeout-fenced": f"turn {self.task_id} fenced after the timeout",
+        }[self.how]
+        extra = "; new conversation" if self.new_session else ""
+        return (f"chat {self.chat_id}: {what} in {self.took_s:.2f}s; "
+                f"pending messages re-dispatched: {self.pending}{extra}")
+
+    def user_reply(self) -> str:
+        """The user's one short line."""
+        first = {"nothing": "Nothing was running.", "debounced": "Already stopped."}.get(
+            self.how, "Stopped.")
+        if self.new_session:
+            first = ("New conversation started." if self.how in ("nothing", "debounced")
+                     else "Stopped. New conversation started.")
+        if self.pending:
+            first += f" {self.pending} waiting message(s) will be answered next."
+        return first
+
+
+class Canceller:
+    def __init__(self, store: ChatStore, publish: Callable[[Dispatch], object],
+                 hand_over: HandOver, revoke: Revoke, *, timeout_s: float, lease_ttl_ms: int,
+                 debounce_s: float, terminate: bool = False, poll_s: float = 0.02) -> None:
+        self._store = store
+        self._publish = publish
+        self._hand_over = hand_over
+        self._revoke = revoke
+        self.timeout_s = timeout_s
+        self.lease_ttl_ms = lease_ttl_ms
+        self.debounce_s = debounce_s
+        self.terminate = terminate
+        self.poll_s = poll_s
+
+    def cancel(self, chat_id: str, command_id: str, *,
+               new_session: bool = False) -> CancelResult:
+        """Stop the chat's current turn (if any), then let the chat go on. Running it again
+        with the same `command_id` (after a crash) finishes the same stop, never a second."""
+        clock = time.monotonic()
+        if new_session:
+            self._store.new_session(chat_id)
+        # the flag outlives the turn's lease, so a sweeper can still see it was stopped
+        step = self._store.cancel(chat_id, command_id, debounce_ms=int(self.debounce_s * 1000),
+                                  flag_ttl_ms=int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms)
+        recorded = step.recorded_how if step.how == "again" else step.how
+        how: How
+        if recorded in ("nothing", "debounced"):
+            how = recorded  # type: ignore[assignment]
+        elif recorded == "not-started":
+            how = "not-started"
+            if step.task_id:
+                self._revoke(step.task_id, False)  # copies in the broker are skipped at once
+            if step.following is not None:
+                self._publish(step.following)
+        else:
+            assert step.fence is not None
+            how = self._end_running(Dispatch(chat_id, "", step.fence), step.task_id)
+        result = CancelResult(chat_id, how, step.task_id, time.monotonic() - clock,
+                              step.waiting, new_session)
+        logger.info("cancel chat=%s turn=%s how=%s took_s=%.3f pending=%d", chat_id,
+                    step.task_id or "-", how, result.took_s, result.pending)
+        return result
+
+    def _end_running(self, turn: Dispatch, task_id: str) -> How:
+        if self._wait_for_end(turn):
+            return "cooperative"
+        if self._hand_over(turn) is False:
+            return "cooperative"  # it completed by itself just as the timeout ran out
+        if self.terminate and task_id:
+            self._revoke(task_id, True)
+        return "timeout-fenced"
+
+    def _wait_for_end(self, turn: Dispatch) -> bool:
+        """True when the turn ended by itself (its fence moved on) within the timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        while self._store.holds(turn):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(self.poll_s)
+        return True

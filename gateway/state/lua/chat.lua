@@ -1,0 +1,46 @@
+--!include clock.lua
+-- Every per-chat script gets the same KEYS, in this order (gateway/state/keys.py):
+--   1 lease    hash: fence state entry message_id task_id worker since_ms requeue_at_ms requeues
+--   2 inbox    zset: score = Feishu create_time (ms); member = '<arrival us, 16 digits>|<id>|<json>'
+--   3 fence    string: the last fence issued (never goes backwards: max(last + 1, server us))
+--   4 tries    hash: message_id -> turns started for it (the head's only)
+--   5 stop     hash: the chat's last /stop: cmd at_ms how fence task_id entry waiting
+--   6 answer   hash: message_id kind chunks: the head's answer, stored before it is sent
+--   7 gen      string: the session generation (/new)
+--   8 index    zset gw:chats: chat -> when (server ms) the sweeper should look at it next
+--   9 control  stream gw:control: commands and notices for the listeners' control desks
+local K = {lease = KEYS[1], inbox = KEYS[2], fence = KEYS[3], tries = KEYS[4], stop = KEYS[5],
+           answer = KEYS[6], gen = KEYS[7], index = KEYS[8], control = KEYS[9]}
+local KEEP_MS = 86400000  -- fence and tries outlive any lease by this much
+
+local function entry_id(entry)
+  local a = string.find(entry, '|', 1, true)
+  local b = string.find(entry, '|', a + 1, true)
+  return string.sub(entry, a + 1, b - 1)
+end
+
+-- Give the oldest waiting message a fresh lease under a new fence, or end the chat's
+-- activity when nothing waits. Returns {fence, entry}, or nil when the inbox is empty.
+local function claim(chat, now_us, now_ms, ttl_ms)
+  local first = redis.call('ZRANGE', K.inbox, 0, 0)[1]
+  if not first then
+    redis.call('DEL', K.lease, K.tries, K.answer)
+    redis.call('ZREM', K.index, chat)
+    return nil
+  end
+  local id = entry_id(first)
+  local tried = redis.call('HGET', K.tries, id)
+  redis.call('DEL', K.tries)
+  if tried then
+    redis.call('HSET', K.tries, id, tried)
+    redis.call('PEXPIRE', K.tries, KEEP_MS)
+  end
+  local f = str(math.max(tonumber(redis.call('GET', K.fence) or '0') + 1, now_us))
+  redis.call('SET', K.fence, f, 'PX', KEEP_MS)
+  redis.call('DEL', K.lease)
+  redis.call('HSET', K.lease, 'fence', f, 'state', 'claimed', 'since_ms', str(now_ms),
+             'message_id', id, 'entry', first)
+  redis.call('PEXPIRE', K.lease, ttl_ms)
+  redis.call('ZADD', K.index, str(now_ms + ttl_ms), chat)
+  return {f, first}
+end

@@ -1,0 +1,30 @@
+--!include chat.lua
+-- ingest: dedupe + admit one message, atomically. KEYS: chat.lua's, then 10 seen:<message_id>.
+-- ARGV: 1 message_id  2 create_ms  3 message json  4 dedupe_ttl_s  5 inbox_cap  6 claim_ttl_ms
+--       7 chat_id  8 command ('' for a message)  9 control stream cap
+-- → {'duplicate'} | {'command'} | {'full', waiting} | {'queued', waiting}
+--   | {'dispatch', waiting, fence, entry}
+-- Commands and the "not queued" notice go to the control stream in the same step, so no crash
+-- can mark them seen without something durable to act on.
+if not redis.call('SET', KEYS[10], '1', 'NX', 'EX', ARGV[4]) then return {'duplicate'} end
+local now_us, now_ms = clock()
+if ARGV[8] ~= '' then
+  redis.call('XADD', K.control, 'MAXLEN', '~', ARGV[9], '*', 'kind', 'command', 'chat', ARGV[7],
+             'command', ARGV[8], 'message', ARGV[3])
+  return {'command'}
+end
+local waiting = redis.call('ZCARD', K.inbox)
+if waiting >= tonumber(ARGV[5]) then
+  redis.call('XADD', K.control, 'MAXLEN', '~', ARGV[9], '*', 'kind', 'inbox-full', 'chat',
+             ARGV[7], 'waiting', waiting, 'message', ARGV[3])
+  return {'full', waiting}
+end
+local score = tonumber(ARGV[2]) or 0
+if score <= 0 then score = now_ms end
+redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, ARGV[1], ARGV[3]))
+if redis.call('EXISTS', K.lease) == 1 then
+  redis.call('ZADD', K.index, 'NX', str(now_ms + tonumber(ARGV[6])), ARGV[7])
+  return {'queued', waiting}
+end
+local c = claim(ARGV[7], now_us, now_ms, tonumber(ARGV[6]))
+return {'dispatch', waiting, c[1], c[2]}

@@ -1,0 +1,34 @@
+--!include chat.lua
+-- recover: the sweeper looks at a chat whose deadline passed.
+-- ARGV: 1 claim_ttl_ms  2 chat_id  3 requeue_base_ms  4 requeue_cap_ms
+-- → {'held'} | {'empty'} | {'dispatch', fence, entry} (a new turn) | {'requeue', fence, entry}
+--   (publish the same turn again: it was not picked up in time, maybe lost with a worker)
+local now_us, now_ms = clock()
+local pttl = redis.call('PTTL', K.lease)
+if pttl > 0 then
+  local at = tonumber(redis.call('HGET', K.lease, 'requeue_at_ms') or '')
+  if at and redis.call('HGET', K.lease, 'state') == 'queued' then
+    local outcome = {'held'}
+    if now_ms >= at then
+      local n = redis.call('HINCRBY', K.lease, 'requeues', 1)
+      at = now_ms + math.min(tonumber(ARGV[3]) * 2 ^ n, tonumber(ARGV[4]))
+      redis.call('HSET', K.lease, 'requeue_at_ms', str(at))
+      outcome = {'requeue', redis.call('HGET', K.lease, 'fence'),
+                 redis.call('HGET', K.lease, 'entry')}
+    end
+    redis.call('ZADD', K.index, str(math.min(at, now_ms + pttl)), ARGV[2])
+    return outcome
+  end
+  redis.call('ZADD', K.index, str(now_ms + pttl), ARGV[2])
+  return {'held'}
+end
+-- The lease is gone: its holder died, or a stopped turn's lease ran out (then its message is
+-- done: the flag outlives the lease).
+local stopped = redis.call('HGET', K.stop, 'entry')
+if stopped and stopped ~= '' and
+   redis.call('HGET', K.stop, 'fence') == redis.call('GET', K.fence) then
+  redis.call('ZREM', K.inbox, stopped)
+end
+local c = claim(ARGV[2], now_us, now_ms, tonumber(ARGV[1]))
+if not c then return {'empty'} end
+return {'dispatch', c[1], c[2]}

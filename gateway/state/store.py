@@ -1,0 +1,289 @@
+"""`ChatStore`: the Python face of the chat scripts. One per process and Redis client."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis
+
+from gateway.errors import RetryableError
+from gateway.state.keys import INDEX_KEY, UNDELIVERED_KEY, ChatKeys
+from gateway.state.scripts import register
+from gateway.types import Message
+
+HeartbeatState = Literal["lost", "held", "stopped"]
+_BEATS: tuple[HeartbeatState, ...] = ("lost", "held", "stopped")
+UNDELIVERED_CAP = 1000
+UNDELIVERED_TTL_S = 7 * 86_400
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """The lease TTLs and caps the scripts enforce (see Settings for what each means)."""
+
+    claim_ttl_ms: int = 15_000
+    queued_ttl_ms: int = 900_000
+    running_ttl_ms: int = 30_000
+    requeue_cap_ms: int = 240_000
+    dedupe_ttl_s: int = 172_800
+    inbox_cap: int = 100
+    max_attempts: int = 3
+    session_ttl_ms: int = 30 * 86_400_000
+    answer_ttl_ms: int = 3_600_000
+    control_cap: int = 100_000
+    durable_ack: Literal["none", "aof", "replica"] = "none"
+    """Wait for the admission to be on disk (WAITAOF) or on a replica (WAIT) before ACK."""
+    durable_ack_timeout_ms: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """A turn to publish: the chat's head message under its fence."""
+
+    chat_id: str
+    message_id: str
+    fence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    outcome: Literal["dispatch", "queued", "duplicate", "full", "command"]
+    waiting: int = 0
+    dispatch: Dispatch | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a turn says, kept before it is sent: `reply`, `failure` or `gave-up`."""
+
+    kind: str
+    chunks: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A turn that may run. `message` is None when its stored entry cannot be read;
+    `exhausted` when earlier attempts used up GATEWAY_MAX_ATTEMPTS; `answer` when an earlier
+    attempt already produced one (resend it, do not ask the agent again)."""
+
+    message_id: str
+    message: Message | None
+    generation: int
+    attempt: int
+    exhausted: bool = False
+    answer: Answer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NotDurable(RetryableError):
+    """The admission was not confirmed durable in time: do not ACK it (Feishu redelivers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelStep:
+    """What the cancel script did (see lua/cancel.lua)."""
+
+    how: Literal["again", "debounced", "nothing", "not-started", "running"]
+    fence: int | None
+    task_id: str
+    waiting: int
+    following: Dispatch | None = None
+    recorded_how: str = ""
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def entry_parts(entry: str) -> tuple[str, str]:
+    """An inbox entry `<arrival>|<message_id>|<json>` → (message_id, json)."""
+    _, message_id, raw = entry.split("|", 2)
+    return message_id, raw
+
+
+def entry_message(entry: str) -> Message | None:
+    try:
+        return Message.from_json(entry_parts(entry)[1])
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def _dispatch(chat_id: str, fence: Any, entry: Any) -> Dispatch:
+    return Dispatch(chat_id, entry_parts(_text(entry))[0], int(fence))
+
+
+class ChatStore:
+    def __init__(self, client: redis.Redis, config: StoreConfig | None = None) -> None:
+        self.redis = client
+        self.config = config or StoreConfig()
+        self._scripts = register(client)
+
+    def _run(self, name: str, chat_id: str, *args: Any) -> Any:
+        return self._scripts[name](keys=ChatKeys(chat_id).all, args=list(args))
+
+    # the listener's step
+    def ingest(self, message: Message, command: str = "") -> Admission:
+        """Dedupe + admit (or record a command / a "not queued" notice) in one atomic step;
+        with durable ACKs on, also wait until that step is durable."""
+        c = self.config
+        k = ChatKeys(message.chat_id)
+        keys = [*k.all, k.seen(message.message_id)]
+        args: list[Any] = [message.message_id, message.create_time_ms, message.to_json(),
+                           c.dedupe_ttl_s, c.inbox_cap, c.claim_ttl_ms, message.chat_id, command,
+                           c.control_cap]
+        if c.durable_ack == "none":
+            reply = self._scripts["ingest"](keys=keys, args=args)
+        else:  # WAIT / WAITAOF count the writes of their own connection: pipeline them
+            with self.redis.pipeline(transaction=False) as pipe:
+                self._scripts["ingest"](keys=keys, args=args, client=pipe)
+                if c.durable_ack == "aof":
+                    pipe.execute_command("WAITAOF", 1, 0, c.durable_ack_timeout_ms)  # type: ignore[no-untyped-call]
+                else:
+                    pipe.execute_command("WAIT", 1, c.durable_ack_timeout_ms)  # type: ignore[no-untyped-call]
+                reply, durable = pipe.execute()
+            self._check_durable(durable)
+        outcome = _text(reply[0])
+        if outcome == "dispatch":
+            return Admission("dispatch", int(reply[1]),
+                             _dispatch(message.chat_id, reply[2], reply[3]))
+        if outcome in ("queued", "full"):
+            return Admission(outcome, int(reply[1]))  # type: ignore[arg-type]
+        return Admission(outcome)  # type: ignore[arg-type]
+
+    def _check_durable(self, answer: Any) -> None:
+        timeout = self.config.durable_ack_timeout_ms
+        if self.config.durable_ack == "aof":
+            if int(answer[0]) < 1:
+                raise NotDurable(f"WAITAOF: not fsynced to the AOF within {timeout} ms")
+        elif int(answer) < 1:
+            raise NotDurable(f"WAIT: no replica acknowledged within {timeout} ms")
+
+    def confirm(self, turn: Dispatch, task_id: str) -> bool:
+        """After a publish: the turn waits in the broker; requeued if not picked up in time."""
+        c = self.config
+        return bool(self._run("confirm", turn.chat_id, turn.fence, task_id, c.queued_ttl_ms,
+                              c.running_ttl_ms, turn.chat_id))
+
+    # a worker's steps
+    def start(self, turn: Dispatch, task_id: str, worker: str) -> Started | None:
+        """Mark the turn running; None when its fence is stale or it already started."""
+        c = self.config
+        reply = self._run("start", turn.chat_id, turn.fence, task_id, worker, c.running_ttl_ms,
+                          turn.chat_id, c.max_attempts, c.session_ttl_ms)
+        outcome = _text(reply[0])
+        if outcome == "stale":
+            return None
+        entry = _text(reply[1])
+        answer = None
+        if reply[4] is not None and reply[5] is not None:
+            answer = Answer(_text(reply[4]), tuple(json.loads(_text(reply[5]))))
+        return Started(entry_parts(entry)[0], entry_message(entry), int(reply[2]),
+                       int(reply[3]), exhausted=outcome == "poison", answer=answer)
+
+    def heartbeat(self, turns: Sequence[Dispatch]) -> list[HeartbeatState]:
+        """Extend each running turn's lease (one round trip); report which may go on."""
+        beat = self._scripts["heartbeat"]
+        if len(turns) == 1:  # the usual case (prefork): no pipeline, no SCRIPT EXISTS
+            turn = turns[0]
+            return [_BEATS[int(beat(keys=ChatKeys(turn.chat_id).all,
+                                    args=[turn.fence, self.config.running_ttl_ms]))]]
+        with self.redis.pipeline(transaction=False) as pipe:
+            for turn in turns:
+                beat(keys=ChatKeys(turn.chat_id).all,
+                     args=[turn.fence, self.config.running_ttl_ms], client=pipe)
+            return [_BEATS[int(state)] for state in pipe.execute()]
+
+    def keep_answer(self, turn: Dispatch, answer: Answer) -> bool:
+        """Store the answer before sending it; False when the turn may not reply."""
+        return bool(self._run("answer", turn.chat_id, turn.fence, turn.message_id, answer.kind,
+                              json.dumps(list(answer.chunks), ensure_ascii=False),
+                              self.config.answer_ttl_ms))
+
+    def complete(self, turn: Dispatch) -> Dispatch | None | Literal[False]:
+        """Drop the finished message; the next turn to publish, None when idle, False when
+        the fence was stale (nothing was touched)."""
+        reply = self._run("complete", turn.chat_id, turn.fence, self.config.claim_ttl_ms,
+                          turn.chat_id)
+        outcome = _text(reply[0])
+        if outcome == "dispatch":
+            return _dispatch(turn.chat_id, reply[1], reply[2])
+        return None if outcome == "idle" else False
+
+    def holds(self, turn: Dispatch) -> bool:
+        """True while this turn's fence is the chat's current one."""
+        fence = self.redis.hget(ChatKeys(turn.chat_id).lease, "fence")
+        return fence is not None and int(fence) == turn.fence
+
+    # the sweeper's steps
+    def due_chats(self, limit: int = 500) -> list[str]:
+        """Chats whose sweeper deadline passed, by the Redis server's clock."""
+        return [_text(c) for c in self._scripts["due"](keys=[INDEX_KEY], args=[limit])]
+
+    def recover(self, chat_id: str) -> tuple[Literal["dispatch", "requeue"], Dispatch] | None:
+        """Look at a due chat: a new turn when its lease is gone, the same turn again when it
+        waited too long in the broker, None when there is nothing to do."""
+        c = self.config
+        reply = self._run("recover", chat_id, c.claim_ttl_ms, chat_id, c.running_ttl_ms,
+                          c.requeue_cap_ms)
+        outcome = _text(reply[0])
+        if outcome in ("dispatch", "requeue"):
+            return outcome, _dispatch(chat_id, reply[1], reply[2])  # type: ignore[return-value]
+        return None
+
+    # cancelling
+    def cancel(self, chat_id: str, command_id: str, *, debounce_ms: int,
+               flag_ttl_ms: int) -> CancelStep:
+        reply = [_text(v) for v in self._run("cancel", chat_id, command_id, debounce_ms,
+                                             flag_ttl_ms, self.config.claim_ttl_ms, chat_id)]
+        how = reply[0]
+        if how == "again":
+            return CancelStep("again", int(reply[2]) if reply[2] else None, reply[3],
+                              int(reply[4]), recorded_how=reply[1])
+        following = _dispatch(chat_id, reply[4], reply[5]) if len(reply) > 5 else None
+        return CancelStep(how, int(reply[1]) if reply[1] else None,  # type: ignore[arg-type]
+                          reply[2], int(reply[3]), following)
+
+    def new_session(self, chat_id: str) -> int:
+        """Start a fresh conversation: agents of older generations are never used again."""
+        return int(self._run("session", chat_id, self.config.session_ttl_ms))
+
+    # reading, for the operator
+    def active_chats(self, limit: int) -> list[str]:
+        """Chats with pending messages, soonest sweeper deadline first."""
+        return [_text(c) for c in self.redis.zrange(INDEX_KEY, 0, limit - 1)]
+
+    def pending(self, chat_id: str) -> list[tuple[str, Message | None]]:
+        """Waiting messages in the order they will run (the running one included)."""
+        entries = self.redis.zrange(ChatKeys(chat_id).inbox, 0, -1)
+        return [(entry_parts(_text(e))[0], entry_message(_text(e))) for e in entries]
+
+    def pending_count(self, chat_id: str) -> int:
+        return int(self.redis.zcard(ChatKeys(chat_id).inbox))
+
+    def lease(self, chat_id: str) -> dict[str, str]:
+        raw = self.redis.hgetall(ChatKeys(chat_id).lease)
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    def server_ms(self) -> int:
+        seconds, micros = self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    # replies that were given up
+    def record_undelivered(self, chat_id: str, message_id: str, purpose: str,
+                           error: str) -> None:
+        record = json.dumps({"chat_id": chat_id, "message_id": message_id, "purpose": purpose,
+                             "error": error, "at_ms": int(time.time() * 1000)})
+        with self.redis.pipeline() as pipe:
+            pipe.lpush(UNDELIVERED_KEY, record)
+            pipe.ltrim(UNDELIVERED_KEY, 0, UNDELIVERED_CAP - 1)
+            pipe.expire(UNDELIVERED_KEY, UNDELIVERED_TTL_S)
+            pipe.execute()
+
+    def undelivered(self, chat_id: str | None = None) -> list[dict[str, Any]]:
+        """The newest given-up replies first (of one chat, or all)."""
+        records = [json.loads(r) for r in self.redis.lrange(UNDELIVERED_KEY, 0, -1)]
+        return [r for r in records if chat_id is None or r.get("chat_id") == chat_id]

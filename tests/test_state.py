@@ -1,0 +1,304 @@
+"""The chat state scripts against a real redis-server: order, dedupe, fencing, recovery."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from gateway.processes import wait_until
+from gateway.state.keys import CONTROL_KEY, ChatKeys
+from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
+from gateway.types import Message
+
+
+def store_for(client: redis.Redis, **overrides: Any) -> ChatStore:
+    options: dict[str, Any] = {"claim_ttl_ms": 5000, "queued_ttl_ms": 60_000,
+                               "running_ttl_ms": 5000, "inbox_cap": 3, **overrides}
+    return ChatStore(client, StoreConfig(**options))
+
+
+def msg(chat_id: str, n: int, create_ms: int = 0, text: str = "") -> Message:
+    return Message(f"om_{n}", chat_id, "p2p", "ou_u", "text", text or f"text {n}",
+                   create_time_ms=create_ms)
+
+
+def pending_ids(store: ChatStore, chat_id: str) -> list[str]:
+    return [message_id for message_id, _ in store.pending(chat_id)]
+
+
+def lease_gone(store: ChatStore, chat_id: str) -> None:
+    wait_until(lambda: not store.lease(chat_id), 5, "the lease to expire")
+
+
+def test_first_message_takes_the_lease_later_ones_queue(redis_client: redis.Redis,
+                                                        chat_id: str) -> None:
+    store = store_for(redis_client)
+    first = store.ingest(msg(chat_id, 1))
+    assert first.outcome == "dispatch" and first.dispatch is not None
+    assert first.dispatch.message_id == "om_1"
+    second = store.ingest(msg(chat_id, 2))
+    assert (second.outcome, second.waiting, second.dispatch) == ("queued", 1, None)
+
+
+def test_duplicate_is_refused_and_full_inbox_is_reported(redis_client: redis.Redis,
+                                                         chat_id: str) -> None:
+    store = store_for(redis_client)
+    for n in range(3):
+        store.ingest(msg(chat_id, n))
+    assert store.ingest(msg(chat_id, 0)).outcome == "duplicate"
+    full = store.ingest(msg(chat_id, 9))
+    assert (full.outcome, full.waiting) == ("full", 3)
+    assert pending_ids(store, chat_id) == ["om_0", "om_1", "om_2"]
+    assert redis_client.ttl(ChatKeys(chat_id).seen("om_0")) > 86_000
+
+
+def test_turns_run_in_order_and_complete_hands_over_with_a_new_fence(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    store.ingest(msg(chat_id, 2))
+    assert turn is not None
+    started = store.start(turn, "task-1", "w1")
+    assert started is not None and started.message is not None
+    assert started.message.message_id == "om_1" and started.attempt == 1
+    assert store.start(turn, "task-1-again", "w2") is None, "a second delivery must not run"
+    following = store.complete(turn)
+    assert following and following.message_id == "om_2" and following.fence > turn.fence
+    assert store.complete(turn) is False, "a stale fence touches nothing"
+    assert pending_ids(store, chat_id) == ["om_2"]
+    assert store.start(following, "task-2", "w1") is not None
+    assert store.complete(following) is None
+    assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
+
+
+def test_waiting_messages_run_in_create_time_order_behind_a_dispatched_one(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """Item 9: a message that arrives late (refused during a blip, or via another listener)
+    takes its place among the waiting ones by Feishu's create_time, ties by arrival; the
+    turn that already started is never overtaken."""
+    store = store_for(redis_client, inbox_cap=10)
+    head = store.ingest(msg(chat_id, 3, create_ms=3_000)).dispatch
+    assert head is not None
+    assert store.start(head, "t", "w") is not None
+    for n, create_ms in ((5, 5_000), (2, 2_000), (4, 4_000), (1, 1_000), (6, 4_000)):
+        store.ingest(msg(chat_id, n, create_ms=create_ms))
+    order = []
+    turn: Dispatch | None | bool = head
+    while isinstance(turn, Dispatch):
+        order.append(turn.message_id)
+        assert store.start(turn, "t", "w") is not None or turn is head
+        turn = store.complete(turn)
+    assert order == ["om_3", "om_1", "om_2", "om_4", "om_6", "om_5"]
+
+
+def test_expired_lease_is_recovered_and_the_old_turn_is_fenced_off(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client, running_ttl_ms=200)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    assert store.recover(chat_id) is None, "a live lease is left alone"
+    lease_gone(store, chat_id)
+    assert chat_id in store.due_chats()
+    found = store.recover(chat_id)
+    assert found is not None and found[0] == "dispatch"
+    again = found[1]
+    assert again.message_id == "om_1" and again.fence > turn.fence
+    assert not store.holds(turn) and store.heartbeat([turn]) == ["lost"]
+    assert store.complete(turn) is False
+    assert pending_ids(store, chat_id) == ["om_1"]
+
+
+def test_deadlines_follow_the_redis_clock_not_the_writer_s(
+        redis_client: redis.Redis, chat_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 8: a host whose clock is 10 minutes fast must not delay recovery elsewhere."""
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 600)
+    store = store_for(redis_client, running_ttl_ms=200)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    monkeypatch.setattr(time, "time", real)
+    lease_gone(store, chat_id)
+    wait_until(lambda: chat_id in store.due_chats(), 1, "the chat to be due by Redis's clock")
+
+
+def test_fences_never_repeat_even_when_redis_loses_its_last_writes(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """Item 7: after a crash with appendfsync everysec or a failover to a lagging replica,
+    the state goes back in time; a fence issued after that point must never be issued again,
+    or a stale turn would pass every check."""
+    store = store_for(redis_client)
+    keys = ChatKeys(chat_id)
+    before = {key: redis_client.dump(key) for key in (keys.fence, keys.lease, keys.inbox)}
+    lost = store.ingest(msg(chat_id, 1)).dispatch  # these writes will be "lost"
+    assert lost is not None and store.start(lost, "t-lost", "w") is not None
+    for key, dumped in before.items():  # the server restarts from the older state
+        redis_client.delete(key)
+        if dumped is not None:
+            redis_client.restore(key, 0, dumped)
+    fresh = store.ingest(msg(chat_id, 2)).dispatch
+    assert fresh is not None and fresh.fence > lost.fence
+    assert store.start(fresh, "t-fresh", "w") is not None
+    assert store.heartbeat([lost]) == ["lost"] and store.complete(lost) is False
+    assert store.holds(fresh)
+
+
+def test_a_queued_turn_nobody_picked_up_is_published_again_under_the_same_fence(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """Item 1: a turn taken by a worker that died before starting it (reserved,
+    prefetched) is published again after the lease TTL, and still runs only once."""
+    store = store_for(redis_client, running_ttl_ms=200, requeue_cap_ms=800)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.confirm(turn, "task-1")
+    assert store.recover(chat_id) is None
+    wait_until(lambda: chat_id in store.due_chats(), 2, "the requeue deadline")
+    assert store.recover(chat_id) == ("requeue", turn)
+    assert store.lease(chat_id)["state"] == "queued"
+    assert store.recover(chat_id) is None, "the next requeue waits longer (backoff)"
+    assert store.start(turn, "task-1", "w2") is not None, "one copy runs"
+    assert store.start(turn, "task-1", "w3") is None, "the other copy is skipped"
+
+
+def test_a_stopped_running_turn_whose_lease_ran_out_is_dropped_not_rerun(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """If the canceller dies after raising the flag, the sweeper finishes its work."""
+    store = store_for(redis_client, running_ttl_ms=200)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    store.ingest(msg(chat_id, 2))
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
+    assert (step.how, step.fence, step.waiting) == ("running", turn.fence, 1)
+    assert store.heartbeat([turn]) == ["stopped"]
+    assert not store.keep_answer(turn, Answer("reply", ("late",))), "a stopped turn is mute"
+    lease_gone(store, chat_id)
+    found = store.recover(chat_id)
+    assert found is not None and found[1].message_id == "om_2"
+    assert pending_ids(store, chat_id) == ["om_2"]
+
+
+def test_stopping_a_turn_not_started_drops_it_in_the_same_step(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """Item 12: no window in which a canceller's death lets the stopped message run."""
+    store = store_for(redis_client, claim_ttl_ms=200)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    store.ingest(msg(chat_id, 2))
+    assert turn is not None and store.confirm(turn, "task-1")
+    step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
+    assert step.how == "not-started" and step.task_id == "task-1"
+    assert step.following is not None and step.following.message_id == "om_2"
+    assert store.start(turn, "task-1", "w") is None, "the stopped turn never runs"
+    # the canceller dies before publishing the next turn: the claim runs out, sweeper heals
+    wait_until(lambda: chat_id in store.due_chats(), 3, "the claim to run out")
+    found = store.recover(chat_id)
+    assert found is not None and found[1].message_id == "om_2"
+    again = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
+    assert (again.how, again.recorded_how) == ("again", "not-started"), "recorded once"
+    assert pending_ids(store, chat_id) == ["om_2"]
+
+
+def test_a_second_stop_within_the_debounce_acts_once(redis_client: redis.Redis,
+                                                     chat_id: str) -> None:
+    """Item 5: the message the first /stop promised to answer is answered."""
+    store = store_for(redis_client)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    store.ingest(msg(chat_id, 2))
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    first = store.cancel(chat_id, "stop-a", debounce_ms=3000, flag_ttl_ms=60_000)
+    assert first.how == "running"
+    following = store.complete(turn)
+    assert following and following.message_id == "om_2"
+    second = store.cancel(chat_id, "stop-b", debounce_ms=3000, flag_ttl_ms=60_000)
+    assert (second.how, second.waiting) == ("debounced", 0)
+    assert store.start(following, "t2", "w") is not None, "the promised message runs"
+
+
+def test_commands_and_notices_are_recorded_in_the_same_step_as_seen(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """Item 14: nothing is marked seen without something durable to act on."""
+    store = store_for(redis_client, inbox_cap=1)
+    before = redis_client.xlen(CONTROL_KEY) if redis_client.exists(CONTROL_KEY) else 0
+    assert store.ingest(msg(chat_id, 1, text="/stop"), "stop").outcome == "command"
+    assert store.ingest(msg(chat_id, 1, text="/stop"), "stop").outcome == "duplicate"
+    store.ingest(msg(chat_id, 2))
+    assert store.ingest(msg(chat_id, 3)).outcome == "full"
+    jobs: list[Any] = list(redis_client.xrange(CONTROL_KEY) or [])[before:]
+    kinds = [(fields["kind"], fields["chat"]) for _, fields in jobs]
+    assert kinds == [("command", chat_id), ("inbox-full", chat_id)]
+
+
+def test_an_answer_is_kept_for_a_rerun_and_attempts_are_counted(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """Item 6: a re-run after a crash resends the stored answer, never asks again."""
+    store = store_for(redis_client, running_ttl_ms=100, max_attempts=2)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None
+    first = store.start(turn, "t", "w")
+    assert first is not None and first.answer is None
+    assert store.keep_answer(turn, Answer("reply", ("part 1", "part 2")))
+    lease_gone(store, chat_id)  # the worker died mid-send
+    found = store.recover(chat_id)
+    assert found is not None
+    rerun = store.start(found[1], "t", "w")
+    assert rerun is not None and rerun.attempt == 2
+    assert rerun.answer == Answer("reply", ("part 1", "part 2"))
+    assert store.complete(found[1]) is None
+    assert not redis_client.exists(ChatKeys(chat_id).answer)
+
+
+def test_attempts_are_exhausted_after_the_cap(redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client, running_ttl_ms=100, max_attempts=2)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    store.ingest(msg(chat_id, 2))
+    attempts = []
+    for _ in range(3):
+        assert turn is not None
+        started = store.start(turn, "t", "w")
+        assert started is not None
+        attempts.append((started.attempt, started.exhausted))
+        lease_gone(store, chat_id)
+        found = store.recover(chat_id)  # the worker died: the sweeper tries again
+        assert found is not None
+        turn = found[1]
+    assert attempts == [(1, False), (2, False), (3, True)]
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    following = store.complete(turn)
+    assert following and following.message_id == "om_2"
+    second = store.start(following, "t2", "w")
+    assert second is not None and (second.attempt, second.exhausted) == (1, False)
+    assert redis_client.hgetall(ChatKeys(chat_id).tries) == {"om_2": "1"}
+
+
+def test_stored_messages_are_read_tolerantly(redis_client: redis.Redis, chat_id: str) -> None:
+    """Item 10: an entry written by a newer version (one more field) or missing optional
+    fields still runs; one that is not a message at all is reported, not a crash."""
+    store = store_for(redis_client, inbox_cap=10)
+    newer = json.dumps({"message_id": "om_new", "chat_id": chat_id, "text": "hi",
+                        "future_field": 1})
+    assert Message.from_json(newer).text == "hi"
+    with pytest.raises(ValueError):
+        Message.from_json('["not", "a", "message"]')
+    redis_client.zadd(ChatKeys(chat_id).inbox, {f"0000000000000001|om_new|{newer}": 1})
+    redis_client.zadd(ChatKeys(chat_id).inbox, {"0000000000000002|om_bad|{nope": 2})
+    turn = store.ingest(msg(chat_id, 9, create_ms=10)).dispatch
+    assert turn is not None and turn.message_id == "om_new"
+    started = store.start(turn, "t", "w")
+    assert started is not None and started.message is not None
+    following = store.complete(turn)
+    assert following and following.message_id == "om_bad"
+    bad = store.start(following, "t", "w")
+    assert bad is not None and bad.message is None and bad.message_id == "om_bad"
+
+
+def test_no_chat_key_is_left_without_a_ttl(redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    store.new_session(chat_id)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    store.cancel(chat_id, "cmd", debounce_ms=1000, flag_ttl_ms=10_000)
+    assert store.complete(turn) is None
+    keys = redis_client.keys(f"gw:{{{chat_id}}}:*")
+    assert keys and all(redis_client.pttl(key) > 0 for key in keys), {
+        key: redis_client.pttl(key) for key in keys}
