@@ -7,6 +7,7 @@ machine with only Python needs nothing installed by hand.
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -86,6 +87,15 @@ class EmbeddedRedis:
                     time.sleep(0.02)
         finally:
             client.close()
+
+    def pause(self) -> None:
+        """SIGSTOP the server: connections stay open, nothing answers (a dead network)."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
 
     def crash(self) -> None:
         """SIGKILL the server (an outage); `start()` brings it back on the same port."""

@@ -4,6 +4,8 @@
 - `hang S ...`   sleeps S seconds and ignores cancellation
 - `crash`        kills its own process (SIGKILL), like an out-of-memory kill
 - `whoami`       replies with its session key and how many turns this agent object saw
+- `long N`       replies N characters that start with a nonce new on every run (an LLM
+                 never answers the same twice): a stitched answer shows two nonces
 - `boom ...`     raises
 - `silent ...`   returns None
 - anything else  replies `echo: <text>`
@@ -17,6 +19,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from functools import cache
 
 import redis
@@ -55,6 +58,9 @@ class ScriptedAgent:
                 os.kill(os.getpid(), signal.SIGKILL)
             if word == "whoami":
                 return f"session {self.session_key} turn {self.turns} pid {os.getpid()}"
+            if word == "long":
+                nonce = f"answer-{uuid.uuid4().hex[:8]} "
+                return nonce + "x" * (int(rest.split()[0]) - len(nonce))
             if word == "hang":
                 time.sleep(float(rest.split()[0]))
             elif word == "sleep":

@@ -128,11 +128,12 @@ class Fleet:
         _FLEETS.append(self)
 
     def __call__(self, kind: str, *, concurrency: int = 2, supervise: bool = False,
-                 wait: bool = True, pool: str | None = None, **env: str) -> GatewayProcess:
+                 wait: bool = True, pool: str | None = None, extra: tuple[str, ...] = (),
+                 **env: str) -> GatewayProcess:
         workdir = Path(self._tmp.mktemp(kind))
         name = f"{kind}-{len(self.started)}"
         if kind == "worker":
-            argv = worker_argv(name, concurrency, pool=pool or self.pool)
+            argv = [*worker_argv(name, concurrency, pool=pool or self.pool), *extra]
         else:
             argv = LISTENER_ARGV
         proc = GatewayProcess(name, argv, {**self._env, **env}, workdir)
@@ -208,3 +209,24 @@ def listener(spawn: Spawn, feishu: Simulator, worker: GatewayProcess) -> Gateway
 @pytest.fixture
 def chat_id() -> str:
     return f"oc_{uuid.uuid4().hex[:16]}"
+
+
+class Rig:
+    """A gateway of its own: a Redis, a simulator and a fleet no other module shares, for
+    tests that break things (Redis outages, send faults, dead listeners)."""
+
+    def __init__(self, tmp: pytest.TempPathFactory, *, persistent: bool = False,
+                 pool: str = "prefork", redeliver_after_s: float | None = None,
+                 **env: str) -> None:
+        self.redis = start_redis(persistent=persistent)
+        self.sim = Simulator(redeliver_after_s=redeliver_after_s).start()
+        self.env = {**env_for(self.redis.url, self.sim), **env}
+        self.fleet = Fleet(self.env, tmp, pool)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.redis.url, decode_responses=True)
+
+    def close(self) -> None:
+        self.fleet.stop_all()
+        self.sim.stop()
+        stop_redis(self.redis)

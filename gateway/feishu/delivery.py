@@ -10,7 +10,7 @@ import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_before_delay
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay
 
 from gateway.errors import GatewayError, RetryableError
 from gateway.feishu.openapi import OpenApi
@@ -34,7 +34,7 @@ class Abandoned(GatewayError):
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     budget_s: float = 120.0
-    """No new attempt starts after this long (GATEWAY_REPLY_RETRY_BUDGET_S)."""
+    """The last attempt starts at most this long after the first (GATEWAY_REPLY_RETRY_BUDGET_S)."""
     base_s: float = 0.5
     cap_s: float = 30.0
 
@@ -71,7 +71,8 @@ class Replies:
 
         def wait(state: RetryCallState) -> float:
             error = state.outcome.exception() if state.outcome is not None else None
-            return policy.wait_s(state.attempt_number, error)
+            left_s = policy.budget_s - (state.seconds_since_start or 0.0)
+            return max(min(policy.wait_s(state.attempt_number, error), left_s), 0.0)
 
         def log_retry(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome is not None else None
@@ -84,7 +85,7 @@ class Replies:
             interrupt.wait(seconds)
 
         retrying = Retrying(retry=retry_if_exception_type(RetryableError),
-                            stop=stop_before_delay(policy.budget_s), wait=wait,
+                            stop=stop_after_delay(policy.budget_s), wait=wait,
                             sleep=sleeper, before_sleep=log_retry, reraise=True)
         try:
             for attempt in retrying:

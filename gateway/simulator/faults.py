@@ -90,6 +90,7 @@ class FaultPlan:
         self._send: SendFaults | None = None
         self._send_script: deque[tuple[str, int | None]] = deque()
         self._token_script: deque[tuple[str, int | None]] = deque()
+        self._by_uuid: dict[str, tuple[str, int | None]] = {}
 
     def set_send_faults(self, faults: SendFaults | None) -> None:
         with self._lock:
@@ -107,6 +108,14 @@ class FaultPlan:
         with self._lock:
             self._token_script.extend(parsed)
 
+    def fail_uuid(self, uuid: str, kind: str | None) -> None:
+        """Fail every send carrying `uuid` with `kind` until called again with None."""
+        with self._lock:
+            if kind is None:
+                self._by_uuid.pop(uuid, None)
+            else:
+                self._by_uuid[uuid] = parse_kind(kind, SEND_KINDS)
+
     def _fault(self, kind: str, status: int | None, reset_s: int) -> Fault:
         if status is None:
             if kind == HTTP_5XX_JSON:
@@ -117,10 +126,12 @@ class FaultPlan:
                 status = {RATE_LIMIT_429: 429, RATE_LIMIT_400: 400}.get(kind, 200)
         return Fault(kind, status, reset_s)
 
-    def next_send(self) -> Fault | None:
+    def next_send(self, uuid: str | None = None) -> Fault | None:
         """The fault for the next send request, or None to serve it normally."""
         with self._lock:
             reset_s = 1 if self._send is None else self._send.rate_limit_reset_s
+            if uuid is not None and uuid in self._by_uuid:
+                return self._fault(*self._by_uuid[uuid], reset_s)
             if self._send_script:
                 return self._fault(*self._send_script.popleft(), reset_s)
             if self._send is None:

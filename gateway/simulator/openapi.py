@@ -117,7 +117,7 @@ class OpenApi:
             uuid = await _peek_uuid(request)
             if uuid is not None:
                 self.state.bump(f"send-attempt:{uuid}")
-            fault = self.faults.next_send()
+            fault = self.faults.next_send(uuid)
             if fault is not None:
                 self.state.bump(f"fault:{fault.kind}")
                 if fault.kind != RESET:

@@ -51,6 +51,7 @@ class Simulator(Observations):
         self.delivery_timeout_s = delivery_timeout_s
         self.redelivery = RedeliveryPolicy(redeliver_after_s, redeliver_max, redeliver_cap_s)
         self.state = SimState()
+        self._held: dict[str, bytes] = {}
         self.faults = FaultPlan()
         self._worker: LoopThread | None = None
         self._runner: web.AppRunner | None = None
@@ -193,11 +194,22 @@ class Simulator(Observations):
             parent_id=incoming.parent_id, thread_id=thread_id))
         if chat_type == "p2p":
             self.state.remember_p2p_chat(sender_open_id, chat_id)
-        event = p.message_receive_event(incoming, app_id=self.app_id)
+        event = _encode(p.message_receive_event(incoming, app_id=self.app_id))
         if deliver:
-            self._deliver(_encode(event), parts=parts, frame_type="event",
-                          message_id=incoming.message_id)
+            self._deliver(event, parts=parts, frame_type="event", message_id=incoming.message_id)
+        else:
+            self._held[incoming.message_id] = event
         return incoming.message_id
+
+    def deliver_held(self, message_id: str) -> str:
+        """Deliver now a message sent earlier with deliver=False (its create_time is when it
+        was sent): an event Feishu redelivers late. Returns the frame id."""
+        return self._deliver(self._held.pop(message_id), parts=1, frame_type="event",
+                             message_id=message_id)
+
+    def withdraw(self, message_id: str) -> None:
+        """The user recalls a message: replies to it get code 230011 from now on."""
+        self.state.remove_message(message_id)
 
     def send_text(self, chat_id: str, text: str, *, sender_open_id: str = "ou_user_1",
                   chat_type: str = "p2p", mentions: list[dict[str, Any]] | None = None,
@@ -280,6 +292,10 @@ class Simulator(Observations):
         "5xx-json", "5xx-html", "429", "400-ratelimit", "reset" (created, then the
         connection is reset). A status may be pinned: "5xx-json:503", "5xx-html:504"."""
         self.faults.script_send(kinds)
+
+    def fail_uuid(self, uuid: str, kind: str | None = "5xx-json") -> None:
+        """Fail every send with this uuid (one piece of one answer) until called with None."""
+        self.faults.fail_uuid(uuid, kind)
 
     def script_token_faults(self, kinds: Sequence[str]) -> None:
         """Queue faults for the next tenant_access_token requests: "5xx-json", "5xx-html",

@@ -240,6 +240,10 @@ class SimState:
             self._messages[rec.message_id] = rec
             self._notify()
 
+    def remove_message(self, message_id: str) -> None:
+        with self._cond:
+            self._messages.pop(message_id, None)
+
     def get_message(self, message_id: str) -> MessageRecord | None:
         with self._cond:
             return self._messages.get(message_id)

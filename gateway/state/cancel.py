@@ -27,6 +27,9 @@ How = Literal["nothing", "not-started", "cooperative", "timeout-fenced", "deboun
 Revoke = Callable[[str, bool], None]
 """revoke(task_id, terminate): Celery's revoke broadcast."""
 HandOver = Callable[[Dispatch], "Dispatch | None | Literal[False]"]
+RECORD_TTL_MS = 300_000
+"""A stop is remembered this long, so another listener can finish a command whose listener
+died (it takes orphaned control jobs up after 10 s), and never do it twice."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +88,9 @@ class Canceller:
         if new_session:
             self._store.new_session(chat_id)
         # the flag outlives the turn's lease, so a sweeper can still see it was stopped
+        flag_ttl_ms = max(int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms, RECORD_TTL_MS)
         step = self._store.cancel(chat_id, command_id, debounce_ms=int(self.debounce_s * 1000),
-                                  flag_ttl_ms=int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms)
+                                  flag_ttl_ms=flag_ttl_ms)
         recorded = step.recorded_how if step.how == "again" else step.how
         how: How
         if recorded in ("nothing", "debounced"):

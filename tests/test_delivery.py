@@ -1,0 +1,143 @@
+"""Replies under a misbehaving open API (items 2 and 3 of the faults issue): 5xx with JSON or
+HTML bodies, rate limits, resets after the message was created, a failing token endpoint,
+rejections; each classified at one boundary, retried with the same uuid within the budget,
+in the chat's order, and reported to the operator when finally given up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.feishu.delivery import reply_uuid
+from gateway.processes import wait_until
+from gateway.runner import gave_up_reply
+from gateway.simulator import SendFaults
+from tests.conftest import TEST_LEASE_TTL_S, Rig
+from tests.test_pipeline import agent_events, replies_to
+
+BUDGET_S = 12.0
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    rig = Rig(tmp_path_factory, GATEWAY_REPLY_RETRY_BUDGET_S=str(BUDGET_S))
+    try:
+        rig.fleet("worker", supervise=True)
+        rig.fleet("listener")
+        rig.sim.wait_connected(1, timeout_s=30)
+        yield rig
+    finally:
+        rig.close()
+
+
+@pytest.fixture(autouse=True)
+def no_faults_left(rig: Rig) -> Iterator[None]:
+    yield
+    rig.sim.set_send_faults(None)
+
+
+def status(rig: Rig, *args: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "status", *args],
+                            env={**rig.env, "PATH": "/usr/bin:/bin"}, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_every_kind_of_transient_failure_is_retried_with_the_same_uuid(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    sim.script_send_faults(["5xx-html", "5xx-json", "429", "400-ratelimit", "reset"])
+    first = sim.send_text(chat_id, "through the storm")
+    second = sim.send_text(chat_id, "right behind")
+    wait_until(lambda: second in replies_to(sim, chat_id), 30, "both replies")
+    replies = replies_to(sim, chat_id)
+    assert replies[first] == ["echo: through the storm"], "one message, though reset once"
+    assert replies[second] == ["echo: right behind"]
+    assert sim.send_attempts(reply_uuid(first)) == 6, "5 failures, then the success"
+    [one, two] = [m for m in sim.sent_messages(chat_id)]
+    assert (one.reply_to, two.reply_to) == (first, second), "the next turn waited its turn"
+    log = rig.fleet.logs("worker")
+    assert "Traceback" not in log and "JSONDecodeError" not in log
+
+
+def test_the_rate_limit_reset_is_honoured(rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    sim.set_send_faults(SendFaults(rate_limit_429=1.0, rate_limit_reset_s=2))
+    clock = time.monotonic()
+    message_id = sim.send_text(chat_id, "slow down")
+    wait_until(lambda: sim.send_attempts(reply_uuid(message_id)) >= 1, 20, "a first attempt")
+    sim.set_send_faults(None)
+    wait_until(lambda: message_id in replies_to(sim, chat_id), 20, "the reply")
+    assert time.monotonic() - clock >= 2.0, "the retry waited for x-ogw-ratelimit-reset"
+    assert sim.send_attempts(reply_uuid(message_id)) == 2
+
+
+def test_a_refusing_token_endpoint_is_retried_and_the_reply_arrives(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    sim.expire_tokens()  # the next send gets 99991663 and fetches a token again
+    sim.script_token_faults(["5xx-html", "5xx-json", "429"])
+    message_id = sim.send_text(chat_id, "token trouble")
+    wait_until(lambda: message_id in replies_to(sim, chat_id), 30, "the reply")
+    assert replies_to(sim, chat_id)[message_id] == ["echo: token trouble"]
+    assert sim.fault_counts.get("token:5xx-html") == 1
+
+
+def test_a_rejected_reply_is_not_retried_and_the_operator_sees_it(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    gone = sim.send_text(chat_id, "sleep 1")
+    after = sim.send_text(chat_id, "after the withdrawn one")
+    sim.withdraw(gone)  # recalled while its turn runs: the reply gets 230011
+    wait_until(lambda: after in replies_to(sim, chat_id), 20, "the next reply")
+    assert gone not in replies_to(sim, chat_id)
+    assert sim.send_attempts(reply_uuid(gone)) == 1, "a rejection is never retried"
+    log = rig.fleet.logs("worker")
+    assert f"reply to {gone} in chat {chat_id} given up: reply to {gone}: HTTP 400, " \
+           "code 230011" in log
+    shown = status(rig, chat_id)
+    assert "undelivered replies: 1" in shown and f"{gone} in chat {chat_id} (reply)" in shown
+
+
+def test_a_reply_still_failing_after_the_budget_is_given_up_in_order(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    sim.set_send_faults(SendFaults(http_5xx_html=1.0))
+    doomed = sim.send_text(chat_id, "never delivered")
+    behind = sim.send_text(chat_id, "waits for it")
+    clock = time.monotonic()
+    wait_until(lambda: f"reply to {doomed} in chat {chat_id} given up" in
+               rig.fleet.logs("worker"), BUDGET_S + 30, "the give-up")
+    assert time.monotonic() - clock >= BUDGET_S - 1, "retried for the whole budget"
+    assert behind not in replies_to(sim, chat_id), "the next turn did not overtake it"
+    sim.set_send_faults(None)
+    wait_until(lambda: behind in replies_to(sim, chat_id), 20, "the next reply")
+    assert f"{doomed} in chat {chat_id} (reply): reply to {doomed}: HTTP 50" in status(rig)
+
+
+def test_the_give_up_path_hands_over_even_when_its_own_reply_fails(
+        rig: Rig, chat_id: str) -> None:
+    """Item 3: a message whose worker dies every time is given up; when that notice cannot
+    be sent either, the chat still goes on."""
+    sim, client = rig.sim, rig.client()
+    poison = sim.send_text(chat_id, "crash")
+    after = sim.send_text(chat_id, "alive after all")
+    wait_until(lambda: len(agent_events(client, chat_id)) >= 3, 3 * (TEST_LEASE_TTL_S + 8),
+               "the third crash")
+    sim.set_send_faults(SendFaults(http_5xx_html=1.0))  # the give-up notice will fail
+    worker_log = rig.fleet.logs
+    wait_until(lambda: "gave-up reply" in worker_log("worker") or
+               f"reply to {poison} in chat {chat_id} given up" in worker_log("worker"),
+               TEST_LEASE_TTL_S + 8 + BUDGET_S + 10, "the give-up notice to be given up")
+    sim.set_send_faults(None)
+    wait_until(lambda: after in replies_to(sim, chat_id), 30, "the next reply")
+    assert poison not in replies_to(sim, chat_id)
+    assert replies_to(sim, chat_id)[after] == ["echo: alive after all"]
+    assert f"message {poison} of chat {chat_id} given up after 3 attempts" in worker_log("worker")
+    assert sim.send_attempts(reply_uuid(poison, "gave-up")) >= 2
+    assert gave_up_reply(3) not in [m.text for m in sim.sent_messages(chat_id)]
