@@ -32,7 +32,9 @@ def redact_handlers(logger: logging.Logger) -> None:
 
 
 def quiet_lark_handler() -> None:
-    """The SDK prints through its own stdout handler; route it through ours instead."""
+    """The SDK prints through its own stdout handler; route it through ours instead. httpx
+    logs every request at INFO: only its warnings reach the operator."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     import lark_oapi.core.log  # noqa: F401  (adds the SDK's handler: import it before clearing)
 
     lark_logger = logging.getLogger("Lark")

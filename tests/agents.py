@@ -38,10 +38,20 @@ def events_key(chat_id: str) -> str:
 
 
 def _record(turn: Turn, event: str) -> None:
-    _redis().rpush(events_key(turn.chat_id), json.dumps({
+    """Append to the chat's event list; waits out a Redis restart (up to 30 s)."""
+    record = json.dumps({
         "event": event, "message_id": turn.message_id, "text": turn.text,
         "pid": os.getpid(), "thread": threading.get_ident(), "t": time.time(),
-    }))
+    })
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            _redis().rpush(events_key(turn.chat_id), record)
+            return
+        except (redis.ConnectionError, redis.TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 class ScriptedAgent:

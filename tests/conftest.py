@@ -230,3 +230,11 @@ class Rig:
         self.fleet.stop_all()
         self.sim.stop()
         stop_redis(self.redis)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The chaos suite's figures, one line per run, whatever the outcome."""
+    from tests.test_chaos import RESULTS
+
+    for figures in RESULTS:
+        terminalreporter.write_line(figures.line())

@@ -44,6 +44,8 @@ class Ack:
     data: dict[str, Any] | None = None
     biz_rt_ms: int | None = None
     message_id: str | None = None
+    at: float = 0.0
+    """When the ACK arrived (time.time())."""
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,7 @@ class SimState:
             frame = self._frames.get(frame_id)
             latency = -1.0 if frame is None else (time.monotonic() - frame.sent_at) * 1000
             ack = Ack(frame_id, code, latency, data, biz_rt_ms,
-                      None if frame is None else frame.message_id)
+                      None if frame is None else frame.message_id, time.time())
             self._acks.append(ack)
             self._notify()
             return ack

@@ -78,7 +78,6 @@ class Started:
     answer: Answer | None = None
 
 
-@dataclass(frozen=True, slots=True)
 class NotDurable(RetryableError):
     """The admission was not confirmed durable in time: do not ACK it (Feishu redelivers)."""
 
