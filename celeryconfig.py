@@ -1,5 +1,7 @@
 """Every Celery setting of the gateway, taken from the one settings object."""
 
+from urllib.parse import urlsplit
+
 from kombu.entity import Queue
 
 from gateway.errors import SettingsError
@@ -12,7 +14,11 @@ except SettingsError as _error:
     raise SystemExit(f"feishu-gateway: {_error}") from None
 
 broker_url = _settings.redis_url
+if urlsplit(broker_url).scheme == "redis":
+    # kombu 5.7.0 + celery 5.7.0: a Redis outage can kill a worker for good; see the module
+    broker_transport = "gateway.redis_transport:Transport"
 broker_connection_retry_on_startup = True
+broker_connection_max_retries = None  # a worker waits for Redis forever, never gives up
 # Recovery never waits on this (leases and the sweeper do); it only bounds how long an
 # unacked message of a dead worker sits before Redis hands it out again, fenced off then.
 broker_transport_options = {"visibility_timeout": 3600}

@@ -20,9 +20,11 @@ def cmd_listen(args: argparse.Namespace) -> int:
     setup_logging(settings.log_level)
     if not settings.has_credentials:
         raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET must be set for `listen`")
+    from gateway.dispatch import bound_publishing
     from gateway.service import ListenerService
     from tasks import app
 
+    bound_publishing(app, 2 * settings.redis_timeout_s)
     service = ListenerService(settings, app).start()
     stop = threading.Event()
 
@@ -42,10 +44,12 @@ def cmd_listen(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     settings = load_settings()
     setup_logging(settings.log_level)
+    from gateway.dispatch import bound_publishing
     from gateway.runtime import Runtime
     from gateway.state.sweeper import sweep_once
     from tasks import app
 
+    bound_publishing(app, 2 * settings.redis_timeout_s)
     rt = Runtime(settings, app, role="cli")
     print(f"re-dispatched {sweep_once(rt.store, rt.publisher.publish)} chat(s)")
     return 0
@@ -55,9 +59,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
     """Exactly what /stop does, from the terminal."""
     settings = load_settings()
     setup_logging("WARNING")
+    from gateway.dispatch import bound_publishing
     from gateway.runtime import Runtime
     from tasks import app
 
+    bound_publishing(app, 2 * settings.redis_timeout_s)
     command_id = f"cli:{uuid.uuid4().hex}"
     result = Runtime(settings, app, role="cli").canceller.cancel(args.chat_id, command_id,
                                                                  new_session=args.new)

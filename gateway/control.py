@@ -10,14 +10,14 @@ desk and finished exactly once (the cancel step is recorded under the command's 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import redis
 
 from gateway.errors import GatewayError
-from gateway.feishu.delivery import Replies, reply_uuid
+from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
 from gateway.loops import describe
 from gateway.state.cancel import Canceller
 from gateway.state.jobs import ControlJob, ControlJobs
@@ -43,22 +43,33 @@ class ControlDesk:
         self.threads = threads
         self.block_ms = block_ms
         self.touch_every_s = touch_every_s
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="gateway-control")
-        self._in_flight: dict[str, Future[None]] = {}
+        self._queue: queue.SimpleQueue[ControlJob] = queue.SimpleQueue()
+        self._in_flight: set[str] = set()
+        self._idle = threading.Condition()
         self._guard = threading.Lock()
         self._stopping = threading.Event()
-        self._reader = threading.Thread(target=self._run, name="gateway-control-reader",
-                                        daemon=True)
+        self._threads = [threading.Thread(target=self._run, name="gateway-control-reader",
+                                          daemon=True)] + [
+            threading.Thread(target=self._serve, name=f"gateway-control-{n}", daemon=True)
+            for n in range(threads)]
 
     def start(self) -> ControlDesk:
         self._jobs.ensure_group()
-        self._reader.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def stop(self, timeout_s: float = 3.0) -> None:
+        """Take no new job; give the ones in hand `timeout_s` to finish. What is left stays
+        pending in Redis and another listener's desk finishes it (after 10 s)."""
         self._stopping.set()
-        self._reader.join(timeout_s)
-        self._pool.shutdown(wait=True, cancel_futures=False)
+        deadline = time.monotonic() + timeout_s
+        with self._idle:
+            while self._in_flight and time.monotonic() < deadline:
+                self._idle.wait(deadline - time.monotonic())
+        if self._in_flight:
+            logger.warning("control desk stopped with %d job(s) in hand; another listener "
+                           "will finish them", len(self._in_flight))
 
     def _run(self) -> None:
         last_touch = 0.0
@@ -90,12 +101,27 @@ class ControlDesk:
         with self._guard:
             if job.job_id in self._in_flight:
                 return
-            self._in_flight[job.job_id] = self._pool.submit(self._handle, job)
+            self._in_flight.add(job.job_id)
+        self._queue.put(job)
+
+    def _serve(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                job = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                self._handle(job)
+            except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
+                logger.error("control job %s: %s", job.job_id, describe(error))
 
     def _handle(self, job: ControlJob) -> None:
         try:
             self._perform(job)
             self._jobs.done(job.job_id)
+        except Abandoned:
+            logger.info("control job %s (%s in chat %s) left for another listener",
+                        job.job_id, job.kind, job.chat_id)
         except redis.RedisError as error:  # left pending: taken up again once Redis is back
             logger.warning("control job %s (%s in chat %s) postponed: redis unavailable: %s",
                            job.job_id, job.kind, job.chat_id, error)
@@ -108,7 +134,9 @@ class ControlDesk:
             self._jobs.done(job.job_id)
         finally:
             with self._guard:
-                self._in_flight.pop(job.job_id, None)
+                self._in_flight.discard(job.job_id)
+            with self._idle:
+                self._idle.notify_all()
 
     def _perform(self, job: ControlJob) -> None:
         message = job.message
@@ -125,9 +153,14 @@ class ControlDesk:
             logger.error("control job %s dropped: unknown kind %r", job.job_id, job.kind)
 
     def _say(self, message: Message, text: str, purpose: str) -> None:
+        """Send the desk's reply; a stopping desk abandons it (Abandoned: the job stays)."""
         try:
             self._replies.send_text(message.message_id, text,
-                                    uuid=reply_uuid(message.message_id, purpose))
+                                    uuid=reply_uuid(message.message_id, purpose),
+                                    may_send=lambda: not self._stopping.is_set(),
+                                    stopped=self._stopping)
+        except Abandoned:
+            raise
         except GatewayError as error:
             logger.error("%s reply to %s in chat %s given up: %s", purpose, message.message_id,
                          message.chat_id, error)

@@ -25,6 +25,20 @@ class TaskSender(Protocol):
     def control(self) -> Any: ...
 
 
+def bound_publishing(app: Any, timeout_s: float) -> None:
+    """For processes that only publish (listener, CLI): a publish to an unreachable broker
+    fails within a few seconds (the outbox and the sweeper heal it) instead of blocking for
+    good. Workers keep kombu's defaults: a socket timeout there makes late acks fail
+    silently during a long Redis pause and the worker stops taking work."""
+    conf = app.conf
+    conf.broker_transport_options = {**conf.broker_transport_options,
+                                     "socket_timeout": timeout_s,
+                                     "socket_connect_timeout": timeout_s}
+    conf.broker_connection_timeout = timeout_s
+    conf.task_publish_retry_policy = {"max_retries": 1, "interval_start": 0.2,
+                                      "interval_step": 0.5, "interval_max": 1.0}
+
+
 class Publisher:
     def __init__(self, sender: TaskSender, store: ChatStore) -> None:
         self._sender = sender

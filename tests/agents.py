@@ -70,7 +70,8 @@ class ScriptedAgent:
                 return f"session {self.session_key} turn {self.turns} pid {os.getpid()}"
             if word == "long":
                 nonce = f"answer-{uuid.uuid4().hex[:8]} "
-                return nonce + "x" * (int(rest.split()[0]) - len(nonce))
+                size = int(rest.split()[0])
+                return (nonce * (size // len(nonce) + 1))[:size]
             if word == "hang":
                 time.sleep(float(rest.split()[0]))
             elif word == "sleep":

@@ -4,6 +4,7 @@ Redis (no answer at all) is noticed within the listener's short timeout, not aft
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from gateway.processes import wait_until
 from gateway.simulator.state import Ack
 from tests.conftest import Rig
-from tests.test_pipeline import replies_to
+from tests.test_pipeline import agent_events, replies_to
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +68,28 @@ def test_an_unreachable_redis_is_answered_500_at_once(rig: Rig, chat_id: str) ->
     sim.redeliver(during)
     wait_until(lambda: during in replies_to(sim, chat_id), 60, "the reply after the silence")
     assert replies_to(sim, chat_id)[during] == ["echo: while redis is silent"]
+
+
+def test_a_worker_survives_redis_restarts_under_a_running_turn(
+        rig: Rig, chat_id: str) -> None:
+    """Item 15: kombu 5.7.0 + celery 5.7.0 could kill a worker for good when Redis died with
+    a turn running (AttributeError in kombu's `_connparams`); it must survive any number of
+    restarts and resume by itself."""
+    sim, client = rig.sim, rig.client()
+    for cycle in range(8):
+        running = sim.send_text(chat_id, f"hang 1.5 cycle {cycle}")
+
+        def begun(m: str = running) -> bool:
+            return any(e["message_id"] == m for e in agent_events(client, chat_id))
+
+        def answered(m: str = running) -> bool:
+            return m in replies_to(sim, chat_id)
+
+        wait_until(begun, 20, f"the turn of cycle {cycle} to start")
+        rig.redis.crash()
+        time.sleep(0.3 * (cycle % 3))  # outages of different lengths, not synchronisation
+        rig.redis.start()
+        wait_until(answered, 60, f"the reply of cycle {cycle} after the restart")
+    log = rig.fleet.logs("worker")
+    assert "Unrecoverable error" not in log, log[-3000:]
+    assert all(p.alive for p in rig.fleet.started), "every process survived"

@@ -22,7 +22,7 @@ RATE_LIMIT_CODES = frozenset({99991400, 99991402, 11020, 11021, 230020})
 """Feishu's frequency control (99991400 is "request trigger frequency limit")."""
 TOKEN_CODES = frozenset({99991661, 99991663, 99991664, 99991665, 99991666, 99991668})
 """The tenant token is missing, invalid or expired: fetch a new one and try again."""
-BUSY_CODES = frozenset({1, 2200, 1000040343})
+BUSY_CODES = frozenset({1})
 """Feishu says it is busy or failed internally."""
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 TOKEN_MARGIN_S = 300.0
