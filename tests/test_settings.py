@@ -36,6 +36,10 @@ def test_secret_never_prints(monkeypatch: pytest.MonkeyPatch) -> None:
     ("FEISHU_DOMAIN", "ftp://x", "http(s) URL"),
     ("REDIS_URL", "localhost:6379", "redis:// URL"),
     ("GATEWAY_DEDUPE_TTL_S", "60", "GATEWAY_DEDUPE_TTL_S"),
+    ("GATEWAY_DURABLE_ACK", "always", "GATEWAY_DURABLE_ACK: Input should be 'none', 'aof' or"),
+    ("GATEWAY_REPLY_RETRY_BUDGET_S", "-1", "GATEWAY_REPLY_RETRY_BUDGET_S"),
+    ("GATEWAY_REDIS_TIMEOUT_S", "0", "GATEWAY_REDIS_TIMEOUT_S"),
+    ("GATEWAY_STOP_DEBOUNCE_S", "x", "GATEWAY_STOP_DEBOUNCE_S"),
 ])
 def test_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
                                       expected: str) -> None:
