@@ -1,0 +1,56 @@
+"""Item 10: every long-lived thread survives any exception with one log line."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import redis
+
+from gateway.loops import Periodic
+from gateway.processes import wait_until
+from gateway.state.store import ChatStore, Dispatch, StoreConfig
+from gateway.state.sweeper import Sweeper
+from gateway.types import Message
+
+
+def test_a_thread_goes_on_after_any_exception(caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[int] = []
+
+    def step() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise TypeError("an entry with one more field")
+
+    with caplog.at_level(logging.ERROR):
+        loop = Periodic("test-loop", step, 0.01).start()
+        try:
+            wait_until(lambda: len(calls) >= 3, 5, "rounds after the failure")
+            assert loop.alive
+        finally:
+            loop.stop()
+    [record] = [r for r in caplog.records if "round failed" in r.getMessage()]
+    assert "TypeError: an entry with one more field (test_loops.py:" in record.getMessage()
+    assert record.exc_info is None, "one line, no traceback"
+
+
+def test_the_sweeper_survives_a_failing_publish(redis_client: redis.Redis,
+                                                chat_id: str) -> None:
+    store = ChatStore(redis_client, StoreConfig(claim_ttl_ms=50))
+    store.ingest(Message("om_1", chat_id, "p2p", "ou", "text", "hi"))  # claimed, never sent
+    published: list[Dispatch] = []
+
+    def publish(turn: Dispatch) -> bool:
+        if turn.chat_id != chat_id:
+            return True  # another test's leftovers
+        published.append(turn)
+        if len(published) == 1:
+            raise RuntimeError("a bug in publish")
+        return True
+
+    sweeper = Sweeper(store, publish, 0.05).start()
+    try:
+        wait_until(lambda: len(published) >= 2, 5, "a publish after the failure")
+        assert sweeper.alive
+    finally:
+        sweeper.stop()
