@@ -12,6 +12,7 @@ from gateway.processes import wait_until
 from gateway.state.store import ChatStore, Dispatch, StoreConfig
 from gateway.state.sweeper import Sweeper
 from gateway.types import Message
+from tests.conftest import start_redis, stop_redis
 
 
 def test_a_thread_goes_on_after_any_exception(caplog: pytest.LogCaptureFixture) -> None:
@@ -34,15 +35,14 @@ def test_a_thread_goes_on_after_any_exception(caplog: pytest.LogCaptureFixture) 
     assert record.exc_info is None, "one line, no traceback"
 
 
-def test_the_sweeper_survives_a_failing_publish(redis_client: redis.Redis,
-                                                chat_id: str) -> None:
-    store = ChatStore(redis_client, StoreConfig(claim_ttl_ms=50))
+def test_the_sweeper_survives_a_failing_publish(chat_id: str) -> None:
+    server = start_redis()  # of its own: no other sweeper may take the chat
+    client = redis.Redis.from_url(server.url)
+    store = ChatStore(client, StoreConfig(claim_ttl_ms=50))
     store.ingest(Message("om_1", chat_id, "p2p", "ou", "text", "hi"))  # claimed, never sent
     published: list[Dispatch] = []
 
     def publish(turn: Dispatch) -> bool:
-        if turn.chat_id != chat_id:
-            return True  # another test's leftovers
         published.append(turn)
         if len(published) == 1:
             raise RuntimeError("a bug in publish")
@@ -54,3 +54,5 @@ def test_the_sweeper_survives_a_failing_publish(redis_client: redis.Redis,
         assert sweeper.alive
     finally:
         sweeper.stop()
+        client.close()
+        stop_redis(server)
