@@ -4,15 +4,33 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
+from gateway.embedded_redis import EmbeddedRedis
 from gateway.processes import wait_until
 from gateway.state.keys import CONTROL_KEY, ChatKeys
 from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
 from gateway.types import Message
+from tests.conftest import start_redis, stop_redis
+
+
+@pytest.fixture(scope="module")
+def private_redis() -> Iterator[EmbeddedRedis]:
+    """A Redis of this module's own: no gateway process's sweeper may touch its chats."""
+    server = start_redis()
+    yield server
+    stop_redis(server)
+
+
+@pytest.fixture
+def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    yield client
+    client.close()
 
 
 def store_for(client: redis.Redis, **overrides: Any) -> ChatStore:
