@@ -65,8 +65,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
     bound_publishing(app, 2 * settings.redis_timeout_s)
     command_id = f"cli:{uuid.uuid4().hex}"
-    result = Runtime(settings, app, role="cli").canceller.cancel(args.chat_id, command_id,
-                                                                 new_session=args.new)
+    # an operator means it: no debounce (a user's double tap is what that is for)
+    result = Runtime(settings, app, role="cli").canceller.cancel(
+        args.chat_id, command_id, new_session=args.new, debounce=False)
     print(result.describe())
     return 0
 

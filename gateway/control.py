@@ -26,6 +26,8 @@ from gateway.types import Message
 
 logger = logging.getLogger(__name__)
 
+PRUNE_EVERY_S = 600.0
+
 
 def full_inbox_notice(waiting: int) -> str:
     return (f"This message was not queued: {waiting} messages of this chat are already "
@@ -72,7 +74,7 @@ class ControlDesk:
                            "will finish them", len(self._in_flight))
 
     def _run(self) -> None:
-        last_touch = 0.0
+        last_touch = last_prune = 0.0
         while not self._stopping.is_set():
             try:
                 self._take(self.threads - len(self._in_flight))
@@ -83,6 +85,9 @@ class ControlDesk:
                     self._jobs.touch(busy)
                     for job in self._jobs.orphans(max(self.threads - len(busy), 1)):
                         self._submit(job)
+                    if time.monotonic() - last_prune >= PRUNE_EVERY_S:
+                        last_prune = time.monotonic()
+                        self._jobs.prune()
             except redis.RedisError as error:
                 logger.warning("control desk: redis unavailable: %s", error)
                 self._stopping.wait(1.0)
@@ -145,7 +150,8 @@ class ControlDesk:
             return
         if job.kind == "command":
             result = self._canceller.cancel(job.chat_id, message.message_id,
-                                            new_session=job.command == "new")
+                                            new_session=job.command == "new",
+                                            target=job.target)
             self._say(message, result.user_reply(), "command")
         elif job.kind == "inbox-full":
             self._say(message, full_inbox_notice(job.waiting), "inbox-full")

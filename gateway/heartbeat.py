@@ -14,7 +14,7 @@ import time
 
 import redis
 
-from gateway.locks import LockRegistry
+from gateway.locks import TIME_LIMIT, LockRegistry
 from gateway.loops import Periodic
 from gateway.state.store import ChatStore
 
@@ -54,7 +54,7 @@ class Heartbeater:
                 logger.error("turn %s of chat %s ran past GATEWAY_TURN_TIME_LIMIT_S (%.0fs): "
                              "its lease is no longer extended", handle.turn.message_id,
                              handle.turn.chat_id, self.time_limit_s)
-                handle.stop("ran past the time limit")
+                handle.stop(TIME_LIMIT)
                 continue
             live.append(handle)
         if not live:

@@ -15,7 +15,7 @@ from gateway.dispatch import Publisher
 from gateway.errors import MalformedEvent
 from gateway.events import is_from_bot, parse_command, parse_message
 from gateway.outbox import Outbox
-from gateway.state.store import ChatStore
+from gateway.state.store import ChatStore, Dispatch, NotDurable
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,12 @@ class Intake:
             logger.warning("event %s dropped: %s", event_id, error)
             return "malformed"
         command = parse_command(message.text) or ""
-        admission = self._store.ingest(message, command)
+        try:
+            admission = self._store.ingest(message, command)
+        except NotDurable as error:  # ACK 500 (Feishu redelivers), but publish what it did
+            if error.admission.dispatch is not None:
+                self._publish(error.admission.dispatch)
+            raise
         if admission.outcome == "command":
             logger.info("command /%s in chat %s (message %s)", command, message.chat_id,
                         message.message_id)
@@ -53,6 +58,8 @@ class Intake:
             logger.info("message %s of chat %s: %s (%d waiting)", message.message_id,
                         message.chat_id, admission.outcome, admission.waiting)
         if admission.dispatch is not None:
-            turn = admission.dispatch
-            self._outbox.submit(lambda: self._publisher.publish(turn))
+            self._publish(admission.dispatch)
         return admission.outcome
+
+    def _publish(self, turn: Dispatch) -> None:
+        self._outbox.submit(lambda: self._publisher.publish(turn))

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from gateway.state.store import Dispatch
 
+TIME_LIMIT = "ran past the time limit"
+
 
 @dataclass(eq=False, slots=True)
 class TurnHandle:

@@ -14,13 +14,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import redis
+
 from gateway.agents.cache import AgentCache
 from gateway.chunking import chunk_text
 from gateway.dispatch import Publisher
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
 from gateway.heartbeat import Heartbeater
-from gateway.locks import LockRegistry, TurnHandle
+from gateway.locks import TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.state.store import Answer, ChatStore, Dispatch, Started
 from gateway.types import Message, Turn
 
@@ -51,7 +53,7 @@ class TurnRunner:
 
     def run(self, turn: Dispatch, *, task_id: str, worker: str) -> str:
         """Run one turn; returns how it ended: stale, replied, resent, silent, failed,
-        stopped, gave-up, unreadable."""
+        stopped, gave-up, unreadable, timed-out."""
         started = self.store.start(turn, task_id, worker)
         if started is None:
             logger.info("turn %s of chat %s skipped: fence %d is stale",
@@ -62,8 +64,21 @@ class TurnRunner:
             self.heartbeats.ensure_running()
             try:
                 outcome = self._turn(turn, started, handle)
-            finally:  # whatever happened, the chat goes on (a stale fence touches nothing)
+            except redis.RedisError as error:  # not handed over: the lease runs out and the
+                logger.warning("turn %s of chat %s cut off by Redis (%s); it runs again once "
+                               "its lease expired", turn.message_id, turn.chat_id, error)
+                raise  # turn runs again, resending a kept answer
+            except Exception:  # the task's boundary: a bug must not block the chat
+                logger.exception("turn %s of chat %s failed; the chat goes on",
+                                 turn.message_id, turn.chat_id)
                 self.publisher.hand_over(turn)
+                raise
+            if handle.reason == TIME_LIMIT:
+                # like Celery's hard time limit in prefork: the attempt counts, the lease
+                # runs out, the turn runs again or is given up after GATEWAY_MAX_ATTEMPTS
+                outcome = "timed-out"
+            else:
+                self.publisher.hand_over(turn)  # a stale fence touches nothing
         logger.info("turn %s of chat %s %s in %.2fs (attempt %d)", turn.message_id,
                     turn.chat_id, outcome, time.monotonic() - clock, started.attempt)
         return outcome
@@ -114,7 +129,7 @@ class TurnRunner:
             if handle.stopped.is_set():
                 return False
             fresh, checked[0] = checked[0], False
-            return fresh or self.store.holds(turn)
+            return fresh or self.store.may_reply(turn)
 
         for index, chunk in enumerate(answer.chunks):
             try:

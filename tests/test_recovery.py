@@ -264,10 +264,13 @@ def test_a_hung_agent_in_the_threads_pool_does_not_hold_its_chat_forever(
         sim.wait_connected(1, timeout_s=30)
         hung = sim.send_text(chat_id, "hang 25")
         behind = sim.send_text(chat_id, "behind the hung one")
+        slow = sim.send_text(f"{chat_id}_slow", "sleep 10")  # sees the stop, returns
         clock = time.monotonic()
         assert reply_of(sim, chat_id, behind, timeout_s=20) == "echo: behind the hung one"
         assert time.monotonic() - clock < 2 + TEST_LEASE_TTL_S + SWEEP_S + 8
         assert reply_of(sim, chat_id, hung) == gave_up_reply(1)
         assert "ran past GATEWAY_TURN_TIME_LIMIT_S" in rig.fleet.logs("worker")
+        # a turn that honours the stop is not dropped silently either: the attempt counts
+        assert reply_of(sim, f"{chat_id}_slow", slow, timeout_s=20) == gave_up_reply(1)
     finally:
         rig.close()

@@ -286,7 +286,8 @@ def test_attempts_are_exhausted_after_the_cap(redis_client: redis.Redis, chat_id
     assert following and following.message_id == "om_2"
     second = store.start(following, "t2", "w")
     assert second is not None and (second.attempt, second.exhausted) == (1, False)
-    assert redis_client.hgetall(ChatKeys(chat_id).tries) == {"om_2": "1"}
+    tries = redis_client.hgetall(ChatKeys(chat_id).tries)
+    assert {k: v for k, v in tries.items() if not str(k).startswith(">")} == {"om_2": "1"}
 
 
 def test_stored_messages_are_read_tolerantly(redis_client: redis.Redis, chat_id: str) -> None:
@@ -312,7 +313,7 @@ def test_stored_messages_are_read_tolerantly(redis_client: redis.Redis, chat_id:
 
 def test_no_chat_key_is_left_without_a_ttl(redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    store.new_session(chat_id)
+    store.cancel(chat_id, "new", debounce_ms=0, flag_ttl_ms=10_000, new_session=True)
     turn = store.ingest(msg(chat_id, 1)).dispatch
     assert turn is not None and store.start(turn, "t", "w") is not None
     store.cancel(chat_id, "cmd", debounce_ms=1000, flag_ttl_ms=10_000)
@@ -320,3 +321,105 @@ def test_no_chat_key_is_left_without_a_ttl(redis_client: redis.Redis, chat_id: s
     keys = redis_client.keys(f"gw:{{{chat_id}}}:*")
     assert keys and all(redis_client.pttl(key) > 0 for key in keys), {
         key: redis_client.pttl(key) for key in keys}
+
+
+def test_a_dispatched_message_is_not_overtaken_when_its_worker_dies(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """A message that arrives late with an older create_time must not take the place of
+    the one that already started: after a crash, the same message runs again, with its
+    stored answer and its attempt count."""
+    store = store_for(redis_client, running_ttl_ms=200, inbox_cap=10)
+    turn = store.ingest(msg(chat_id, 2, create_ms=2_000)).dispatch
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    assert store.keep_answer(turn, Answer("reply", ("half sent",)))
+    store.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older
+    lease_gone(store, chat_id)  # the worker died
+    found = store.recover(chat_id)
+    assert found is not None and found[1].message_id == "om_2", "the started one runs again"
+    rerun = store.start(found[1], "t", "w")
+    assert rerun is not None and rerun.attempt == 2
+    assert rerun.answer == Answer("reply", ("half sent",))
+    following = store.complete(found[1])
+    assert following and following.message_id == "om_1"
+
+
+def test_a_stop_run_again_after_later_stops_never_stops_a_later_turn(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """A /stop whose desk died is finished by another desk later, maybe after other /stops:
+    it acts once, on the turn that ran when it was sent, and never on a later one."""
+    store = store_for(redis_client, inbox_cap=10)
+    for n in range(1, 4):
+        store.ingest(msg(chat_id, n))
+
+    def running() -> Dispatch:
+        lease = store.lease(chat_id)
+        turn = Dispatch(chat_id, lease["message_id"], int(lease["fence"]))
+        assert store.start(turn, "t", "w") is not None
+        return turn
+
+    first = running()
+    stop_1 = store.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
+                          target_fence=first.fence)
+    assert stop_1.how == "running"
+    second = store.complete(first)
+    assert second and store.start(second, "t", "w") is not None
+    stop_2 = store.cancel(chat_id, "stop-2", debounce_ms=0, flag_ttl_ms=60_000,
+                          target_fence=second.fence)
+    assert stop_2.how == "running"
+    third = store.complete(second)
+    assert third and store.start(third, "t", "w") is not None
+    again = store.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
+                         target_fence=first.fence)
+    assert (again.how, again.recorded_how) == ("again", "running")
+    assert store.heartbeat([third]) == ["held"], "the third turn goes on"
+    late = store.cancel(chat_id, "stop-9", debounce_ms=0, flag_ttl_ms=60_000,
+                        target_fence=first.fence)
+    assert late.how == "nothing", "a stop for a turn that is over stops nothing"
+    assert store.heartbeat([third]) == ["held"]
+
+
+def test_a_debounced_stop_run_again_stays_debounced(redis_client: redis.Redis,
+                                                    chat_id: str) -> None:
+    store = store_for(redis_client, inbox_cap=10)
+    store.ingest(msg(chat_id, 1))
+    store.ingest(msg(chat_id, 2))
+    lease = store.lease(chat_id)
+    turn = Dispatch(chat_id, lease["message_id"], int(lease["fence"]))
+    assert store.start(turn, "t", "w") is not None
+    store.cancel(chat_id, "stop-a", debounce_ms=60_000, flag_ttl_ms=60_000)
+    following = store.complete(turn)
+    assert following and store.start(following, "t", "w") is not None
+    assert store.cancel(chat_id, "stop-b", debounce_ms=60_000, flag_ttl_ms=60_000).how == \
+        "debounced"
+    again = store.cancel(chat_id, "stop-b", debounce_ms=0, flag_ttl_ms=60_000)
+    assert (again.how, again.recorded_how) == ("again", "debounced")
+    assert store.heartbeat([following]) == ["held"]
+
+
+def test_new_run_again_does_not_start_a_second_conversation(redis_client: redis.Redis,
+                                                           chat_id: str) -> None:
+    store = store_for(redis_client)
+    store.cancel(chat_id, "new-1", debounce_ms=0, flag_ttl_ms=60_000, new_session=True)
+    generation = redis_client.get(ChatKeys(chat_id).generation)
+    assert generation is not None
+    store.cancel(chat_id, "new-1", debounce_ms=0, flag_ttl_ms=60_000, new_session=True)
+    assert redis_client.get(ChatKeys(chat_id).generation) == generation
+    store.cancel(chat_id, "new-2", debounce_ms=60_000, flag_ttl_ms=60_000, new_session=True)
+    assert redis_client.get(ChatKeys(chat_id).generation) != generation, \
+        "a debounced /new still starts a new conversation"
+
+
+def test_a_turn_waiting_long_in_a_backlog_keeps_its_place(redis_client: redis.Redis,
+                                                          chat_id: str) -> None:
+    """Requeues keep the queued lease alive: a long broker backlog slows a chat down, it
+    never sends it to the back of the queue under a new fence."""
+    store = store_for(redis_client, running_ttl_ms=100, queued_ttl_ms=400,
+                      requeue_cap_ms=100)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.confirm(turn, "task-1")
+    deadline = time.monotonic() + 1.2  # three queued TTLs
+    while time.monotonic() < deadline:
+        found = store.recover(chat_id)
+        assert found is None or found == ("requeue", turn), found
+        time.sleep(0.05)
+    assert store.start(turn, "task-1", "w") is not None, "the original fence still holds"

@@ -51,9 +51,13 @@ def classify(response: httpx.Response, what: str) -> dict[str, Any]:
     if status == 429 or code in RATE_LIMIT_CODES:
         raise RateLimited(detail, code=code if isinstance(code, int) else None,
                           retry_after_s=_retry_after(response))
-    if status >= 500 or not isinstance(body, dict) or not isinstance(code, int):
+    if not isinstance(body, dict) or not isinstance(code, int):
         kind = "not JSON" if body is None else "no code"
-        raise RetryableError(detail if code is not None else f"{detail} ({kind})")
+        if 400 <= status < 500 and status not in (408, 425):
+            raise RejectedError(f"{detail} ({kind})")  # a wrong URL or a refusing proxy
+        raise RetryableError(f"{detail} ({kind})")
+    if status >= 500:
+        raise RetryableError(detail, code=code)
     if code == 0:
         return body
     if code in TOKEN_CODES or code in BUSY_CODES:

@@ -80,17 +80,18 @@ class Canceller:
         self.terminate = terminate
         self.poll_s = poll_s
 
-    def cancel(self, chat_id: str, command_id: str, *,
-               new_session: bool = False) -> CancelResult:
-        """Stop the chat's current turn (if any), then let the chat go on. Running it again
-        with the same `command_id` (after a crash) finishes the same stop, never a second."""
+    def cancel(self, chat_id: str, command_id: str, *, new_session: bool = False,
+               target: str = "*", debounce: bool = True) -> CancelResult:
+        """Stop the chat's turn `target` (the fence that held the chat when the command was
+        sent; "*" whatever holds it now), then let the chat go on. Running it again with the
+        same `command_id` (after a crash) finishes the same stop, never a second one."""
         clock = time.monotonic()
-        if new_session:
-            self._store.new_session(chat_id)
         # the flag outlives the turn's lease, so a sweeper can still see it was stopped
         flag_ttl_ms = max(int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms, RECORD_TTL_MS)
-        step = self._store.cancel(chat_id, command_id, debounce_ms=int(self.debounce_s * 1000),
-                                  flag_ttl_ms=flag_ttl_ms)
+        debounce_ms = int(self.debounce_s * 1000) if debounce else 0
+        step = self._store.cancel(chat_id, command_id, debounce_ms=debounce_ms,
+                                  flag_ttl_ms=flag_ttl_ms, target_fence=target,
+                                  new_session=new_session)
         recorded = step.recorded_how if step.how == "again" else step.how
         how: How
         if recorded in ("nothing", "debounced"):

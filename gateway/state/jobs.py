@@ -32,6 +32,9 @@ class ControlJob:
     message: Message | None
     command: str = ""
     waiting: int = 0
+    target: str = "*"
+    """The fence that held the chat when the command arrived ('' none; '*' unknown: a job
+    written before commands carried it)."""
 
 
 def _text(value: Any) -> str:
@@ -50,7 +53,7 @@ def parse_job(job_id: Any, raw: Any) -> ControlJob:
     except ValueError:
         waiting = 0
     return ControlJob(_text(job_id), fields.get("kind", ""), fields.get("chat", ""), message,
-                      fields.get("command", ""), waiting)
+                      fields.get("command", ""), waiting, fields.get("fence", "*"))
 
 
 class ControlJobs:
@@ -92,6 +95,17 @@ class ControlJobs:
         ids: list[Any] = list(job_ids)
         if ids:
             self._redis.xclaim(CONTROL_KEY, GROUP, self.consumer, 0, ids, justid=True)
+
+    def prune(self, idle_ms: int = 3_600_000) -> int:
+        """Forget desks gone for an hour with nothing pending (each listener start adds one)."""
+        gone = 0
+        for consumer in self._redis.xinfo_consumers(CONTROL_KEY, GROUP):
+            name = _text(consumer.get("name", ""))
+            if name != self.consumer and int(consumer.get("pending", 0)) == 0 and int(
+                    consumer.get("idle", 0)) >= idle_ms:
+                self._redis.xgroup_delconsumer(CONTROL_KEY, GROUP, name)
+                gone += 1
+        return gone
 
     def done(self, job_id: str) -> None:
         with self._redis.pipeline() as pipe:

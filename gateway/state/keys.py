@@ -51,6 +51,10 @@ class ChatKeys:
     def generation(self) -> str:
         return f"{self.prefix}:gen"
 
+    def command(self, command_id: str) -> str:
+        """What one stop command did (so running it again finishes it, never repeats it)."""
+        return f"{self.prefix}:cmd:{command_id}"
+
     def seen(self, message_id: str) -> str:
         return f"{self.prefix}:seen:{message_id}"
 

@@ -79,7 +79,12 @@ class Started:
 
 
 class NotDurable(RetryableError):
-    """The admission was not confirmed durable in time: do not ACK it (Feishu redelivers)."""
+    """The admission was not confirmed durable in time: do not ACK it (Feishu redelivers).
+    `admission` is what the step did meanwhile (a turn to publish, maybe)."""
+
+    def __init__(self, detail: str, admission: Admission) -> None:
+        super().__init__(detail)
+        self.admission = admission
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +120,15 @@ def _dispatch(chat_id: str, fence: Any, entry: Any) -> Dispatch:
     return Dispatch(chat_id, entry_parts(_text(entry))[0], int(fence))
 
 
+def _admission(chat_id: str, reply: Any) -> Admission:
+    outcome = _text(reply[0])
+    if outcome == "dispatch":
+        return Admission("dispatch", int(reply[1]), _dispatch(chat_id, reply[2], reply[3]))
+    if outcome in ("queued", "full"):
+        return Admission(outcome, int(reply[1]))  # type: ignore[arg-type]
+    return Admission(outcome)  # type: ignore[arg-type]
+
+
 class ChatStore:
     def __init__(self, client: redis.Redis, config: StoreConfig | None = None) -> None:
         self.redis = client
@@ -144,22 +158,19 @@ class ChatStore:
                 else:
                     pipe.execute_command("WAIT", 1, c.durable_ack_timeout_ms)  # type: ignore[no-untyped-call]
                 reply, durable = pipe.execute()
-            self._check_durable(durable)
-        outcome = _text(reply[0])
-        if outcome == "dispatch":
-            return Admission("dispatch", int(reply[1]),
-                             _dispatch(message.chat_id, reply[2], reply[3]))
-        if outcome in ("queued", "full"):
-            return Admission(outcome, int(reply[1]))  # type: ignore[arg-type]
-        return Admission(outcome)  # type: ignore[arg-type]
+            admission = _admission(message.chat_id, reply)
+            self._check_durable(durable, admission)
+            return admission
+        return _admission(message.chat_id, reply)
 
-    def _check_durable(self, answer: Any) -> None:
+    def _check_durable(self, answer: Any, admission: Admission) -> None:
         timeout = self.config.durable_ack_timeout_ms
         if self.config.durable_ack == "aof":
             if int(answer[0]) < 1:
-                raise NotDurable(f"WAITAOF: not fsynced to the AOF within {timeout} ms")
+                raise NotDurable(f"WAITAOF: not fsynced to the AOF within {timeout} ms",
+                                 admission)
         elif int(answer) < 1:
-            raise NotDurable(f"WAIT: no replica acknowledged within {timeout} ms")
+            raise NotDurable(f"WAIT: no replica acknowledged within {timeout} ms", admission)
 
     def confirm(self, turn: Dispatch, task_id: str) -> bool:
         """After a publish: the turn waits in the broker; requeued if not picked up in time."""
@@ -217,6 +228,16 @@ class ChatStore:
         fence = self.redis.hget(ChatKeys(turn.chat_id).lease, "fence")
         return fence is not None and int(fence) == turn.fence
 
+    def may_reply(self, turn: Dispatch) -> bool:
+        """True while this turn holds the chat and was not asked to stop (one round trip)."""
+        k = ChatKeys(turn.chat_id)
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(k.lease, "fence")
+            pipe.hget(k.stop, "fence")
+            fence, stopped = pipe.execute()
+        return fence is not None and int(fence) == turn.fence and (
+            stopped is None or _text(stopped) != str(turn.fence))
+
     # the sweeper's steps
     def due_chats(self, limit: int = 500) -> list[str]:
         """Chats whose sweeper deadline passed, by the Redis server's clock."""
@@ -227,17 +248,22 @@ class ChatStore:
         waited too long in the broker, None when there is nothing to do."""
         c = self.config
         reply = self._run("recover", chat_id, c.claim_ttl_ms, chat_id, c.running_ttl_ms,
-                          c.requeue_cap_ms)
+                          c.requeue_cap_ms, c.queued_ttl_ms)
         outcome = _text(reply[0])
         if outcome in ("dispatch", "requeue"):
             return outcome, _dispatch(chat_id, reply[1], reply[2])  # type: ignore[return-value]
         return None
 
     # cancelling
-    def cancel(self, chat_id: str, command_id: str, *, debounce_ms: int,
-               flag_ttl_ms: int) -> CancelStep:
-        reply = [_text(v) for v in self._run("cancel", chat_id, command_id, debounce_ms,
-                                             flag_ttl_ms, self.config.claim_ttl_ms, chat_id)]
+    def cancel(self, chat_id: str, command_id: str, *, debounce_ms: int, flag_ttl_ms: int,
+               target_fence: int | str = "*", new_session: bool = False) -> CancelStep:
+        """The state change of a stop (see lua/cancel.lua). `target_fence`: the turn the
+        command is about ("" none held the chat when it was sent, "*" whatever holds it)."""
+        c = self.config
+        keys = [*ChatKeys(chat_id).all, ChatKeys(chat_id).command(command_id)]
+        reply = [_text(v) for v in self._scripts["cancel"](keys=keys, args=[
+            command_id, debounce_ms, flag_ttl_ms, c.claim_ttl_ms, chat_id, target_fence,
+            "1" if new_session else "0", c.session_ttl_ms])]
         how = reply[0]
         if how == "again":
             return CancelStep("again", int(reply[2]) if reply[2] else None, reply[3],
@@ -245,10 +271,6 @@ class ChatStore:
         following = _dispatch(chat_id, reply[4], reply[5]) if len(reply) > 5 else None
         return CancelStep(how, int(reply[1]) if reply[1] else None,  # type: ignore[arg-type]
                           reply[2], int(reply[3]), following)
-
-    def new_session(self, chat_id: str) -> int:
-        """Start a fresh conversation: agents of older generations are never used again."""
-        return int(self._run("session", chat_id, self.config.session_ttl_ms))
 
     # reading, for the operator
     def active_chats(self, limit: int) -> list[str]:

@@ -1,45 +1,52 @@
 --!include chat.lua
--- cancel: the state change of /stop, in one step, recorded so it survives the canceller.
--- ARGV: 1 command_id  2 debounce_ms  3 flag_ttl_ms  4 claim_ttl_ms  5 chat_id
+-- cancel: the state change of /stop, /new, `feishu-gateway stop`, in one step, recorded under
+-- the command's id so that running it again (its listener died) finishes it, never repeats it.
+-- KEYS: chat.lua's, then 10 cmd:<command_id> (the record)
+-- ARGV: 1 command_id  2 debounce_ms  3 record_ttl_ms  4 claim_ttl_ms  5 chat_id
+--       6 target: the fence the command is about ('' none held the chat, '*' the current)
+--       7 new_session ('1': start a new conversation too)  8 session_ttl_ms
 -- → {how, fence, task_id, waiting[, next_fence, next_entry]} where how is
---   'again'       this command ran before (a canceller died): how/fence/task_id as recorded
---   'debounced'   another /stop came within debounce_ms: this one does nothing
---   'nothing'     no turn held the chat
+--   'again'       this command ran before: how/fence/task_id/waiting as recorded
+--   'debounced'   another stop came within debounce_ms: this one does nothing more
+--   'nothing'     the turn it is about is not holding the chat (none, or already over)
 --   'not-started' the turn had not started: its message is dropped and the next one claimed
 --   'running'     the flag is up: the turn sees it, stops extending its lease and ends; the
 --                 canceller completes it after the timeout if it does not
+local rec = redis.call('HMGET', KEYS[10], 'how', 'fence', 'task_id', 'waiting')
+if rec[1] then return {'again', rec[1], rec[2] or '', rec[3] or '', rec[4] or '0'} end
 local now_us, now_ms = clock()
-if redis.call('HGET', K.stop, 'cmd') == ARGV[1] then
-  local r = redis.call('HMGET', K.stop, 'how', 'fence', 'task_id', 'waiting')
-  return {'again', r[1] or 'nothing', r[2] or '', r[3] or '', r[4] or '0'}
-end
-local waiting = redis.call('ZCARD', K.inbox)
-local last = tonumber(redis.call('HGET', K.stop, 'at_ms') or '')
-if last and now_ms - last < tonumber(ARGV[2]) then
-  local behind = waiting
-  if redis.call('EXISTS', K.lease) == 1 then behind = waiting - 1 end
-  return {'debounced', '', '', tostring(behind)}
+local ttl = tonumber(ARGV[3])
+if ARGV[7] == '1' then  -- a generation never used before, even after the key expired
+  local g = str(math.max(tonumber(redis.call('GET', K.gen) or '0') + 1, now_ms))
+  redis.call('SET', K.gen, g, 'PX', ARGV[8])
 end
 local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'task_id', 'entry')
 local fence, state, task_id, entry = lease[1], lease[2], lease[3] or '', lease[4]
-local function record(how, behind)
-  redis.call('DEL', K.stop)
-  redis.call('HSET', K.stop, 'cmd', ARGV[1], 'at_ms', str(now_ms), 'how', how, 'fence',
-             fence or '', 'task_id', task_id, 'entry', entry or '', 'waiting', tostring(behind))
-  redis.call('PEXPIRE', K.stop, math.max(tonumber(ARGV[2]), tonumber(ARGV[3])))
+local behind = redis.call('ZCARD', K.inbox)
+if fence then behind = behind - 1 end
+local function record(how, f, t)
+  redis.call('HSET', KEYS[10], 'how', how, 'fence', f, 'task_id', t, 'waiting',
+             tostring(behind))
+  redis.call('PEXPIRE', KEYS[10], ttl)
+  return {how, f, t, tostring(behind)}
 end
-if not fence then
-  record('nothing', waiting)
-  return {'nothing', '', '', tostring(waiting)}
+local last = tonumber(redis.call('HGET', K.stop, 'at_ms') or '')
+if last and now_ms - last < tonumber(ARGV[2]) then return record('debounced', '', '') end
+redis.call('HSET', K.stop, 'at_ms', str(now_ms))
+redis.call('PEXPIRE', K.stop, ttl)
+local target = ARGV[6]
+if not fence or target == '' or (target ~= '*' and target ~= fence) then
+  return record('nothing', '', '')
 end
-local behind = waiting - 1
 if state == 'running' then
-  record('running', behind)
-  return {'running', fence, task_id, tostring(behind)}
+  redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '')
+  return record('running', fence, task_id)
 end
 if entry then redis.call('ZREM', K.inbox, entry) end
 redis.call('DEL', K.answer)
-record('not-started', behind)
+local r = record('not-started', fence, task_id)
 local c = claim(ARGV[5], now_us, now_ms, tonumber(ARGV[4]))
-if not c then return {'not-started', fence, task_id, tostring(behind)} end
-return {'not-started', fence, task_id, tostring(behind), c[1], c[2]}
+if c then
+  r[5], r[6] = c[1], c[2]
+end
+return r

@@ -3,8 +3,10 @@
 --   1 lease    hash: fence state entry message_id task_id worker since_ms requeue_at_ms requeues
 --   2 inbox    zset: score = Feishu create_time (ms); member = '<arrival us, 16 digits>|<id>|<json>'
 --   3 fence    string: the last fence issued (never goes backwards: max(last + 1, server us))
---   4 tries    hash: message_id -> turns started for it (the head's only)
---   5 stop     hash: the chat's last /stop: cmd at_ms how fence task_id entry waiting
+--   4 tries    hash: '>head' -> the dispatched entry (it keeps its place, even after a crash);
+--              message_id -> turns started for it (the dispatched message's only)
+--   5 stop     hash: at_ms (the chat's last stop, for the debounce); fence entry (the flag
+--              of a running turn that was asked to stop)
 --   6 answer   hash: message_id kind chunks: the head's answer, stored before it is sent
 --   7 gen      string: the session generation (/new)
 --   8 index    zset gw:chats: chat -> when (server ms) the sweeper should look at it next
@@ -19,10 +21,14 @@ local function entry_id(entry)
   return string.sub(entry, a + 1, b - 1)
 end
 
--- Give the oldest waiting message a fresh lease under a new fence, or end the chat's
--- activity when nothing waits. Returns {fence, entry}, or nil when the inbox is empty.
+-- Give the dispatched message (if it is still waiting: its turn crashed) or else the oldest
+-- one a fresh lease under a new fence, or end the chat's activity when nothing waits.
+-- Returns {fence, entry}, or nil when the inbox is empty.
 local function claim(chat, now_us, now_ms, ttl_ms)
-  local first = redis.call('ZRANGE', K.inbox, 0, 0)[1]
+  local first = redis.call('HGET', K.tries, '>head')
+  if not first or not redis.call('ZSCORE', K.inbox, first) then
+    first = redis.call('ZRANGE', K.inbox, 0, 0)[1]
+  end
   if not first then
     redis.call('DEL', K.lease, K.tries, K.answer)
     redis.call('ZREM', K.index, chat)
@@ -31,10 +37,9 @@ local function claim(chat, now_us, now_ms, ttl_ms)
   local id = entry_id(first)
   local tried = redis.call('HGET', K.tries, id)
   redis.call('DEL', K.tries)
-  if tried then
-    redis.call('HSET', K.tries, id, tried)
-    redis.call('PEXPIRE', K.tries, KEEP_MS)
-  end
+  redis.call('HSET', K.tries, '>head', first)
+  if tried then redis.call('HSET', K.tries, id, tried) end
+  redis.call('PEXPIRE', K.tries, KEEP_MS)
   local f = str(math.max(tonumber(redis.call('GET', K.fence) or '0') + 1, now_us))
   redis.call('SET', K.fence, f, 'PX', KEEP_MS)
   redis.call('DEL', K.lease)

@@ -5,12 +5,14 @@
 -- → {'duplicate'} | {'command'} | {'full', waiting} | {'queued', waiting}
 --   | {'dispatch', waiting, fence, entry}
 -- Commands and the "not queued" notice go to the control stream in the same step, so no crash
--- can mark them seen without something durable to act on.
+-- can mark them seen without something durable to act on; a command carries the fence that
+-- held the chat when it arrived ('' if none): the turn it is about.
 if not redis.call('SET', KEYS[10], '1', 'NX', 'EX', ARGV[4]) then return {'duplicate'} end
 local now_us, now_ms = clock()
 if ARGV[8] ~= '' then
   redis.call('XADD', K.control, 'MAXLEN', '~', ARGV[9], '*', 'kind', 'command', 'chat', ARGV[7],
-             'command', ARGV[8], 'message', ARGV[3])
+             'command', ARGV[8], 'fence', redis.call('HGET', K.lease, 'fence') or '',
+             'message', ARGV[3])
   return {'command'}
 end
 local waiting = redis.call('ZCARD', K.inbox)

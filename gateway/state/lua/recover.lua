@@ -1,6 +1,6 @@
 --!include chat.lua
 -- recover: the sweeper looks at a chat whose deadline passed.
--- ARGV: 1 claim_ttl_ms  2 chat_id  3 requeue_base_ms  4 requeue_cap_ms
+-- ARGV: 1 claim_ttl_ms  2 chat_id  3 requeue_base_ms  4 requeue_cap_ms  5 queued_ttl_ms
 -- → {'held'} | {'empty'} | {'dispatch', fence, entry} (a new turn) | {'requeue', fence, entry}
 --   (publish the same turn again: it was not picked up in time, maybe lost with a worker)
 local now_us, now_ms = clock()
@@ -13,6 +13,8 @@ if pttl > 0 then
       local n = redis.call('HINCRBY', K.lease, 'requeues', 1)
       at = now_ms + math.min(tonumber(ARGV[3]) * 2 ^ n, tonumber(ARGV[4]))
       redis.call('HSET', K.lease, 'requeue_at_ms', str(at))
+      redis.call('PEXPIRE', K.lease, ARGV[5])  -- a long backlog slows it, never resets it
+      pttl = tonumber(ARGV[5])
       outcome = {'requeue', redis.call('HGET', K.lease, 'fence'),
                  redis.call('HGET', K.lease, 'entry')}
     end

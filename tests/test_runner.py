@@ -1,0 +1,77 @@
+"""The turn runner against a real Redis and the simulator, in this process: what happens
+when Redis fails in the middle of a turn."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from celery import Celery
+from pydantic import SecretStr
+
+from gateway.agents.cache import AgentCache
+from gateway.agents.echo import factory as echo
+from gateway.dispatch import Publisher
+from gateway.embedded_redis import EmbeddedRedis
+from gateway.feishu.delivery import Replies, RetryPolicy
+from gateway.feishu.openapi import OpenApi
+from gateway.heartbeat import Heartbeater
+from gateway.locks import LockRegistry
+from gateway.processes import wait_until
+from gateway.runner import TurnRunner
+from gateway.simulator import Simulator
+from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
+from gateway.types import Message
+from tests.conftest import start_redis, stop_redis
+
+
+class RedisFailsOnce(ChatStore):
+    """Our own store, with one fault injected where the turn keeps its answer."""
+
+    failures = 1
+
+    def keep_answer(self, turn: Dispatch, answer: Answer) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise redis.ConnectionError("Redis went away for a moment")
+        return super().keep_answer(turn, answer)
+
+
+@pytest.fixture
+def private_redis() -> Iterator[EmbeddedRedis]:
+    server = start_redis()
+    yield server
+    stop_redis(server)
+
+
+def test_a_redis_failure_in_the_middle_of_a_turn_does_not_drop_its_message(
+        private_redis: EmbeddedRedis, simulator: Simulator, chat_id: str) -> None:
+    client = redis.Redis.from_url(private_redis.url)
+    store = RedisFailsOnce(client, StoreConfig(running_ttl_ms=300))
+    locks = LockRegistry(16)
+    app = Celery(broker=private_redis.url)
+    runner = TurnRunner(
+        store=store, locks=locks,
+        heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),
+        agents=AgentCache(echo, 8),
+        replies=Replies(OpenApi(simulator.url, simulator.app_id,
+                                SecretStr(simulator.app_secret)), RetryPolicy(budget_s=5)),
+        publisher=Publisher(app, store))
+    message_id = simulator.send_text(chat_id, "hello", deliver=False)
+    turn = store.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text", "hello")).dispatch
+    assert turn is not None
+    with pytest.raises(redis.ConnectionError):
+        runner.run(turn, task_id="t1", worker="w")
+    assert [m for m, _ in store.pending(chat_id)] == [message_id], "the message is kept"
+    assert simulator.sent_messages(chat_id) == []
+    wait_until(lambda: not store.lease(chat_id), 5, "the lease to run out")
+    found = store.recover(chat_id)
+    assert found is not None
+    assert runner.run(found[1], task_id="t2", worker="w") == "replied"
+    assert [m.text for m in simulator.sent_messages(chat_id)] == ["echo: hello"]
+    assert store.pending(chat_id) == []
+    runner.heartbeats.stop()
+    runner.replies.api.close()
+    app.close()
+    client.close()
