@@ -168,10 +168,13 @@ class Fleet:
         """Everything every process of this kind (`listener`, `worker`) logged so far."""
         return "\n".join(p.log() for p in self.started if p.name.startswith(kind))
 
-    def stop_all(self) -> None:
+    def stop_all(self, *, kill: bool = False) -> None:
+        """SIGTERM each process (or SIGKILL the lot, when nothing more is to be seen)."""
         self._stopping.set()
         self._watcher.join(5)
         for proc in self.started:
+            if kill:
+                proc.kill()
             proc.stop()
         if self in _FLEETS:
             _FLEETS.remove(self)
@@ -226,8 +229,8 @@ class Rig:
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis.url, decode_responses=True)
 
-    def close(self) -> None:
-        self.fleet.stop_all()
+    def close(self, *, kill: bool = False) -> None:
+        self.fleet.stop_all(kill=kill)
         self.sim.stop()
         stop_redis(self.redis)
 

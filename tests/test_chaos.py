@@ -36,13 +36,15 @@ def chaos_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     rig = Rig(tmp_path_factory, persistent=True, redeliver_after_s=1.0,
               GATEWAY_INBOX_CAP="100", GATEWAY_REPLY_RETRY_BUDGET_S="120")
     try:
-        for _ in range(2):
-            rig.fleet("worker", concurrency=3, supervise=True)
+        workers = [rig.fleet("worker", concurrency=3, supervise=True, wait=False)
+                   for _ in range(2)]
         rig.fleet("listener")
+        for worker in workers:
+            rig.fleet.wait_ready(worker)
         rig.sim.wait_connected(1, timeout_s=30)
         yield rig
     finally:
-        rig.close()
+        rig.close(kill=True)  # the figures are taken: nothing more to see
 
 
 def send_all(rig: Rig, run_id: str, spread_s: float) -> dict[str, list[str]]:
