@@ -68,11 +68,23 @@ def redis_server() -> Iterator[EmbeddedRedis]:
     stop_redis(server)
 
 
-@pytest.fixture
-def redis_client(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+@pytest.fixture(scope="module")
+def private_redis() -> Iterator[EmbeddedRedis]:
+    """A Redis of the module's own: no gateway process's sweeper touches its chats."""
+    server = start_redis()
+    yield server
+    stop_redis(server)
+
+
+def client_of(server: EmbeddedRedis) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(server.url, decode_responses=True)
     yield client
     client.close()
+
+
+@pytest.fixture
+def redis_client(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
+    yield from client_of(redis_server)
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,6 @@ when Redis fails in the middle of a turn."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 from celery import Celery
@@ -23,7 +21,6 @@ from gateway.runner import TurnRunner
 from gateway.simulator import Simulator
 from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
 from gateway.types import Message
-from tests.conftest import start_redis, stop_redis
 
 
 class RedisFailsOnce(ChatStore):
@@ -36,13 +33,6 @@ class RedisFailsOnce(ChatStore):
             self.failures -= 1
             raise redis.ConnectionError("Redis went away for a moment")
         return super().keep_answer(turn, answer)
-
-
-@pytest.fixture
-def private_redis() -> Iterator[EmbeddedRedis]:
-    server = start_redis()
-    yield server
-    stop_redis(server)
 
 
 def test_a_redis_failure_in_the_middle_of_a_turn_does_not_drop_its_message(

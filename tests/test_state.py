@@ -15,22 +15,13 @@ from gateway.processes import wait_until
 from gateway.state.keys import CONTROL_KEY, ChatKeys
 from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
 from gateway.types import Message
-from tests.conftest import start_redis, stop_redis
-
-
-@pytest.fixture(scope="module")
-def private_redis() -> Iterator[EmbeddedRedis]:
-    """A Redis of this module's own: no gateway process's sweeper may touch its chats."""
-    server = start_redis()
-    yield server
-    stop_redis(server)
+from tests.conftest import client_of
 
 
 @pytest.fixture
 def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(private_redis.url, decode_responses=True)
-    yield client
-    client.close()
+    """These tests run the sweeper's steps themselves: on a Redis of their own."""
+    yield from client_of(private_redis)
 
 
 def store_for(client: redis.Redis, **overrides: Any) -> ChatStore:
