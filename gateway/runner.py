@@ -64,10 +64,12 @@ class TurnRunner:
             self.heartbeats.ensure_running()
             try:
                 outcome = self._turn(turn, started, handle)
-            except redis.RedisError as error:  # not handed over: the lease runs out and the
+            except redis.RedisError as error:
+                # not handed over: the lease runs out and the turn runs again (resending a
+                # kept answer), so a Redis blip never drops a message
                 logger.warning("turn %s of chat %s cut off by Redis (%s); it runs again once "
                                "its lease expired", turn.message_id, turn.chat_id, error)
-                raise  # turn runs again, resending a kept answer
+                raise
             except Exception:  # the task's boundary: a bug must not block the chat
                 logger.exception("turn %s of chat %s failed; the chat goes on",
                                  turn.message_id, turn.chat_id)
