@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -191,7 +192,7 @@ class OpenApi:
         created = now_ms()
         return MessageRecord(
             message_id=new_id("om_"), chat_id=chat_id, msg_type=msg_type, content=content,
-            from_bot=True, create_time_ms=created, update_time_ms=created,
+            from_bot=True, create_time_ms=created, update_time_ms=created, at=time.time(),
             uuid=uuid if isinstance(uuid, str) and uuid else None, **links,
         )
 

@@ -32,6 +32,8 @@ class SentMessage:
     root_id: str | None = None
     thread_id: str | None = None
     history: tuple[dict[str, Any], ...] = ()
+    at: float = 0.0
+    """When the open API created it (time.time(), for latency figures)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class MessageRecord:
     in_thread: bool = False
     updated: bool = False
     history: tuple[str, ...] = ()
+    at: float = 0.0
 
 
 def _parse_content(content: str) -> dict[str, Any]:
@@ -85,6 +88,7 @@ def to_sent_message(rec: MessageRecord) -> SentMessage:
         content=content, text=flatten_text(rec.msg_type, content), reply_to=rec.parent_id,
         uuid=rec.uuid, in_thread=rec.in_thread, updated=rec.updated, root_id=rec.root_id,
         thread_id=rec.thread_id, history=tuple(_parse_content(c) for c in rec.history),
+        at=rec.at,
     )
 
 

@@ -1,0 +1,141 @@
+"""The bench's table (targets beside measured values), its JSON and its latency plot."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+Row = tuple[str, str, str, str]
+
+
+def _f(value: float, unit: str = "") -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "n/a"
+    return f"{value:,.2f}{unit}" if abs(value) < 100 else f"{value:,.0f}{unit}"
+
+
+def _ok(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+def rows(r: dict[str, Any]) -> list[Row]:
+    raw, naive, gw = r["raw_celery"], r["naive_bot"], r["gateway"]
+    sdk = r["bare_sdk_acks"]
+    out: list[Row] = [
+        ("raw Celery no-op, tasks/s (burst)", _f(raw["msgs_per_s"]), "", ""),
+        ("naive bot, msgs/s (burst, 100 chats)", _f(naive["msgs_per_s"]), "", ""),
+        ("gateway, msgs/s (burst, 100 chats)", _f(gw["msgs_per_s"]), "", ""),
+    ]
+    ratio_raw = gw["msgs_per_s"] / raw["msgs_per_s"]
+    ratio_naive = gw["msgs_per_s"] / naive["msgs_per_s"]
+    out += [("gateway / raw Celery msgs/s", _f(ratio_raw, "x"), ">= 0.7x", _ok(ratio_raw >= 0.7)),
+            ("gateway / naive bot msgs/s", _f(ratio_naive, "x"), ">= 1.0x",
+             _ok(ratio_naive >= 1.0))]
+    if "gateway_events" in r:
+        ev = r["gateway_events"]["msgs_per_s"]
+        out.append(("gateway with task events on, msgs/s", _f(ev),
+                    f"cost {_f(100 * (1 - ev / r['gateway_no_events']['msgs_per_s']), ' %')}",
+                    ""))
+    single_gap = gw["single"]["p50_ms"] - raw["single"]["p50_ms"]
+    out += [
+        ("raw Celery round trip p50 / p99", f"{_f(raw['single']['p50_ms'], ' ms')} / "
+         f"{_f(raw['single']['p99_ms'], ' ms')}", "", ""),
+        ("gateway one message p50 / p99", f"{_f(gw['single']['p50_ms'], ' ms')} / "
+         f"{_f(gw['single']['p99_ms'], ' ms')}", f"p50 <= raw + 3 ms "
+         f"({_f(raw['single']['p50_ms'] + 3, ' ms')})", _ok(single_gap <= 3)),
+        ("naive bot one message p50", _f(naive["single"]["p50_ms"], " ms"), "", ""),
+    ]
+    for rate, sdk_acks in sdk.items():
+        mine = gw["acks"][rate]
+        out.append((f"ACK p99 at {rate} msgs/s: gateway / bare SDK",
+                     f"{_f(mine['p99_ms'], ' ms')} / {_f(sdk_acks['p99_ms'], ' ms')}",
+                     "<= SDK + 10 ms", _ok(mine["p99_ms"] <= sdk_acks["p99_ms"] + 10)))
+    stop = gw["stop_to_next"]
+    out += [
+        ("/stop -> next turn started p50 / p99",
+         f"{_f(stop['p50_ms'], ' ms')} / {_f(stop['p99_ms'], ' ms')}", "p99 <= 300 ms",
+         _ok(stop["p99_ms"] <= 300)),
+        ("Redis commands per message (gateway)", _f(gw["redis_commands_per_msg"]), "<= 25",
+         _ok(gw["redis_commands_per_msg"] <= 25)),
+        ("Redis commands per task (raw Celery)", _f(raw["redis_commands_per_msg"]), "", ""),
+        ("Redis bytes per finished chat (no dedupe marks)", _f(gw["bytes_per_chat"]),
+         "<= 100, all with TTL", _ok(gw["bytes_per_chat"] <= 100 and
+                                     gw["keys_without_ttl"] == 0)),
+        ("dedupe mark bytes per message", _f(gw["dedupe_bytes_per_message"]), "<= 60",
+         _ok(gw["dedupe_bytes_per_message"] <= 60)),
+    ]
+    for role, marks in r.get("rss_mb", {}).items():
+        growth = marks["1000000"] - marks["10000"]
+        out.append((f"{role} RSS 10k -> 1M chats", f"{_f(marks['10000'])} -> "
+                    f"{_f(marks['1000000'])} MB", "growth <= 30 MB", _ok(growth <= 30)))
+    if "scaling" in r:
+        s = r["scaling"]
+        gain = s["2"]["msgs_per_s"] / s["1"]["msgs_per_s"]
+        out.append(("worker processes 1 -> 2, msgs/s", f"{_f(s['1']['msgs_per_s'])} -> "
+                    f"{_f(s['2']['msgs_per_s'])} ({_f(gain, 'x')})", "4 give >= 1.6x of 1 "
+                    "(4 cores)", "see README"))
+    if "sweep" in r:
+        sw = r["sweep"]
+        out.append((f"{sw['chats']:,} expired chats re-dispatched ({sw['sweepers']} sweepers)",
+                    f"{_f(sw['took_s'], ' s')}, {sw['published_twice']} twice",
+                    "<= 60 s, none twice", _ok(sw["took_s"] <= 60 and
+                                                sw["published_twice"] == 0)))
+    return out
+
+
+def table(r: dict[str, Any]) -> str:
+    lines = ["| measure | value | target | |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows(r)]
+    return "\n".join(lines)
+
+
+def _strip_samples(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_samples(v) for k, v in value.items() if k != "samples"}
+    return value
+
+
+def save(r: dict[str, Any], out_dir: Path) -> tuple[Path, Path | None]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "bench.json"
+    json_path.write_text(json.dumps(_strip_samples(r), indent=2))
+    return json_path, plot(r, out_dir / "latency.png")
+
+
+def plot(r: dict[str, Any], path: Path) -> Path | None:
+    """Latency distributions (CDF) of each contender; None when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    series = [("raw Celery burst", r["raw_celery"]["burst"]),
+              ("naive bot burst", r["naive_bot"]["burst"]),
+              ("gateway burst", r["gateway"]["burst"])]
+    for label, figures in series:
+        _cdf(left, figures["samples"], label)
+    left.set_title("per-message latency, burst over 100 chats")
+    for rate, figures in r["bare_sdk_acks"].items():
+        _cdf(right, figures["samples"], f"bare SDK ACK @{rate}/s")
+        _cdf(right, r["gateway"]["acks"][rate]["samples"], f"gateway ACK @{rate}/s")
+    right.set_title("frame ACK latency")
+    for axis in (left, right):
+        axis.set_xscale("log")
+        axis.set_xlabel("ms")
+        axis.set_ylabel("fraction of messages")
+        axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _cdf(axis: Any, samples: list[float], label: str) -> None:
+    ordered = sorted(max(s, 1e-3) for s in samples)
+    if ordered:
+        axis.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)

@@ -1,0 +1,84 @@
+"""Mass recovery: N chats whose leases all expired at once, re-dispatched by the product's
+own sweepers (one per process, as each listener and worker runs one).
+
+`python -m bench.sweep` is one sweeper process (REDIS_URL in the env): it waits for the go
+key, runs the real `Sweeper` until no chat is due, and prints how long it took.
+"""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from bench.stack import Stack
+from gateway.processes import wait_until
+from gateway.state.keys import INDEX_KEY
+from gateway.state.store import ChatStore, StoreConfig
+from gateway.types import Message
+
+GO_KEY = "bench:sweep:go"
+BROKER_QUEUE = "gateway.turns"
+
+
+def strand(client: redis.Redis, chats: int) -> None:
+    """Admit one message in each of `chats` chats whose claim expires at once (never
+    published, as after a listener fleet died between its Redis step and the publish)."""
+    store = ChatStore(client, StoreConfig(claim_ttl_ms=1000))
+    for n in range(chats):
+        chat = f"oc_sweep_{n:06d}"
+        store.ingest(Message(f"om_sweep_{n:06d}", chat, "p2p", "ou_x", "text", "hi"))
+
+
+def measure(st: Stack, chats: int, sweepers: int) -> dict[str, float]:
+    client = st.client
+    client.delete(BROKER_QUEUE, GO_KEY)
+    strand(client, chats)
+    wait_until(lambda: not client.exists("gw:{oc_sweep_000000}:lease"), 30, "the claims to end")
+    procs = [st.start("sweeper", ["-m", "bench.sweep"], "sweeper ready") for _ in
+             range(sweepers)]
+    try:
+        time.sleep(1.5)  # every lease is gone by now (their TTL was 1 s)
+        start = time.monotonic()
+        client.set(GO_KEY, "1")
+
+        def recovered() -> bool:
+            return client.llen(BROKER_QUEUE) >= chats and not _due(client)
+
+        wait_until(recovered, 600, f"{chats} chats re-dispatched", interval_s=0.2)
+        took = time.monotonic() - start
+        published = int(client.llen(BROKER_QUEUE))
+    finally:
+        for proc in procs:
+            proc.stop()
+    client.flushdb()  # the bench's own Redis: nothing else lives there
+    return {"chats": chats, "sweepers": sweepers, "took_s": took,
+            "published": published, "published_twice": published - chats}
+
+
+def _due(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return int(client.zcount(INDEX_KEY, "-inf", int(seconds) * 1000 + int(micros) // 1000))
+
+
+def main() -> None:
+    from gateway.runtime import Runtime
+    from gateway.settings import load_settings
+    from gateway.state.sweeper import Sweeper
+    from tasks import app
+
+    rt = Runtime(load_settings(), app)
+    rt.redis.ping()
+    print("sweeper ready", flush=True)
+    while not rt.redis.exists(GO_KEY):
+        time.sleep(0.001)
+    sweeper = Sweeper(rt.store, rt.publisher.publish, rt.settings.sweep_interval_s).start()
+    try:
+        while True:
+            time.sleep(0.5)
+    finally:
+        sweeper.stop()
+
+
+if __name__ == "__main__":
+    main()
