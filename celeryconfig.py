@@ -38,5 +38,7 @@ task_serializer = "json"
 accept_content = ["json"]
 
 worker_concurrency = _settings.worker_concurrency
-worker_send_task_events = True
-task_send_sent_event = True
+# Task events cost about a fifth of a worker's CPU (bench/): off unless Flower is watching
+# (GATEWAY_TASK_EVENTS=true, or Flower's own `enable_events` broadcast turns them on).
+worker_send_task_events = _settings.task_events
+task_send_sent_event = _settings.task_events

@@ -78,10 +78,12 @@ def rows(r: dict[str, Any]) -> list[Row]:
                     "(4 cores)", "see README"))
     if "sweep" in r:
         sw = r["sweep"]
+        left = sw.get("not_recovered", 0)
+        value = f"{_f(sw['took_s'], ' s')}, {sw['published_twice']} twice" + (
+            f", {left:,} not yet" if left else "")
         out.append((f"{sw['chats']:,} expired chats re-dispatched ({sw['sweepers']} sweepers)",
-                    f"{_f(sw['took_s'], ' s')}, {sw['published_twice']} twice",
-                    "<= 60 s, none twice", _ok(sw["took_s"] <= 60 and
-                                                sw["published_twice"] == 0)))
+                    value, "<= 60 s, none twice", _ok(sw["took_s"] <= 60 and not left and
+                                                     sw["published_twice"] == 0)))
     return out
 
 

@@ -37,7 +37,11 @@ class Stack:
         self._count += 1
         proc = GatewayProcess(f"{name}-{self._count}", argv, self.env(**env), self.workdir)
         if ready is not None:
-            proc.wait_for_log(ready, timeout_s=60)
+            try:
+                proc.wait_for_log(ready, timeout_s=60)
+            except BaseException:
+                proc.kill()
+                raise
         return proc
 
     def worker(self, concurrency: int = 2, app: str = "tasks", **env: str) -> GatewayProcess:
@@ -55,7 +59,11 @@ class Stack:
                 raise RuntimeError(f"worker exited early:\n{proc.log()[-3000:]}")
             return any(name in host for reply in control.ping(timeout=0.5) for host in reply)
 
-        wait_until(answered, 60, f"worker {name} to answer a ping")
+        try:
+            wait_until(answered, 60, f"worker {name} to answer a ping")
+        except BaseException:
+            proc.kill()
+            raise
         return proc
 
     def listener(self, **env: str) -> GatewayProcess:

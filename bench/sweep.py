@@ -7,6 +7,7 @@ key, runs the real `Sweeper` until no chat is due, and prints how long it took.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import redis
@@ -45,15 +46,18 @@ def measure(st: Stack, chats: int, sweepers: int) -> dict[str, float]:
         def recovered() -> bool:
             return client.llen(BROKER_QUEUE) >= chats and not _due(client)
 
-        wait_until(recovered, 600, f"{chats} chats re-dispatched", interval_s=0.2)
+        # on a timeout it is reported as it is: the time, and how many were re-dispatched
+        with contextlib.suppress(TimeoutError):
+            wait_until(recovered, 600, f"{chats} chats re-dispatched", interval_s=0.2)
         took = time.monotonic() - start
         published = int(client.llen(BROKER_QUEUE))
     finally:
         for proc in procs:
             proc.stop()
     client.flushdb()  # the bench's own Redis: nothing else lives there
-    return {"chats": chats, "sweepers": sweepers, "took_s": took,
-            "published": published, "published_twice": published - chats}
+    return {"chats": chats, "sweepers": sweepers, "took_s": took, "published": published,
+            "published_twice": max(published - chats, 0),
+            "not_recovered": max(chats - published, 0)}
 
 
 def _due(client: redis.Redis) -> int:
@@ -72,7 +76,7 @@ def main() -> None:
     print("sweeper ready", flush=True)
     while not rt.redis.exists(GO_KEY):
         time.sleep(0.001)
-    sweeper = Sweeper(rt.store, rt.publisher.publish, rt.settings.sweep_interval_s).start()
+    sweeper = Sweeper(rt.store, rt.publisher, rt.settings.sweep_interval_s).start()
     try:
         while True:
             time.sleep(0.5)

@@ -51,7 +51,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     bound_publishing(app, 2 * settings.redis_timeout_s)
     rt = Runtime(settings, app, role="cli")
-    print(f"re-dispatched {sweep_once(rt.store, rt.publisher.publish)} chat(s)")
+    print(f"re-dispatched {sweep_once(rt.store, rt.publisher)} chat(s)")
     return 0
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import redis
-from kombu.exceptions import KombuError
+from kombu.exceptions import ChannelError, KombuError
 
 from gateway.names import RUN_TURN, TURNS_QUEUE, turn_task_id
 from gateway.state.store import ChatStore, Dispatch
@@ -23,6 +24,8 @@ class TaskSender(Protocol):
 
     @property
     def control(self) -> Any: ...
+
+    def connection_or_acquire(self, connection: Any = None, pool: bool = True) -> Any: ...
 
 
 def bound_publishing(app: Any, timeout_s: float) -> None:
@@ -44,13 +47,8 @@ class Publisher:
         self._sender = sender
         self._store = store
 
-    def publish(self, turn: Dispatch) -> bool:
-        """Publish `run_turn`, then mark the turn queued.
-
-        A failed publish is only logged: the claim lease expires (or the queued turn is
-        requeued) and the sweeper publishes the chat again, so nothing is lost. Publishing
-        the same turn twice is harmless: the first copy a worker starts wins, the other is
-        skipped as stale."""
+    def _send(self, turn: Dispatch) -> str | None:
+        """Publish `run_turn`; the task id, or None (logged) when the broker failed."""
         task_id = turn_task_id(turn.chat_id, turn.message_id, turn.fence)
         try:
             self._sender.send_task(
@@ -61,9 +59,49 @@ class Publisher:
         except BROKER_ERRORS as error:
             logger.error("publish of %s failed (%s); the sweeper will publish it again",
                          task_id, error)
+            return None
+        return task_id
+
+    def publish_many(self, turns: Sequence[Dispatch]) -> int:
+        """`publish` for many turns, with one round trip for all the confirmations."""
+        sent = [(turn, task_id) for turn in turns if (task_id := self._send(turn))]
+        if sent:
+            self._store.confirm_many(sent)
+        return len(sent)
+
+    def backlog(self) -> int | None:
+        """Turns waiting in the broker's queue now; None when the broker cannot tell."""
+        try:
+            with self._sender.connection_or_acquire() as connection:
+                declared = connection.default_channel.queue_declare(queue=TURNS_QUEUE,
+                                                                    passive=True)
+                return int(declared.message_count)
+        except ChannelError as error:
+            if getattr(error, "code", None) == 404 or "NOT_FOUND" in str(error):
+                return 0  # kombu's Redis transport: an empty queue has no key
+            logger.warning("cannot read the broker's backlog: %s", error)
+            return None
+        except BROKER_ERRORS as error:
+            logger.warning("cannot read the broker's backlog: %s", error)
+            return None
+
+    def publish(self, turn: Dispatch) -> bool:
+        """Publish `run_turn`, then mark the turn queued.
+
+        A failed publish is only logged: the claim lease expires (or the queued turn is
+        requeued) and the sweeper publishes the chat again, so nothing is lost. Publishing
+        the same turn twice is harmless: the first copy a worker starts wins, the other is
+        skipped as stale."""
+        task_id = self._send(turn)
+        if task_id is None:
             return False
         self._store.confirm(turn, task_id)
         return True
+
+    def finish(self, turn: Dispatch) -> Dispatch | None | Literal[False]:
+        """End `turn` and claim the next one without publishing it: the caller runs it
+        (or publishes it). Same return as `hand_over`."""
+        return self._store.complete(turn)
 
     def hand_over(self, turn: Dispatch) -> Dispatch | None | Literal[False]:
         """End `turn` (drop its message, claim the next) and publish the next turn, if any.

@@ -55,7 +55,7 @@ class Intake:
             logger.info("command /%s in chat %s (message %s)", command, message.chat_id,
                         message.message_id)
         else:
-            logger.info("message %s of chat %s: %s (%d waiting)", message.message_id,
+            logger.debug("message %s of chat %s: %s (%d waiting)", message.message_id,
                         message.chat_id, admission.outcome, admission.waiting)
         if admission.dispatch is not None:
             self._publish(admission.dispatch)

@@ -31,6 +31,8 @@ class TurnHandle:
     stopped: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
     """Why it was stopped: cancelled, lost its lease, time limit."""
+    extended_at: float = field(default_factory=time.monotonic)
+    """When its lease was last extended (the start script extended it first)."""
 
     def stop(self, reason: str) -> None:
         if not self.stopped.is_set():

@@ -50,16 +50,40 @@ class TurnRunner:
     replies: Replies
     publisher: Publisher
     reply_chunk_chars: int = 4000
+    drain_turns: int = 1
+    """Turns one task may run for its chat (the first included) when more are waiting."""
+    drain_budget_s: float = 0.0
+    """No further turn starts in a task once it ran this long."""
 
     def run(self, turn: Dispatch, *, task_id: str, worker: str) -> str:
-        """Run one turn; returns how it ended: stale, replied, resent, silent, failed,
-        stopped, gave-up, unreadable, timed-out."""
+        """Run `turn`, then the chat's next ones while they are already waiting (up to
+        `drain_turns` turns and `drain_budget_s`; past that the next one is published and
+        goes to the back of the queue, so one busy chat cannot hog a worker slot). Each turn
+        is started, fenced and completed on its own, exactly as if it had its own task.
+        Returns how the first turn ended (see `run_one`)."""
+        deadline = time.monotonic() + self.drain_budget_s
+        first, following = self.run_one(turn, task_id=task_id, worker=worker)
+        done = 1
+        while following:
+            if done >= self.drain_turns or time.monotonic() >= deadline:
+                self.publisher.publish(following)
+                break
+            _, following = self.run_one(following, task_id=task_id, worker=worker)
+            done += 1
+        return first
+
+    def run_one(self, turn: Dispatch, *, task_id: str,
+                worker: str) -> tuple[str, Dispatch | None]:
+        """Run one turn; returns how it ended (stale, replied, resent, silent, failed,
+        stopped, gave-up, unreadable, timed-out) and the chat's next turn, claimed but not
+        published, when one was waiting."""
         started = self.store.start(turn, task_id, worker)
         if started is None:
             logger.info("turn %s of chat %s skipped: fence %d is stale",
                         turn.message_id, turn.chat_id, turn.fence)
-            return "stale"
+            return "stale", None
         clock = time.monotonic()
+        following: Dispatch | None = None
         with self.locks.hold(turn) as handle:
             self.heartbeats.ensure_running()
             try:
@@ -80,10 +104,10 @@ class TurnRunner:
                 # runs out, the turn runs again or is given up after GATEWAY_MAX_ATTEMPTS
                 outcome = "timed-out"
             else:
-                self.publisher.hand_over(turn)  # a stale fence touches nothing
-        logger.info("turn %s of chat %s %s in %.2fs (attempt %d)", turn.message_id,
-                    turn.chat_id, outcome, time.monotonic() - clock, started.attempt)
-        return outcome
+                following = self.publisher.finish(turn) or None  # stale: touches nothing
+        logger.debug("turn %s of chat %s %s in %.2fs (attempt %d)", turn.message_id,
+                     turn.chat_id, outcome, time.monotonic() - clock, started.attempt)
+        return outcome, following
 
     def _turn(self, turn: Dispatch, started: Started, handle: TurnHandle) -> str:
         message = started.message

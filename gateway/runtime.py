@@ -79,7 +79,7 @@ class Runtime:
     def heartbeats(self) -> Heartbeater:
         s = self.settings
         return Heartbeater(self.store, self.locks, poll_s=min(s.cancel_poll_s, s.lease_ttl_s / 3),
-                           time_limit_s=s.turn_time_limit_s)
+                           time_limit_s=s.turn_time_limit_s, extend_every_s=s.lease_ttl_s / 3)
 
     @cached_property
     def locks(self) -> LockRegistry:
@@ -91,7 +91,8 @@ class Runtime:
             store=self.store, locks=self.locks, heartbeats=self.heartbeats,
             agents=AgentCache(load_factory(self.settings.agent), self.settings.agent_cache_cap),
             replies=self.replies, publisher=self.publisher,
-            reply_chunk_chars=self.settings.reply_chunk_chars)
+            reply_chunk_chars=self.settings.reply_chunk_chars,
+            drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s)
 
     def revoke(self, task_id: str, terminate: bool) -> None:
         """Celery's revoke broadcast; terminate kills the pool process (prefork only)."""

@@ -55,7 +55,7 @@ class ListenerService:
         self.intake = Intake(rt.store, rt.publisher, self.outbox,
                              max_text_chars=settings.max_text_chars)
         self.listener = Listener(settings, self.intake.accept)
-        self.sweeper = Sweeper(rt.store, rt.publisher.publish, settings.sweep_interval_s)
+        self.sweeper = Sweeper(rt.store, rt.publisher, settings.sweep_interval_s)
 
     def start(self) -> ListenerService:
         try:

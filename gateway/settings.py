@@ -54,6 +54,9 @@ class Settings(BaseSettings):
         "none", validation_alias="GATEWAY_DURABLE_ACK")
     durable_ack_timeout_ms: int = Field(1000, validation_alias="GATEWAY_DURABLE_ACK_TIMEOUT_MS",
                                         ge=1)
+    drain_turns: int = Field(8, validation_alias="GATEWAY_DRAIN_TURNS", ge=1)
+    drain_budget_s: float = Field(1.0, validation_alias="GATEWAY_DRAIN_BUDGET_S", ge=0)
+    task_events: bool = Field(False, validation_alias="GATEWAY_TASK_EVENTS")
 
     @field_validator("feishu_domain")
     @classmethod

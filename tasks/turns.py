@@ -69,7 +69,7 @@ _sweepers: list[Sweeper] = []
 def _start_sweeper(**_: Any) -> None:
     """Workers sweep too, so crashed turns heal even while no listener runs."""
     rt = runtime()
-    sweeper = Sweeper(rt.store, rt.publisher.publish, rt.settings.sweep_interval_s)
+    sweeper = Sweeper(rt.store, rt.publisher, rt.settings.sweep_interval_s)
     _sweepers.append(sweeper)
     sweeper.start()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import pytest
 import redis
@@ -48,7 +49,14 @@ def test_the_sweeper_survives_a_failing_publish(chat_id: str) -> None:
             raise RuntimeError("a bug in publish")
         return True
 
-    sweeper = Sweeper(store, publish, 0.05).start()
+    class Publisher:
+        def publish_many(self, turns: Sequence[Dispatch]) -> int:
+            return sum(publish(turn) for turn in turns)
+
+        def backlog(self) -> int:
+            return 0
+
+    sweeper = Sweeper(store, Publisher(), 0.05).start()
     try:
         wait_until(lambda: len(published) >= 2, 5, "a publish after the failure")
         assert sweeper.alive

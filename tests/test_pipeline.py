@@ -98,7 +98,7 @@ def test_redelivered_event_is_answered_once(feishu: Simulator, listener: Gateway
 def test_two_listeners_share_the_app_and_every_message_is_answered_once(
         feishu: Simulator, listener: GatewayProcess, spawn: Spawn, redis_client: redis.Redis,
         chat_id: str) -> None:
-    second = spawn("listener")
+    second = spawn("listener", GATEWAY_LOG_LEVEL="DEBUG")  # per-message lines
     feishu.wait_connected(2, timeout_s=30)
     try:
         sent = [feishu.send_text(chat_id, f"n{n}") for n in range(20)]
@@ -215,10 +215,13 @@ def test_bad_input_is_acked_logged_and_loses_nothing(
     feishu.send_text(chat_id, "   ")
     feishu.send_event({"schema": "2.0", "header": {"event_id": "ev_bad",
                        "event_type": "im.message.receive_v1"}, "event": {"message": {}}})
+    feishu.send_event(b"\x00 not json at all")
+    feishu.send_event({"schema": "2.0", "header": {"event_id": "ev_other",
+                       "event_type": "im.chat.updated_v1"}, "event": {}})  # not subscribed
     long_id = feishu.send_text(chat_id, "y" * 100_000)
     good_after = feishu.send_text(chat_id, "after")
-    acks = feishu.wait_for_acks(acks_before + 6, timeout_s=20)[acks_before:]
-    assert [ack.code for ack in acks] == [200] * 6
+    acks = feishu.wait_for_acks(acks_before + 8, timeout_s=20)[acks_before:]
+    assert [ack.code for ack in acks] == [200] * 8, "nothing Feishu would redeliver forever"
     wait_until(lambda: good_after in replies_to(feishu, chat_id), 20, "the reply after bad input")
     replies = replies_to(feishu, chat_id)
     assert set(replies) == {good_before, long_id, good_after}
@@ -229,6 +232,8 @@ def test_bad_input_is_acked_logged_and_loses_nothing(
     assert "dropped: message content is not JSON" in log
     assert "dropped: unsupported message type 'hologram'" in log
     assert "dropped: message with empty text" in log
+    assert "event frame dropped: not JSON" in log
+    assert "event of type 'im.chat.updated_v1' ignored" in log
 
 
 # Last in this file: it replaces the session's listener with a new one.

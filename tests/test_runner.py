@@ -3,6 +3,8 @@ when Redis fails in the middle of a turn."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis
 from celery import Celery
@@ -61,6 +63,59 @@ def test_a_redis_failure_in_the_middle_of_a_turn_does_not_drop_its_message(
     assert runner.run(found[1], task_id="t2", worker="w") == "replied"
     assert [m.text for m in simulator.sent_messages(chat_id)] == ["echo: hello"]
     assert store.pending(chat_id) == []
+    runner.heartbeats.stop()
+    runner.replies.api.close()
+    app.close()
+    client.close()
+
+
+class RecordingSender:
+    """A Celery app that records what is published (and publishes it for real)."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app, self.sent = app, list[str]()
+        self.control = app.control
+
+    def send_task(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self.sent.append(kwargs["task_id"])
+        return self.app.send_task(name, *args, **kwargs)
+
+    def connection_or_acquire(self, connection: Any = None, pool: bool = True) -> Any:
+        return self.app.connection_or_acquire(connection, pool)
+
+
+@pytest.mark.parametrize(("drain_turns", "published"), [(8, 0), (2, 1)])
+def test_a_busy_chat_drains_in_one_task_up_to_its_bound(
+        private_redis: EmbeddedRedis, simulator: Simulator, chat_id: str,
+        drain_turns: int, published: int) -> None:
+    """Scale item 2: the messages already waiting behind a turn run in the same task, in
+    order, each under its own fence; past the bound the next one is published instead."""
+    client = redis.Redis.from_url(private_redis.url)
+    store = ChatStore(client, StoreConfig())
+    locks = LockRegistry(16)
+    app = Celery(broker=private_redis.url)
+    sender = RecordingSender(app)
+    runner = TurnRunner(
+        store=store, locks=locks,
+        heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),
+        agents=AgentCache(echo, 8),
+        replies=Replies(OpenApi(simulator.url, simulator.app_id,
+                                SecretStr(simulator.app_secret)), RetryPolicy(budget_s=5)),
+        publisher=Publisher(sender, store), drain_turns=drain_turns, drain_budget_s=30)
+    ids = [simulator.send_text(chat_id, f"m{n}", deliver=False) for n in range(3)]
+    admissions = [store.ingest(Message(m, chat_id, "p2p", "ou_u", "text", f"m{n}"))
+                  for n, m in enumerate(ids)]
+    first = admissions[0].dispatch
+    assert first is not None
+    assert runner.run(first, task_id="t1", worker="w") == "replied"
+    answered = drain_turns if published else 3
+    texts = [m.text for m in simulator.sent_messages(chat_id)]
+    assert texts == [f"echo: m{n}" for n in range(answered)], "in order, each once"
+    assert len(sender.sent) == published
+    if published:
+        assert store.lease(chat_id)["state"] == "queued", "the rest waits in the broker"
+    else:
+        assert store.pending(chat_id) == [] and not store.lease(chat_id)
     runner.heartbeats.stop()
     runner.replies.api.close()
     app.close()

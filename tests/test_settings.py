@@ -74,3 +74,18 @@ def test_bad_agent_stops_the_worker_at_start(tmp_path: object) -> None:
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("feishu-gateway: bad setting GATEWAY_AGENT: cannot import")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "False False"), ("true", "True True")])
+def test_task_events_are_opt_in(value: str | None, expected: str) -> None:
+    """Scale item 3: Celery task events cost worker CPU; they are off unless asked for."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "GATEWAY_TASK_EVENTS"}
+    if value is not None:
+        env["GATEWAY_TASK_EVENTS"] = value
+    out = subprocess.run(
+        [sys.executable, "-c", "import celeryconfig as c; "
+         "print(c.worker_send_task_events, c.task_send_sent_event)"],
+        cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected

@@ -15,7 +15,7 @@ from gateway.processes import wait_until
 from gateway.state.keys import CONTROL_KEY, ChatKeys
 from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
 from gateway.types import Message
-from tests.conftest import client_of
+from tests.conftest import client_of, start_redis, stop_redis
 
 
 @pytest.fixture
@@ -414,3 +414,54 @@ def test_a_turn_waiting_long_in_a_backlog_keeps_its_place(redis_client: redis.Re
         assert found is None or found == ("requeue", turn), found
         time.sleep(0.05)
     assert store.start(turn, "task-1", "w") is not None, "the original fence still holds"
+
+
+def test_behind_a_broker_backlog_a_queued_turn_is_never_published_again(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """Scale item 7: while turns wait in the broker, a queued turn past its deadline may be
+    one of them: it keeps its lease and is not published again (no copies pile up)."""
+    store = store_for(redis_client, running_ttl_ms=200, requeue_cap_ms=800, queued_ttl_ms=400)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.confirm(turn, "task-1")
+    for _ in range(4):  # well past the queued TTL
+        wait_until(lambda: chat_id in store.due_chats(), 2, "the requeue deadline")
+        assert store.recover(chat_id, may_requeue=False) is None
+    assert store.lease(chat_id)["state"] == "queued", "the lease is kept while it waits"
+    wait_until(lambda: chat_id in store.due_chats(), 2, "the next deadline")
+    assert store.recover(chat_id, may_requeue=True) == ("requeue", turn), \
+        "once nothing waits in the broker it was lost: published again, same fence"
+
+
+def test_sweepers_split_the_due_chats_between_them() -> None:
+    """Scale item 6: a batch of due chats goes to one sweeper; the next sweeper gets the
+    rest, never the same chats (until the first one's claim ran out)."""
+    server = start_redis()  # of its own: only these chats are due there
+    redis_client = redis.Redis.from_url(server.url, decode_responses=True)
+    store = store_for(redis_client, claim_ttl_ms=50)
+    chats = [f"oc_split_{n}" for n in range(10)]
+    for n, chat in enumerate(chats):
+        store.ingest(msg(chat, n))
+    wait_until(lambda: len(store.due_chats(20)) == 10, 3, "every claim to run out")
+    first = store.due_chats(6, claim_ms=5000)
+    second = store.due_chats(6, claim_ms=5000)
+    assert len(first) == 6 and len(second) == 4 and not set(first) & set(second)
+    assert store.due_chats(6, claim_ms=5000) == [], "each chat is taken once"
+    found = store.recover_many(first + second)
+    assert sorted(found) == sorted(chats)
+    assert all(kind == "dispatch" for kind, _ in found.values())
+    redis_client.close()
+    stop_redis(server)
+
+
+def test_a_running_turns_heartbeat_keeps_its_chat_out_of_the_due_set(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client, running_ttl_ms=300)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    deadline = time.monotonic() + 1.2  # four lease TTLs
+    while time.monotonic() < deadline:
+        assert store.heartbeat([turn]) == ["held"]
+        assert chat_id not in store.due_chats(), "no sweeper needs to look at it"
+        time.sleep(0.05)
+    assert store.heartbeat([turn], [False]) == ["held"], "a check alone extends nothing"
+    wait_until(lambda: chat_id in store.due_chats(), 2, "the chat to be due once beats stop")

@@ -30,6 +30,43 @@ logger = logging.getLogger(__name__)
 
 EventSink = Callable[[Mapping[str, Any]], object]
 MAX_BACKOFF_S = 60.0
+MESSAGE_EVENT = "im.message.receive_v1"
+
+
+class RawEvents(lark.EventDispatcherHandler):  # type: ignore[misc]
+    """The SDK's event handler, minus its object model: each event frame's payload reaches
+    `sink` as parsed JSON (about 27 µs instead of 330 µs for the SDK's unmarshal and our
+    marshal back). `_do_without_validation` is the one method lark-oapi 1.7's ws client
+    calls per event frame (its deprecation note for the public name points there).
+    Anything but a message event, or a frame that is not JSON, is ACKed and dropped with
+    one line; a sink error still means ACK 500 (Feishu redelivers)."""
+
+    def __init__(self, sink: EventSink) -> None:
+        super().__init__()
+        self._sink = sink
+
+    def _do_without_validation(self, payload: bytes) -> None:
+        event = decode_event(payload)
+        if event is not None:
+            self._sink(event)
+
+
+def decode_event(payload: bytes) -> Mapping[str, Any] | None:
+    """The payload of a message event, or None (logged) for anything else."""
+    try:
+        event = json.loads(payload)
+    except ValueError as error:
+        logger.warning("event frame dropped: not JSON (%s)", error)
+        return None
+    if not isinstance(event, dict):
+        logger.warning("event frame dropped: not a JSON object")
+        return None
+    header = event.get("header")
+    kind = header.get("event_type") if isinstance(header, dict) else None
+    if kind != MESSAGE_EVENT:
+        logger.info("event of type %r ignored (only %s is handled)", kind, MESSAGE_EVENT)
+        return None
+    return event
 
 
 class Listener:
@@ -68,16 +105,12 @@ class Listener:
         self._close_client(timeout_s)
         self._supervisor.join(timeout_s)
 
-    def _handle(self, data: lark.im.v1.P2ImMessageReceiveV1) -> None:
-        self._on_event(json.loads(lark.JSON.marshal(data) or "{}"))
-
     def _run_client(self) -> None:
         """Build a client on a fresh loop and run it until it stops or fails."""
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         lark_ws_client.loop = loop  # the SDK reads this module global everywhere
-        handler = (lark.EventDispatcherHandler.builder("", "")
-                   .register_p2_im_message_receive_v1(self._handle).build())
+        handler = RawEvents(self._on_event)
         client = lark.ws.Client(
             self._settings.feishu_app_id, self._settings.feishu_app_secret.get_secret_value(),
             event_handler=handler, domain=self._settings.feishu_domain,

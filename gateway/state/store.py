@@ -120,6 +120,16 @@ def _dispatch(chat_id: str, fence: Any, entry: Any) -> Dispatch:
     return Dispatch(chat_id, entry_parts(_text(entry))[0], int(fence))
 
 
+Recovered = tuple[Literal["dispatch", "requeue"], Dispatch]
+
+
+def _recovered(chat_id: str, reply: Any) -> Recovered | None:
+    outcome = _text(reply[0])
+    if outcome in ("dispatch", "requeue"):
+        return outcome, _dispatch(chat_id, reply[1], reply[2])  # type: ignore[return-value]
+    return None
+
+
 def _admission(chat_id: str, reply: Any) -> Admission:
     outcome = _text(reply[0])
     if outcome == "dispatch":
@@ -178,6 +188,17 @@ class ChatStore:
         return bool(self._run("confirm", turn.chat_id, turn.fence, task_id, c.queued_ttl_ms,
                               c.running_ttl_ms, turn.chat_id))
 
+    def confirm_many(self, confirmed: Sequence[tuple[Dispatch, str]]) -> None:
+        """`confirm` for many published turns in one round trip."""
+        c = self.config
+        script = self._scripts["confirm"]
+        with self.redis.pipeline(transaction=False) as pipe:
+            for turn, task_id in confirmed:
+                script(keys=ChatKeys(turn.chat_id).all, args=[
+                    turn.fence, task_id, c.queued_ttl_ms, c.running_ttl_ms, turn.chat_id],
+                    client=pipe)
+            pipe.execute()
+
     # a worker's steps
     def start(self, turn: Dispatch, task_id: str, worker: str) -> Started | None:
         """Mark the turn running; None when its fence is stale or it already started."""
@@ -194,17 +215,21 @@ class ChatStore:
         return Started(entry_parts(entry)[0], entry_message(entry), int(reply[2]),
                        int(reply[3]), exhausted=outcome == "poison", answer=answer)
 
-    def heartbeat(self, turns: Sequence[Dispatch]) -> list[HeartbeatState]:
-        """Extend each running turn's lease (one round trip); report which may go on."""
+    def heartbeat(self, turns: Sequence[Dispatch],
+                  extend: Sequence[bool] | None = None) -> list[HeartbeatState]:
+        """Report which running turns may go on (one round trip); extend the leases of those
+        marked in `extend` (all of them by default)."""
         beat = self._scripts["heartbeat"]
+        flags = ["1" if e else "0" for e in (extend or [True] * len(turns))]
+        ttl = self.config.running_ttl_ms
         if len(turns) == 1:  # the usual case (prefork): no pipeline, no SCRIPT EXISTS
             turn = turns[0]
             return [_BEATS[int(beat(keys=ChatKeys(turn.chat_id).all,
-                                    args=[turn.fence, self.config.running_ttl_ms]))]]
+                                    args=[turn.fence, ttl, flags[0], turn.chat_id]))]]
         with self.redis.pipeline(transaction=False) as pipe:
-            for turn in turns:
-                beat(keys=ChatKeys(turn.chat_id).all,
-                     args=[turn.fence, self.config.running_ttl_ms], client=pipe)
+            for turn, flag in zip(turns, flags, strict=True):
+                beat(keys=ChatKeys(turn.chat_id).all, args=[turn.fence, ttl, flag, turn.chat_id],
+                     client=pipe)
             return [_BEATS[int(state)] for state in pipe.execute()]
 
     def keep_answer(self, turn: Dispatch, answer: Answer) -> bool:
@@ -239,20 +264,34 @@ class ChatStore:
             stopped is None or _text(stopped) != str(turn.fence))
 
     # the sweeper's steps
-    def due_chats(self, limit: int = 500) -> list[str]:
-        """Chats whose sweeper deadline passed, by the Redis server's clock."""
-        return [_text(c) for c in self._scripts["due"](keys=[INDEX_KEY], args=[limit])]
+    def due_chats(self, limit: int = 500, *, claim_ms: int = 0) -> list[str]:
+        """Chats whose sweeper deadline passed, by the Redis server's clock; with `claim_ms`,
+        hidden from other sweepers that long (this caller recovers them)."""
+        return [_text(c) for c in self._scripts["due"](keys=[INDEX_KEY], args=[limit, claim_ms])]
 
-    def recover(self, chat_id: str) -> tuple[Literal["dispatch", "requeue"], Dispatch] | None:
-        """Look at a due chat: a new turn when its lease is gone, the same turn again when it
-        waited too long in the broker, None when there is nothing to do."""
+    def _recover_args(self, chat_id: str, may_requeue: bool) -> list[Any]:
         c = self.config
-        reply = self._run("recover", chat_id, c.claim_ttl_ms, chat_id, c.running_ttl_ms,
-                          c.requeue_cap_ms, c.queued_ttl_ms)
-        outcome = _text(reply[0])
-        if outcome in ("dispatch", "requeue"):
-            return outcome, _dispatch(chat_id, reply[1], reply[2])  # type: ignore[return-value]
-        return None
+        return [c.claim_ttl_ms, chat_id, c.running_ttl_ms, c.requeue_cap_ms, c.queued_ttl_ms,
+                "1" if may_requeue else "0"]
+
+    def recover(self, chat_id: str, *, may_requeue: bool = True) -> Recovered | None:
+        """Look at a due chat: a new turn when its lease is gone, the same turn again when it
+        waited too long in the broker (unless `may_requeue` is False: a broker backlog may
+        still hold it), None when there is nothing to do."""
+        return _recovered(chat_id, self._run("recover", chat_id,
+                                             *self._recover_args(chat_id, may_requeue)))
+
+    def recover_many(self, chat_ids: Sequence[str], *,
+                     may_requeue: bool = True) -> dict[str, Recovered]:
+        """`recover` for each chat in one round trip; only the chats with a turn to publish."""
+        script = self._scripts["recover"]
+        with self.redis.pipeline(transaction=False) as pipe:
+            for chat_id in chat_ids:
+                script(keys=ChatKeys(chat_id).all, args=self._recover_args(chat_id, may_requeue),
+                       client=pipe)
+            replies = pipe.execute()
+        found = {c: _recovered(c, r) for c, r in zip(chat_ids, replies, strict=True)}
+        return {c: r for c, r in found.items() if r is not None}
 
     # cancelling
     def cancel(self, chat_id: str, command_id: str, *, debounce_ms: int, flag_ttl_ms: int,

@@ -1,8 +1,12 @@
 --!include chat.lua
 -- recover: the sweeper looks at a chat whose deadline passed.
 -- ARGV: 1 claim_ttl_ms  2 chat_id  3 requeue_base_ms  4 requeue_cap_ms  5 queued_ttl_ms
+--       6 may_requeue ('1': nothing waits in the broker's turns queue, so a queued turn that
+--         was not picked up is not there; '0': a backlog, the turn may still wait in it)
 -- → {'held'} | {'empty'} | {'dispatch', fence, entry} (a new turn) | {'requeue', fence, entry}
 --   (publish the same turn again: it was not picked up in time, maybe lost with a worker)
+-- Behind a broker backlog a queued turn is never published again (no copies pile up): its
+-- lease is kept and it is looked at again after the backoff.
 local now_us, now_ms = clock()
 local pttl = redis.call('PTTL', K.lease)
 if pttl > 0 then
@@ -10,13 +14,17 @@ if pttl > 0 then
   if at and redis.call('HGET', K.lease, 'state') == 'queued' then
     local outcome = {'held'}
     if now_ms >= at then
-      local n = redis.call('HINCRBY', K.lease, 'requeues', 1)
-      at = now_ms + math.min(tonumber(ARGV[3]) * 2 ^ n, tonumber(ARGV[4]))
+      if ARGV[6] == '1' then
+        local n = redis.call('HINCRBY', K.lease, 'requeues', 1)
+        at = now_ms + math.min(tonumber(ARGV[3]) * 2 ^ n, tonumber(ARGV[4]))
+        outcome = {'requeue', redis.call('HGET', K.lease, 'fence'),
+                   redis.call('HGET', K.lease, 'entry')}
+      else
+        at = now_ms + tonumber(ARGV[3])
+      end
       redis.call('HSET', K.lease, 'requeue_at_ms', str(at))
       redis.call('PEXPIRE', K.lease, ARGV[5])  -- a long backlog slows it, never resets it
       pttl = tonumber(ARGV[5])
-      outcome = {'requeue', redis.call('HGET', K.lease, 'fence'),
-                 redis.call('HGET', K.lease, 'entry')}
     end
     redis.call('ZADD', K.index, str(math.min(at, now_ms + pttl)), ARGV[2])
     return outcome
