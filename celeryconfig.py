@@ -13,7 +13,7 @@ try:
 except SettingsError as _error:
     raise SystemExit(f"feishu-gateway: {_error}") from None
 
-broker_url = _settings.redis_url
+broker_url = _settings.broker_url  # CELERY_BROKER_URL (Redis or RabbitMQ), else REDIS_URL
 if urlsplit(broker_url).scheme == "redis":
     # kombu 5.7.0 + celery 5.7.0: a Redis outage can kill a worker for good; see the module
     broker_transport = "gateway.redis_transport:Transport"
@@ -21,7 +21,8 @@ broker_connection_retry_on_startup = True
 broker_connection_max_retries = None  # a worker waits for Redis forever, never gives up
 # Recovery never waits on this (leases and the sweeper do); it only bounds how long an
 # unacked message of a dead worker sits before Redis hands it out again, fenced off then.
-broker_transport_options = {"visibility_timeout": 3600}
+broker_transport_options = {"visibility_timeout": 3600} if urlsplit(
+    broker_url).scheme.startswith(("redis", "unix")) else {}
 
 task_queues = tuple(Queue(name) for name in ALL_QUEUES)
 task_default_queue = TURNS_QUEUE

@@ -14,7 +14,6 @@ import redis
 
 from bench.stack import Stack
 from gateway.processes import wait_until
-from gateway.state.keys import INDEX_KEY
 from gateway.state.store import ChatStore, StoreConfig
 from gateway.types import Message
 
@@ -44,12 +43,13 @@ def measure(st: Stack, chats: int, sweepers: int) -> dict[str, float]:
         client.set(GO_KEY, "1")
 
         def recovered() -> bool:
-            return client.llen(BROKER_QUEUE) >= chats and not _due(client)
+            return bool(client.llen(BROKER_QUEUE) >= chats)
 
         # on a timeout it is reported as it is: the time, and how many were re-dispatched
         with contextlib.suppress(TimeoutError):
-            wait_until(recovered, 600, f"{chats} chats re-dispatched", interval_s=0.2)
+            wait_until(recovered, 600, f"{chats} chats re-dispatched", interval_s=0.1)
         took = time.monotonic() - start
+        time.sleep(5)  # a few more sweeps: copies published after the fact count too
         published = int(client.llen(BROKER_QUEUE))
     finally:
         for proc in procs:
@@ -58,11 +58,6 @@ def measure(st: Stack, chats: int, sweepers: int) -> dict[str, float]:
     return {"chats": chats, "sweepers": sweepers, "took_s": took, "published": published,
             "published_twice": max(published - chats, 0),
             "not_recovered": max(chats - published, 0)}
-
-
-def _due(client: redis.Redis) -> int:
-    seconds, micros = client.time()
-    return int(client.zcount(INDEX_KEY, "-inf", int(seconds) * 1000 + int(micros) // 1000))
 
 
 def main() -> None:

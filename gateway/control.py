@@ -1,8 +1,12 @@
 """The listener's control desk: commands and notices from the control-job stream.
 
-Cancelling waits up to GATEWAY_CANCEL_TIMEOUT, so it runs here, on a few threads of the
-listener: never on the SDK loop, never in a Celery worker slot (which a busy pool may not
+Cancelling waits up to GATEWAY_CANCEL_TIMEOUT for a running turn to end, so it runs here, in
+the listener: never on the SDK loop, never in a Celery worker slot (which a busy pool may not
 have), and replies go out directly, so the user hears back even when every worker is busy.
+No thread sits in that wait: a stop whose turn is still running is parked, one watcher
+thread checks every parked turn in one round trip each poll, and the few serving threads
+only do the short steps (the cancel script, the fencing, the reply). So 50 stops at once of
+turns that ignore the flag all end within the cancel timeout, not 50 / threads times it.
 Jobs are durable (Redis stream): a job a dead listener left half done is taken up by another
 desk and finished exactly once (the cancel step is recorded under the command's id).
 """
@@ -13,13 +17,15 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 
 import redis
 
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
 from gateway.loops import describe
-from gateway.state.cancel import Canceller
+from gateway.state.cancel import Canceller, Waiting
 from gateway.state.jobs import ControlJob, ControlJobs
 from gateway.state.store import ChatStore
 from gateway.types import Message
@@ -45,15 +51,18 @@ class ControlDesk:
         self.threads = threads
         self.block_ms = block_ms
         self.touch_every_s = touch_every_s
-        self._queue: queue.SimpleQueue[ControlJob] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[ControlJob, Callable[[], bool]]] = \
+            queue.SimpleQueue()
         self._in_flight: set[str] = set()
+        self._parked: dict[str, tuple[ControlJob, Waiting]] = {}
         self._idle = threading.Condition()
         self._guard = threading.Lock()
         self._stopping = threading.Event()
         self._threads = [threading.Thread(target=self._run, name="gateway-control-reader",
                                           daemon=True)] + [
             threading.Thread(target=self._serve, name=f"gateway-control-{n}", daemon=True)
-            for n in range(threads)]
+            for n in range(threads)] + [
+            threading.Thread(target=self._watch, name="gateway-control-waits", daemon=True)]
 
     def start(self) -> ControlDesk:
         self._jobs.ensure_group()
@@ -77,13 +86,13 @@ class ControlDesk:
         last_touch = last_prune = 0.0
         while not self._stopping.is_set():
             try:
-                self._take(self.threads - len(self._in_flight))
+                self._take(self._free())
                 if time.monotonic() - last_touch >= self.touch_every_s:
                     last_touch = time.monotonic()
                     with self._guard:
-                        busy = list(self._in_flight)
-                    self._jobs.touch(busy)
-                    for job in self._jobs.orphans(max(self.threads - len(busy), 1)):
+                        in_hand = list(self._in_flight)
+                    self._jobs.touch(in_hand)
+                    for job in self._jobs.orphans(max(self._free(), 1)):
                         self._submit(job)
                     if time.monotonic() - last_prune >= PRUNE_EVERY_S:
                         last_prune = time.monotonic()
@@ -94,6 +103,11 @@ class ControlDesk:
             except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
                 logger.error("control desk: round failed, going on: %s", describe(error))
                 self._stopping.wait(1.0)
+
+    def _free(self) -> int:
+        """Serving threads not busy (parked stops take none)."""
+        with self._guard:
+            return self.threads - (len(self._in_flight) - len(self._parked))
 
     def _take(self, free: int) -> None:
         if free <= 0:
@@ -107,23 +121,52 @@ class ControlDesk:
             if job.job_id in self._in_flight:
                 return
             self._in_flight.add(job.job_id)
-        self._queue.put(job)
+        self._queue.put((job, lambda: self._perform(job)))
 
     def _serve(self) -> None:
         while not self._stopping.is_set():
             try:
-                job = self._queue.get(timeout=0.5)
+                job, step = self._queue.get(timeout=0.5)
             except queue.Empty:
                 continue
             try:
-                self._handle(job)
+                self._handle(job, step)
             except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
                 logger.error("control job %s: %s", job.job_id, describe(error))
 
-    def _handle(self, job: ControlJob) -> None:
+    def _watch(self) -> None:
+        """Every poll: which parked stops' turns ended (one round trip for all), or ran out
+        of time; each is handed to a serving thread to be finished."""
+        poll_s = self._canceller.poll_s
+        while not self._stopping.wait(poll_s):
+            try:
+                with self._guard:
+                    parked = list(self._parked.items())
+                if not parked:
+                    continue
+                holding = self._store.holds_many([w.turn for _, (_, w) in parked])
+                now = time.monotonic()
+                for (job_id, (job, waiting)), holds in zip(parked, holding, strict=True):
+                    if holds and now < waiting.deadline:
+                        continue
+                    with self._guard:
+                        self._parked.pop(job_id, None)
+                    self._queue.put((job, partial(self._finish, job, waiting, not holds)))
+            except redis.RedisError as error:
+                logger.warning("control desk: redis unavailable: %s", error)
+                self._stopping.wait(1.0)
+            except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
+                logger.error("control desk: watch failed, going on: %s", describe(error))
+                self._stopping.wait(1.0)
+
+    def _handle(self, job: ControlJob, step: Callable[[], bool]) -> None:
+        """Run one step of a job; a job that is finished is acknowledged, a parked one stays
+        in hand (touched, so no other desk takes it) until its turn ends."""
+        parked = False
         try:
-            self._perform(job)
-            self._jobs.done(job.job_id)
+            parked = not step()
+            if not parked:
+                self._jobs.done(job.job_id)
         except Abandoned:
             logger.info("control job %s (%s in chat %s) left for another listener",
                         job.job_id, job.kind, job.chat_id)
@@ -138,25 +181,38 @@ class ControlDesk:
                           "command")
             self._jobs.done(job.job_id)
         finally:
-            with self._guard:
-                self._in_flight.discard(job.job_id)
-            with self._idle:
-                self._idle.notify_all()
+            if not parked:
+                with self._guard:
+                    self._in_flight.discard(job.job_id)
+                with self._idle:
+                    self._idle.notify_all()
 
-    def _perform(self, job: ControlJob) -> None:
+    def _perform(self, job: ControlJob) -> bool:
+        """A job's first step; False when it was parked (a running turn is stopping)."""
         message = job.message
         if message is None:
             logger.error("control job %s dropped: its message cannot be read", job.job_id)
-            return
+            return True
         if job.kind == "command":
-            result = self._canceller.cancel(job.chat_id, message.message_id,
-                                            new_session=job.command == "new",
-                                            target=job.target)
-            self._say(message, result.user_reply(), "command")
+            begun = self._canceller.begin(job.chat_id, message.message_id,
+                                          new_session=job.command == "new", target=job.target)
+            if isinstance(begun, Waiting):
+                with self._guard:
+                    self._parked[job.job_id] = (job, begun)
+                return False
+            self._say(message, begun.user_reply(), "command")
         elif job.kind == "inbox-full":
             self._say(message, full_inbox_notice(job.waiting), "inbox-full")
         else:
             logger.error("control job %s dropped: unknown kind %r", job.job_id, job.kind)
+        return True
+
+    def _finish(self, job: ControlJob, waiting: Waiting, ended: bool) -> bool:
+        """A parked stop's last step: end the turn (fence it, if it did not end), reply."""
+        result = self._canceller.end(waiting, ended=ended)
+        assert job.message is not None
+        self._say(job.message, result.user_reply(), "command")
+        return True
 
     def _say(self, message: Message, text: str, purpose: str) -> None:
         """Send the desk's reply; a stopping desk abandons it (Abandoned: the job stays)."""

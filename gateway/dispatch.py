@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import redis
 from kombu.exceptions import ChannelError, KombuError
@@ -34,9 +35,11 @@ def bound_publishing(app: Any, timeout_s: float) -> None:
     good. Workers keep kombu's defaults: a socket timeout there makes late acks fail
     silently during a long Redis pause and the worker stops taking work."""
     conf = app.conf
-    conf.broker_transport_options = {**conf.broker_transport_options,
-                                     "socket_timeout": timeout_s,
-                                     "socket_connect_timeout": timeout_s}
+    if urlsplit(str(conf.broker_url)).scheme.startswith(("amqp", "pyamqp")):
+        bounds = {"read_timeout": timeout_s, "write_timeout": timeout_s}
+    else:
+        bounds = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
+    conf.broker_transport_options = {**conf.broker_transport_options, **bounds}
     conf.broker_connection_timeout = timeout_s
     conf.task_publish_retry_policy = {"max_retries": 1, "interval_start": 0.2,
                                       "interval_step": 0.5, "interval_max": 1.0}

@@ -12,6 +12,7 @@ from gateway.errors import SettingsError
 
 DEFAULT_DOMAIN = "https://open.feishu.cn"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+BROKER_SCHEMES = ("redis", "rediss", "unix", "amqp", "amqps", "pyamqp")
 
 
 class Settings(BaseSettings):
@@ -25,6 +26,8 @@ class Settings(BaseSettings):
     feishu_app_secret: SecretStr = Field(SecretStr(""), validation_alias="FEISHU_APP_SECRET")
     feishu_domain: str = Field(DEFAULT_DOMAIN, validation_alias="FEISHU_DOMAIN")
     redis_url: str = Field(DEFAULT_REDIS_URL, validation_alias="REDIS_URL")
+    celery_broker_url: str = Field("", validation_alias="CELERY_BROKER_URL")
+    """The broker, when it is not the state Redis: another Redis, or RabbitMQ (amqp://)."""
     agent: str = Field("echo", validation_alias="GATEWAY_AGENT", min_length=1)
     cancel_timeout_s: float = Field(5.0, validation_alias="GATEWAY_CANCEL_TIMEOUT", gt=0)
     cancel_poll_s: float = Field(0.25, validation_alias="GATEWAY_CANCEL_POLL_S", gt=0)
@@ -73,6 +76,13 @@ class Settings(BaseSettings):
             raise ValueError("expected a redis:// URL such as redis://127.0.0.1:6379/0")
         return value
 
+    @field_validator("celery_broker_url")
+    @classmethod
+    def _check_broker_url(cls, value: str) -> str:
+        if value and urlsplit(value).scheme not in BROKER_SCHEMES:
+            raise ValueError("expected a redis:// or amqp:// URL (or nothing: the REDIS_URL)")
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _check_level(cls, value: str) -> str:
@@ -97,6 +107,11 @@ class Settings(BaseSettings):
     def requeue_cap_ms(self) -> int:
         """The longest wait between two publishes of a turn nobody picked up."""
         return min(8 * self.lease_ttl_ms, self.queued_ttl_ms)
+
+    @property
+    def broker_url(self) -> str:
+        """Celery's broker: CELERY_BROKER_URL, else the state Redis."""
+        return self.celery_broker_url or self.redis_url
 
     @property
     def has_credentials(self) -> bool:

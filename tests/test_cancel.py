@@ -13,7 +13,7 @@ import redis
 
 from gateway.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
-from tests.conftest import TEST_CANCEL_TIMEOUT_S, Spawn
+from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig, Spawn
 from tests.test_pipeline import agent_events, replies_to
 
 
@@ -206,3 +206,31 @@ def test_opt_in_terminate_kills_the_process_of_a_turn_that_outlived_the_timeout(
     assert [e["event"] for e in agent_events(redis_client, chat_id)
             if e["message_id"] == stuck] == ["start"], "the stuck agent never finished"
     assert stuck not in replies_to(feishu, chat_id)
+
+
+def test_fifty_stops_at_once_all_end_within_the_cancel_timeout(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Scale item 9: 50 /stop for 50 turns that ignore the flag all complete (fenced, the
+    user told) within the cancel timeout + 1 s: no stop waits behind another's wait."""
+    rig = Rig(tmp_path_factory)
+    try:
+        sim, client = rig.sim, rig.client()
+        rig.fleet("worker", pool="threads", concurrency=50)
+        rig.fleet("listener")
+        sim.wait_connected(1, timeout_s=30)
+        chats = [f"oc_many_{n:02d}" for n in range(50)]
+        hung = {c: sim.send_text(c, "hang 8") for c in chats}
+        wait_until(lambda: all(started(client, c, m) for c, m in hung.items()), 30,
+                   "all 50 turns to run")
+        sent_at = time.monotonic()
+        stops = {c: sim.send_text(c, "/stop") for c in chats}
+
+        def all_told() -> bool:
+            return all(replies_to(sim, c).get(m) for c, m in stops.items())
+
+        wait_until(all_told, TEST_CANCEL_TIMEOUT_S + 20, "every stop's reply", interval_s=0.02)
+        took = time.monotonic() - sent_at
+        assert took <= TEST_CANCEL_TIMEOUT_S + 1, f"the 50 stops took {took:.2f}s"
+        assert all(replies_to(sim, c)[m] == ["Stopped."] for c, m in stops.items())
+    finally:
+        rig.close(kill=True)

@@ -66,6 +66,19 @@ class CancelResult:
         return first
 
 
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A running turn that was asked to stop: ended by `Canceller.end`."""
+
+    turn: Dispatch
+    task_id: str
+    pending: int
+    new_session: bool
+    began: float
+    deadline: float
+    """time.monotonic() after which it is fenced off."""
+
+
 class Canceller:
     def __init__(self, store: ChatStore, publish: Callable[[Dispatch], object],
                  hand_over: HandOver, revoke: Revoke, *, timeout_s: float, lease_ttl_ms: int,
@@ -83,8 +96,22 @@ class Canceller:
     def cancel(self, chat_id: str, command_id: str, *, new_session: bool = False,
                target: str = "*", debounce: bool = True) -> CancelResult:
         """Stop the chat's turn `target` (the fence that held the chat when the command was
-        sent; "*" whatever holds it now), then let the chat go on. Running it again with the
-        same `command_id` (after a crash) finishes the same stop, never a second one."""
+        sent; "*" whatever holds it now), then let the chat go on; blocks up to the timeout.
+        Running it again with the same `command_id` (after a crash) finishes the same stop,
+        never a second one."""
+        begun = self.begin(chat_id, command_id, new_session=new_session, target=target,
+                           debounce=debounce)
+        if isinstance(begun, CancelResult):
+            return begun
+        while self._store.holds(begun.turn) and time.monotonic() < begun.deadline:
+            time.sleep(self.poll_s)
+        return self.end(begun, ended=not self._store.holds(begun.turn))
+
+    def begin(self, chat_id: str, command_id: str, *, new_session: bool = False,
+              target: str = "*", debounce: bool = True) -> CancelResult | Waiting:
+        """The stop's first part, which never waits: the result, or the running turn that
+        was flagged, to be ended with `end` once it stopped or its deadline passed (the
+        control desk watches many of them at once)."""
         clock = time.monotonic()
         # the flag outlives the turn's lease, so a sweeper can still see it was stopped
         flag_ttl_ms = max(int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms, RECORD_TTL_MS)
@@ -104,27 +131,26 @@ class Canceller:
                 self._publish(step.following)
         else:
             assert step.fence is not None
-            how = self._end_running(Dispatch(chat_id, "", step.fence), step.task_id)
-        result = CancelResult(chat_id, how, step.task_id, time.monotonic() - clock,
-                              step.waiting, new_session)
+            return Waiting(Dispatch(chat_id, "", step.fence), step.task_id, step.waiting,
+                           new_session, clock, clock + self.timeout_s)
+        return self._result(chat_id, how, step.task_id, clock, step.waiting, new_session)
+
+    def end(self, waiting: Waiting, *, ended: bool) -> CancelResult:
+        """The running turn's stop, finished: it ended by itself (`ended`), or the timeout
+        passed and it is fenced off here (its message dropped, the next one dispatched)."""
+        how: How = "cooperative"
+        if not ended and self._hand_over(waiting.turn) is not False:
+            how = "timeout-fenced"  # (False: it completed by itself just as time ran out)
+            if self.terminate and waiting.task_id:
+                self._revoke(waiting.task_id, True)
+        return self._result(waiting.turn.chat_id, how, waiting.task_id, waiting.began,
+                            waiting.pending, waiting.new_session)
+
+    @staticmethod
+    def _result(chat_id: str, how: How, task_id: str, began: float, pending: int,
+                new_session: bool) -> CancelResult:
+        result = CancelResult(chat_id, how, task_id, time.monotonic() - began, pending,
+                              new_session)
         logger.info("cancel chat=%s turn=%s how=%s took_s=%.3f pending=%d", chat_id,
-                    step.task_id or "-", how, result.took_s, result.pending)
+                    task_id or "-", how, result.took_s, result.pending)
         return result
-
-    def _end_running(self, turn: Dispatch, task_id: str) -> How:
-        if self._wait_for_end(turn):
-            return "cooperative"
-        if self._hand_over(turn) is False:
-            return "cooperative"  # it completed by itself just as the timeout ran out
-        if self.terminate and task_id:
-            self._revoke(task_id, True)
-        return "timeout-fenced"
-
-    def _wait_for_end(self, turn: Dispatch) -> bool:
-        """True when the turn ended by itself (its fence moved on) within the timeout."""
-        deadline = time.monotonic() + self.timeout_s
-        while self._store.holds(turn):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(self.poll_s)
-        return True

@@ -253,6 +253,14 @@ class ChatStore:
         fence = self.redis.hget(ChatKeys(turn.chat_id).lease, "fence")
         return fence is not None and int(fence) == turn.fence
 
+    def holds_many(self, turns: Sequence[Dispatch]) -> list[bool]:
+        """`holds` for many turns in one round trip."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            for turn in turns:
+                pipe.hget(ChatKeys(turn.chat_id).lease, "fence")
+            fences = pipe.execute()
+        return [f is not None and int(f) == t.fence for f, t in zip(fences, turns, strict=True)]
+
     def may_reply(self, turn: Dispatch) -> bool:
         """True while this turn holds the chat and was not asked to stop (one round trip)."""
         k = ChatKeys(turn.chat_id)

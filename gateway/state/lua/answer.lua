@@ -4,7 +4,6 @@
 -- 5 ttl_ms   → 1 stored, 0 the turn lost its lease or was stopped: it must not reply
 if redis.call('HGET', K.lease, 'fence') ~= ARGV[1] then return 0 end
 if redis.call('HGET', K.stop, 'fence') == ARGV[1] then return 0 end
-redis.call('DEL', K.answer)
 redis.call('HSET', K.answer, 'message_id', ARGV[2], 'kind', ARGV[3], 'chunks', ARGV[4])
 redis.call('PEXPIRE', K.answer, ARGV[5])
 return 1

@@ -45,7 +45,7 @@ end
 if entry then redis.call('ZREM', K.inbox, entry) end
 redis.call('DEL', K.answer)
 local r = record('not-started', fence, task_id)
-local c = claim(ARGV[5], now_us, now_ms, tonumber(ARGV[4]))
+local c = claim(ARGV[5], now_us, now_ms, tonumber(ARGV[4]), true)  -- its head was dropped
 if c then
   r[5], r[6] = c[1], c[2]
 end

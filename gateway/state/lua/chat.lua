@@ -1,10 +1,11 @@
 --!include clock.lua
 -- Every per-chat script gets the same KEYS, in this order (gateway/state/keys.py):
 --   1 lease    hash: fence state entry message_id task_id worker since_ms requeue_at_ms requeues
+--              (claim writes every field, so no field of an earlier turn lingers)
 --   2 inbox    zset: score = Feishu create_time (ms); member = '<arrival us, 16 digits>|<id>|<json>'
 --   3 fence    string: the last fence issued (never goes backwards: max(last + 1, server us))
---   4 tries    hash: '>head' -> the dispatched entry (it keeps its place, even after a crash);
---              message_id -> turns started for it (the dispatched message's only)
+--   4 tries    hash: head (the dispatched entry: it keeps its place, even after a crash),
+--              n (turns started for it); fixed fields, overwritten by each claim
 --   5 stop     hash: at_ms (the chat's last stop, for the debounce); fence entry (the flag
 --              of a running turn that was asked to stop)
 --   6 answer   hash: message_id kind chunks: the head's answer, stored before it is sent
@@ -23,28 +24,29 @@ end
 
 -- Give the dispatched message (if it is still waiting: its turn crashed) or else the oldest
 -- one a fresh lease under a new fence, or end the chat's activity when nothing waits.
+-- `done` says the head just finished (complete): then the pin is known stale, not read.
 -- Returns {fence, entry}, or nil when the inbox is empty.
-local function claim(chat, now_us, now_ms, ttl_ms)
-  local first = redis.call('HGET', K.tries, '>head')
-  if not first or not redis.call('ZSCORE', K.inbox, first) then
-    first = redis.call('ZRANGE', K.inbox, 0, 0)[1]
+local function claim(chat, now_us, now_ms, ttl_ms, done)
+  local first = false
+  if not done then
+    first = redis.call('HGET', K.tries, 'head')
+    if first and not redis.call('ZSCORE', K.inbox, first) then first = false end
   end
+  local fresh = not first
+  if fresh then first = redis.call('ZRANGE', K.inbox, 0, 0)[1] end
   if not first then
     redis.call('DEL', K.lease, K.tries, K.answer)
     redis.call('ZREM', K.index, chat)
     return nil
   end
   local id = entry_id(first)
-  local tried = redis.call('HGET', K.tries, id)
-  redis.call('DEL', K.tries)
-  redis.call('HSET', K.tries, '>head', first)
-  if tried then redis.call('HSET', K.tries, id, tried) end
+  if fresh then redis.call('HSET', K.tries, 'head', first, 'n', '0') end
   redis.call('PEXPIRE', K.tries, KEEP_MS)
   local f = str(math.max(tonumber(redis.call('GET', K.fence) or '0') + 1, now_us))
   redis.call('SET', K.fence, f, 'PX', KEEP_MS)
-  redis.call('DEL', K.lease)
   redis.call('HSET', K.lease, 'fence', f, 'state', 'claimed', 'since_ms', str(now_ms),
-             'message_id', id, 'entry', first)
+             'message_id', id, 'entry', first, 'task_id', '', 'worker', '',
+             'requeue_at_ms', '', 'requeues', '0')
   redis.call('PEXPIRE', K.lease, ttl_ms)
   redis.call('ZADD', K.index, str(now_ms + ttl_ms), chat)
   return {f, first}
