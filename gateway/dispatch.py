@@ -11,7 +11,7 @@ import redis
 from kombu.exceptions import ChannelError, KombuError
 
 from gateway.names import RUN_TURN, TURNS_QUEUE, turn_task_id
-from gateway.state.store import ChatStore, Dispatch
+from gateway.state.store import ChatStore, Completed, Dispatch
 
 logger = logging.getLogger(__name__)
 
@@ -101,10 +101,10 @@ class Publisher:
         self._store.confirm(turn, task_id)
         return True
 
-    def finish(self, turn: Dispatch) -> Dispatch | None | Literal[False]:
-        """End `turn` and claim the next one without publishing it: the caller runs it
-        (or publishes it). Same return as `hand_over`."""
-        return self._store.complete(turn)
+    def finish(self, turn: Dispatch, run_next: tuple[str, str] | None = None) -> Completed:
+        """End `turn` and claim the next one without publishing it: the caller publishes
+        it, or (with `run_next` = (task_id, worker)) it is started for the caller to run."""
+        return self._store.complete(turn, run_next)
 
     def hand_over(self, turn: Dispatch) -> Dispatch | None | Literal[False]:
         """End `turn` (drop its message, claim the next) and publish the next turn, if any.

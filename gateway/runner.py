@@ -23,7 +23,7 @@ from gateway.errors import GatewayError
 from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
 from gateway.heartbeat import Heartbeater
 from gateway.locks import TIME_LIMIT, LockRegistry, TurnHandle
-from gateway.state.store import Answer, ChatStore, Dispatch, Started
+from gateway.state.store import Answer, ChatStore, Completed, Dispatch, Started
 from gateway.types import Message, Turn
 
 logger = logging.getLogger(__name__)
@@ -59,31 +59,36 @@ class TurnRunner:
         """Run `turn`, then the chat's next ones while they are already waiting (up to
         `drain_turns` turns and `drain_budget_s`; past that the next one is published and
         goes to the back of the queue, so one busy chat cannot hog a worker slot). Each turn
-        is started, fenced and completed on its own, exactly as if it had its own task.
-        Returns how the first turn ended (see `run_one`)."""
-        deadline = time.monotonic() + self.drain_budget_s
-        first, following = self.run_one(turn, task_id=task_id, worker=worker)
-        done = 1
-        while following:
-            if done >= self.drain_turns or time.monotonic() >= deadline:
-                self.publisher.publish(following)
-                break
-            _, following = self.run_one(following, task_id=task_id, worker=worker)
-            done += 1
-        return first
-
-    def run_one(self, turn: Dispatch, *, task_id: str,
-                worker: str) -> tuple[str, Dispatch | None]:
-        """Run one turn; returns how it ended (stale, replied, resent, silent, failed,
-        stopped, gave-up, unreadable, timed-out) and the chat's next turn, claimed but not
-        published, when one was waiting."""
+        is fenced and completed on its own, exactly as if it had its own task; ending one
+        and starting the next is one script. Returns how the first turn ended (see
+        `run_one`)."""
         started = self.store.start(turn, task_id, worker)
         if started is None:
             logger.info("turn %s of chat %s skipped: fence %d is stale",
                         turn.message_id, turn.chat_id, turn.fence)
-            return "stale", None
+            return "stale"
+        deadline = time.monotonic() + self.drain_budget_s
+        done, first = 0, ""
+        while True:
+            done += 1
+            go_on = done < self.drain_turns and time.monotonic() < deadline
+            outcome, following = self.run_one(turn, started,
+                                              run_next=(task_id, worker) if go_on else None)
+            first = first or outcome
+            if isinstance(following, tuple):
+                turn, started = following
+                continue
+            if following:
+                self.publisher.publish(following)
+            return first
+
+    def run_one(self, turn: Dispatch, started: Started, *,
+                run_next: tuple[str, str] | None = None) -> tuple[str, Completed]:
+        """Run one started turn; returns how it ended (replied, resent, silent, failed,
+        stopped, gave-up, unreadable, timed-out) and what `ChatStore.complete` gave: the
+        chat's next turn (claimed, or started when `run_next` asked for it), or nothing."""
         clock = time.monotonic()
-        following: Dispatch | None = None
+        following: Completed = None
         with self.locks.hold(turn) as handle:
             self.heartbeats.ensure_running()
             try:
@@ -104,7 +109,7 @@ class TurnRunner:
                 # runs out, the turn runs again or is given up after GATEWAY_MAX_ATTEMPTS
                 outcome = "timed-out"
             else:
-                following = self.publisher.finish(turn) or None  # stale: touches nothing
+                following = self.publisher.finish(turn, run_next)  # stale: touches nothing
         logger.debug("turn %s of chat %s %s in %.2fs (attempt %d)", turn.message_id,
                      turn.chat_id, outcome, time.monotonic() - clock, started.attempt)
         return outcome, following

@@ -6,7 +6,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import redis
 
@@ -33,7 +33,6 @@ class StoreConfig:
     inbox_cap: int = 100
     max_attempts: int = 3
     session_ttl_ms: int = 30 * 86_400_000
-    answer_ttl_ms: int = 3_600_000
     control_cap: int = 100_000
     durable_ack: Literal["none", "aof", "replica"] = "none"
     """Wait for the admission to be on disk (WAITAOF) or on a replica (WAIT) before ACK."""
@@ -121,6 +120,7 @@ def _dispatch(chat_id: str, fence: Any, entry: Any) -> Dispatch:
 
 
 Recovered = tuple[Literal["dispatch", "requeue"], Dispatch]
+Completed = Dispatch | tuple[Dispatch, Started] | None | Literal[False]
 
 
 def _recovered(chat_id: str, reply: Any) -> Recovered | None:
@@ -128,6 +128,16 @@ def _recovered(chat_id: str, reply: Any) -> Recovered | None:
     if outcome in ("dispatch", "requeue"):
         return outcome, _dispatch(chat_id, reply[1], reply[2])  # type: ignore[return-value]
     return None
+
+
+def _started(reply: Sequence[Any]) -> Started:
+    """start.lua's (and chat.lua's `begin`) reply: outcome, entry, gen, attempt, answer."""
+    outcome, entry = _text(reply[0]), _text(reply[1])
+    answer = None
+    if reply[4] is not None and reply[5] is not None:
+        answer = Answer(_text(reply[4]), tuple(json.loads(_text(reply[5]))))
+    return Started(entry_parts(entry)[0], entry_message(entry), int(reply[2]), int(reply[3]),
+                   exhausted=outcome == "poison", answer=answer)
 
 
 def _admission(chat_id: str, reply: Any) -> Admission:
@@ -205,15 +215,7 @@ class ChatStore:
         c = self.config
         reply = self._run("start", turn.chat_id, turn.fence, task_id, worker, c.running_ttl_ms,
                           turn.chat_id, c.max_attempts, c.session_ttl_ms)
-        outcome = _text(reply[0])
-        if outcome == "stale":
-            return None
-        entry = _text(reply[1])
-        answer = None
-        if reply[4] is not None and reply[5] is not None:
-            answer = Answer(_text(reply[4]), tuple(json.loads(_text(reply[5]))))
-        return Started(entry_parts(entry)[0], entry_message(entry), int(reply[2]),
-                       int(reply[3]), exhausted=outcome == "poison", answer=answer)
+        return None if _text(reply[0]) == "stale" else _started(reply)
 
     def heartbeat(self, turns: Sequence[Dispatch],
                   extend: Sequence[bool] | None = None) -> list[HeartbeatState]:
@@ -235,17 +237,30 @@ class ChatStore:
     def keep_answer(self, turn: Dispatch, answer: Answer) -> bool:
         """Store the answer before sending it; False when the turn may not reply."""
         return bool(self._run("answer", turn.chat_id, turn.fence, turn.message_id, answer.kind,
-                              json.dumps(list(answer.chunks), ensure_ascii=False),
-                              self.config.answer_ttl_ms))
+                              json.dumps(list(answer.chunks), ensure_ascii=False)))
 
-    def complete(self, turn: Dispatch) -> Dispatch | None | Literal[False]:
-        """Drop the finished message; the next turn to publish, None when idle, False when
-        the fence was stale (nothing was touched)."""
-        reply = self._run("complete", turn.chat_id, turn.fence, self.config.claim_ttl_ms,
-                          turn.chat_id)
+    @overload
+    def complete(self, turn: Dispatch, run_next: None = None) -> Dispatch | None | Literal[False]:
+        ...
+
+    @overload
+    def complete(self, turn: Dispatch, run_next: tuple[str, str] | None) -> Completed: ...
+
+    def complete(self, turn: Dispatch, run_next: tuple[str, str] | None = None) -> Completed:
+        """Drop the finished message and claim the next one. Returns the next turn to
+        publish, None when idle, False when the fence was stale (nothing was touched); with
+        `run_next` = (task_id, worker) the next turn is started too, for the caller to run
+        now: then (its Dispatch, its Started)."""
+        c = self.config
+        go_on = run_next or ("", "")
+        reply = self._run("complete", turn.chat_id, turn.fence, c.claim_ttl_ms, turn.chat_id,
+                          "1" if run_next else "0", go_on[0], go_on[1], c.running_ttl_ms,
+                          c.max_attempts, c.session_ttl_ms)
         outcome = _text(reply[0])
         if outcome == "dispatch":
             return _dispatch(turn.chat_id, reply[1], reply[2])
+        if outcome == "started":
+            return _dispatch(turn.chat_id, reply[1], reply[3]), _started(reply[2:])
         return None if outcome == "idle" else False
 
     def holds(self, turn: Dispatch) -> bool:

@@ -1,9 +1,8 @@
 --!include chat.lua
 -- answer: keep the turn's answer before its first piece is sent, so a re-run resends it
 -- instead of asking the agent again. ARGV: 1 fence  2 message_id  3 kind  4 chunks json
--- 5 ttl_ms   → 1 stored, 0 the turn lost its lease or was stopped: it must not reply
+-- → 1 stored, 0 the turn lost its lease or was stopped: it must not reply
 if redis.call('HGET', K.lease, 'fence') ~= ARGV[1] then return 0 end
 if redis.call('HGET', K.stop, 'fence') == ARGV[1] then return 0 end
-redis.call('HSET', K.answer, 'message_id', ARGV[2], 'kind', ARGV[3], 'chunks', ARGV[4])
-redis.call('PEXPIRE', K.answer, ARGV[5])
+redis.call('HSET', K.tries, 'aid', ARGV[2], 'kind', ARGV[3], 'chunks', ARGV[4])
 return 1

@@ -43,7 +43,6 @@ if state == 'running' then
   return record('running', fence, task_id)
 end
 if entry then redis.call('ZREM', K.inbox, entry) end
-redis.call('DEL', K.answer)
 local r = record('not-started', fence, task_id)
 local c = claim(ARGV[5], now_us, now_ms, tonumber(ARGV[4]), true)  -- its head was dropped
 if c then

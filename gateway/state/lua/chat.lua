@@ -5,10 +5,11 @@
 --   2 inbox    zset: score = Feishu create_time (ms); member = '<arrival us, 16 digits>|<id>|<json>'
 --   3 fence    string: the last fence issued (never goes backwards: max(last + 1, server us))
 --   4 tries    hash: head (the dispatched entry: it keeps its place, even after a crash),
---              n (turns started for it); fixed fields, overwritten by each claim
+--              n (turns started for it), aid kind chunks (its answer, kept before it is
+--              sent); fixed fields, overwritten by each claim of a new head
 --   5 stop     hash: at_ms (the chat's last stop, for the debounce); fence entry (the flag
 --              of a running turn that was asked to stop)
---   6 answer   hash: message_id kind chunks: the head's answer, stored before it is sent
+--   6 answer   (older versions kept the answer here; only deleted now)
 --   7 gen      string: the session generation (/new)
 --   8 index    zset gw:chats: chat -> when (server ms) the sweeper should look at it next
 --   9 control  stream gw:control: commands and notices for the listeners' control desks
@@ -25,8 +26,10 @@ end
 -- Give the dispatched message (if it is still waiting: its turn crashed) or else the oldest
 -- one a fresh lease under a new fence, or end the chat's activity when nothing waits.
 -- `done` says the head just finished (complete): then the pin is known stale, not read.
+-- `run` ({task_id, worker}) writes the lease as already running (a worker goes straight on
+-- with it: complete.lua), with `ttl_ms` the running TTL.
 -- Returns {fence, entry}, or nil when the inbox is empty.
-local function claim(chat, now_us, now_ms, ttl_ms, done)
+local function claim(chat, now_us, now_ms, ttl_ms, done, run)
   local first = false
   if not done then
     first = redis.call('HGET', K.tries, 'head')
@@ -40,14 +43,32 @@ local function claim(chat, now_us, now_ms, ttl_ms, done)
     return nil
   end
   local id = entry_id(first)
-  if fresh then redis.call('HSET', K.tries, 'head', first, 'n', '0') end
+  if fresh then redis.call('HSET', K.tries, 'head', first, 'n', '0', 'aid', '', 'chunks', '') end
   redis.call('PEXPIRE', K.tries, KEEP_MS)
   local f = str(math.max(tonumber(redis.call('GET', K.fence) or '0') + 1, now_us))
   redis.call('SET', K.fence, f, 'PX', KEEP_MS)
-  redis.call('HSET', K.lease, 'fence', f, 'state', 'claimed', 'since_ms', str(now_ms),
-             'message_id', id, 'entry', first, 'task_id', '', 'worker', '',
+  redis.call('HSET', K.lease, 'fence', f, 'state', run and 'running' or 'claimed',
+             'since_ms', str(now_ms), 'message_id', id, 'entry', first,
+             'task_id', run and run[1] or '', 'worker', run and run[2] or '',
              'requeue_at_ms', '', 'requeues', '0')
   redis.call('PEXPIRE', K.lease, ttl_ms)
   redis.call('ZADD', K.index, str(now_ms + ttl_ms), chat)
   return {f, first}
+end
+
+-- The turn of `entry` starts now (its lease says running): count the attempt, read the
+-- session generation and any answer an earlier attempt kept.
+-- Returns {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks}.
+local function begin(entry, max_attempts, session_ttl_ms)
+  local attempt = redis.call('HINCRBY', K.tries, 'n', 1)
+  local gen = redis.call('GET', K.gen) or '0'
+  if gen ~= '0' then redis.call('PEXPIRE', K.gen, session_ttl_ms) end
+  local kind, chunks = false, false
+  if attempt > 1 then  -- only an earlier attempt of this message can have kept an answer
+    local kept = redis.call('HMGET', K.tries, 'aid', 'kind', 'chunks')
+    if kept[1] == entry_id(entry) then kind, chunks = kept[2], kept[3] end
+  end
+  local outcome = 'run'
+  if attempt > tonumber(max_attempts) then outcome = 'poison' end
+  return {outcome, entry, gen, attempt, kind, chunks}
 end

@@ -3,8 +3,6 @@
 -- ARGV: 1 fence  2 task_id  3 worker  4 running_ttl_ms  5 chat_id  6 max_attempts
 --       7 session_ttl_ms
 -- → {'stale'} | {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks}
--- The sweeper deadline becomes this lease's end; the heartbeat pushes it along while the
--- turn runs, complete removes it.
 local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'entry')
 if lease[1] ~= ARGV[1] or lease[2] == 'running' then return {'stale'} end
 local entry = lease[3]
@@ -14,12 +12,4 @@ redis.call('HSET', K.lease, 'state', 'running', 'task_id', ARGV[2], 'worker', AR
            'since_ms', str(now_ms))
 redis.call('PEXPIRE', K.lease, ARGV[4])
 redis.call('ZADD', K.index, str(now_ms + tonumber(ARGV[4])), ARGV[5])
-local attempt = redis.call('HINCRBY', K.tries, 'n', 1)
-local gen = redis.call('GET', K.gen) or '0'
-if gen ~= '0' then redis.call('PEXPIRE', K.gen, ARGV[7]) end
-local kind, chunks = false, false
-local answer = redis.call('HMGET', K.answer, 'message_id', 'kind', 'chunks')
-if answer[1] == entry_id(entry) then kind, chunks = answer[2], answer[3] end
-local outcome = 'run'
-if attempt > tonumber(ARGV[6]) then outcome = 'poison' end
-return {outcome, entry, gen, attempt, kind, chunks}
+return begin(entry, ARGV[6], ARGV[7])
