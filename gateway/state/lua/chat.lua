@@ -3,10 +3,12 @@
 --   1 lease    hash: fence state entry message_id task_id worker since_ms requeue_at_ms requeues
 --              (claim writes every field, so no field of an earlier turn lingers)
 --   2 inbox    zset: score = Feishu create_time (ms); member = '<arrival us, 16 digits>|<id>|<json>'
---   3 fence    string: the last fence issued (never goes backwards: max(last + 1, server us))
---   4 tries    hash: head (the dispatched entry: it keeps its place, even after a crash),
---              n (turns started for it), aid kind chunks (its answer, kept before it is
---              sent); fixed fields, overwritten by each claim of a new head
+--   3 fence    (older versions kept the last fence here; no longer read or written)
+--   4 tries    hash: fence (the last fence issued; never goes backwards: max(last + 1,
+--              server us)); head (the dispatched entry: it keeps its place, even after a
+--              crash), n (turns started for it), aid kind chunks (its answer, kept before
+--              it is sent): fixed fields, overwritten by each claim of a new head and
+--              dropped (all but fence) when the chat goes idle
 --   5 stop     hash: at_ms (the chat's last stop, for the debounce); fence entry (the flag
 --              of a running turn that was asked to stop)
 --   6 answer   (older versions kept the answer here; only deleted now)
@@ -28,7 +30,8 @@ end
 -- `done` says the head just finished (complete): then the pin is known stale, not read.
 -- `run` ({task_id, worker}) writes the lease as already running (a worker goes straight on
 -- with it: complete.lua), with `ttl_ms` the running TTL.
--- Returns {fence, entry}, or nil when the inbox is empty.
+-- Returns {fence, entry, fresh}, or nil when the inbox is empty; `fresh`: a new head (with
+-- `run`, its attempt is already counted: 1).
 local function claim(chat, now_us, now_ms, ttl_ms, done, run)
   local first = false
   if not done then
@@ -38,29 +41,36 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run)
   local fresh = not first
   if fresh then first = redis.call('ZRANGE', K.inbox, 0, 0)[1] end
   if not first then
-    redis.call('DEL', K.lease, K.tries, K.answer)
+    redis.call('DEL', K.lease, K.answer)
+    redis.call('HDEL', K.tries, 'head', 'n', 'aid', 'kind', 'chunks')
     redis.call('ZREM', K.index, chat)
     return nil
   end
   local id = entry_id(first)
-  if fresh then redis.call('HSET', K.tries, 'head', first, 'n', '0', 'aid', '', 'chunks', '') end
+  local f = str(math.max(tonumber(redis.call('HGET', K.tries, 'fence') or '0') + 1, now_us))
+  if fresh then
+    redis.call('HSET', K.tries, 'fence', f, 'head', first, 'n', run and '1' or '0', 'aid', '',
+               'chunks', '')
+  else
+    redis.call('HSET', K.tries, 'fence', f)
+  end
   redis.call('PEXPIRE', K.tries, KEEP_MS)
-  local f = str(math.max(tonumber(redis.call('GET', K.fence) or '0') + 1, now_us))
-  redis.call('SET', K.fence, f, 'PX', KEEP_MS)
   redis.call('HSET', K.lease, 'fence', f, 'state', run and 'running' or 'claimed',
              'since_ms', str(now_ms), 'message_id', id, 'entry', first,
              'task_id', run and run[1] or '', 'worker', run and run[2] or '',
              'requeue_at_ms', '', 'requeues', '0')
   redis.call('PEXPIRE', K.lease, ttl_ms)
   redis.call('ZADD', K.index, str(now_ms + ttl_ms), chat)
-  return {f, first}
+  return {f, first, fresh}
 end
 
 -- The turn of `entry` starts now (its lease says running): count the attempt, read the
 -- session generation and any answer an earlier attempt kept.
+-- `counted`: the claim already counted this first attempt.
 -- Returns {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks}.
-local function begin(entry, max_attempts, session_ttl_ms)
-  local attempt = redis.call('HINCRBY', K.tries, 'n', 1)
+local function begin(entry, max_attempts, session_ttl_ms, counted)
+  local attempt = 1
+  if not counted then attempt = redis.call('HINCRBY', K.tries, 'n', 1) end
   local gen = redis.call('GET', K.gen) or '0'
   if gen ~= '0' then redis.call('PEXPIRE', K.gen, session_ttl_ms) end
   local kind, chunks = false, false

@@ -24,8 +24,7 @@ end
 local score = tonumber(ARGV[2]) or 0
 if score <= 0 then score = now_ms end
 redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, ARGV[1], ARGV[3]))
-if redis.call('EXISTS', K.lease) == 1 then
-  redis.call('ZADD', K.index, 'NX', str(now_ms + tonumber(ARGV[6])), ARGV[7])
+if redis.call('EXISTS', K.lease) == 1 then  -- (a lease always has its sweeper deadline)
   return {'queued', waiting}
 end
 local c = claim(ARGV[7], now_us, now_ms, tonumber(ARGV[6]))
