@@ -141,7 +141,8 @@ def test_fences_never_repeat_even_when_redis_loses_its_last_writes(
     or a stale turn would pass every check."""
     store = store_for(redis_client)
     keys = ChatKeys(chat_id)
-    before = {key: redis_client.dump(key) for key in (keys.tries, keys.lease, keys.inbox)}
+    before = {key: redis_client.dump(key) for key in (keys.fence, keys.tries, keys.lease,
+                                                     keys.inbox)}
     lost = store.ingest(msg(chat_id, 1)).dispatch  # these writes will be "lost"
     assert lost is not None and store.start(lost, "t-lost", "w") is not None
     for key, dumped in before.items():  # the server restarts from the older state

@@ -3,12 +3,13 @@
 --   1 lease    hash: fence state entry message_id task_id worker since_ms requeue_at_ms requeues
 --              (claim writes every field, so no field of an earlier turn lingers)
 --   2 inbox    zset: score = Feishu create_time (ms); member = '<arrival us, 16 digits>|<id>|<json>'
---   3 fence    (older versions kept the last fence here; no longer read or written)
---   4 tries    hash: fence (the last fence issued; never goes backwards: max(last + 1,
---              server us)); head (the dispatched entry: it keeps its place, even after a
---              crash), n (turns started for it), aid kind chunks (its answer, kept before
---              it is sent): fixed fields, overwritten by each claim of a new head and
---              dropped (all but fence) when the chat goes idle
+--   3 fence    string: the last fence issued, while the chat is idle (tries has it else)
+--   4 tries    hash, while the chat is active: fence (the last fence issued; never goes
+--              backwards: max(last + 1, server us)); head (the dispatched entry: it keeps
+--              its place, even after a crash), n (turns started for it), aid kind chunks
+--              (its answer, kept before it is sent): fixed fields, overwritten by each
+--              claim of a new head. (A small string for an idle chat's fence costs far
+--              less than this hash, which big fields turn into a hashtable for good.)
 --   5 stop     hash: at_ms (the chat's last stop, for the debounce); fence entry (the flag
 --              of a running turn that was asked to stop)
 --   6 answer   (older versions kept the answer here; only deleted now)
@@ -18,6 +19,11 @@
 local K = {lease = KEYS[1], inbox = KEYS[2], fence = KEYS[3], tries = KEYS[4], stop = KEYS[5],
            answer = KEYS[6], gen = KEYS[7], index = KEYS[8], control = KEYS[9]}
 local KEEP_MS = 86400000  -- fence and tries outlive any lease by this much
+
+-- The last fence issued for the chat (0 if none is remembered).
+local function last_fence()
+  return tonumber(redis.call('HGET', K.tries, 'fence') or redis.call('GET', K.fence) or '0')
+end
 
 local function entry_id(entry)
   local a = string.find(entry, '|', 1, true)
@@ -41,13 +47,13 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run)
   local fresh = not first
   if fresh then first = redis.call('ZRANGE', K.inbox, 0, 0)[1] end
   if not first then
-    redis.call('DEL', K.lease, K.answer)
-    redis.call('HDEL', K.tries, 'head', 'n', 'aid', 'kind', 'chunks')
+    redis.call('SET', K.fence, str(last_fence()), 'PX', KEEP_MS)
+    redis.call('DEL', K.lease, K.answer, K.tries)
     redis.call('ZREM', K.index, chat)
     return nil
   end
   local id = entry_id(first)
-  local f = str(math.max(tonumber(redis.call('HGET', K.tries, 'fence') or '0') + 1, now_us))
+  local f = str(math.max(last_fence() + 1, now_us))
   if fresh then
     redis.call('HSET', K.tries, 'fence', f, 'head', first, 'n', run and '1' or '0', 'aid', '',
                'chunks', '')

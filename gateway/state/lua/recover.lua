@@ -36,7 +36,7 @@ end
 -- done: the flag outlives the lease).
 local stopped = redis.call('HGET', K.stop, 'entry')
 if stopped and stopped ~= '' and
-   redis.call('HGET', K.stop, 'fence') == redis.call('HGET', K.tries, 'fence') then
+   tonumber(redis.call('HGET', K.stop, 'fence')) == last_fence() then
   redis.call('ZREM', K.inbox, stopped)
 end
 local c = claim(ARGV[2], now_us, now_ms, tonumber(ARGV[1]))
