@@ -65,6 +65,7 @@ def _burst_and_singles(st: Stack, tag: str, burst: int, singles: int) -> Figures
     breakdown = st.command_breakdown()
     single_chat = f"oc_{tag}_single"
     singles_ms = []
+    st.reset_stats()
     for n in range(singles):
         at = time.time()
         message_id = st.sim.send_text(single_chat, f"single {n}")
@@ -73,7 +74,8 @@ def _burst_and_singles(st: Stack, tag: str, burst: int, singles: int) -> Figures
         singles_ms.append((reply.at - at) * 1000)
     return {"msgs_per_s": load.throughput(sent, done), "answered": len(done),
             "burst": _summary(load.latencies_ms(sent, done)), "single": _summary(singles_ms),
-            "redis_commands_per_msg": commands, "redis_commands": breakdown}
+            "redis_commands_per_msg": commands, "redis_commands": breakdown,
+            "redis_commands_per_single": st.command_calls() / max(singles, 1)}
 
 
 def naive_bot(st: Stack, burst: int, singles: int) -> Figures:

@@ -59,6 +59,8 @@ def rows(r: dict[str, Any]) -> list[Row]:
          _ok(stop["p99_ms"] <= 300)),
         ("Redis commands per message (gateway)", _f(gw["redis_commands_per_msg"]), "<= 25",
          _ok(gw["redis_commands_per_msg"] <= 25)),
+        ("Redis commands per message to an idle chat (one at a time)",
+         _f(gw.get("redis_commands_per_single", float("nan"))), "", ""),
         ("Redis commands per task (raw Celery)", _f(raw["redis_commands_per_msg"]), "", ""),
         ("Redis bytes per finished chat (no dedupe marks)", _f(gw["bytes_per_chat"]),
          "<= 100, all with TTL", _ok(gw["bytes_per_chat"] <= 100 and
