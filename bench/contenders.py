@@ -95,7 +95,8 @@ def acks(st: Stack, tag: str, rates: tuple[int, ...], duration_s: float, *,
     for rate in rates:
         sent = load.paced(st.sim, load.chats(f"{tag}{rate}", 100), rate, duration_s,
                           f"{tag}-{rate}")
-        out[str(rate)] = _summary(load.ack_latencies_ms(st.sim, sent))
+        latencies, handler = load.ack_latencies_ms(st.sim, sent)
+        out[str(rate)] = {**_summary(latencies), "handler_p99_ms": percentile(handler, 99)}
         if drain:
             load.reply_times(st.sim, sent, 300)
     return out

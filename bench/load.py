@@ -56,17 +56,19 @@ def reply_times(sim: Simulator, sent: Iterable[Sent], timeout_s: float) -> dict[
         time.sleep(0.05)
 
 
-def ack_latencies_ms(sim: Simulator, sent: Iterable[Sent], timeout_s: float = 30) -> list[float]:
-    """The ACK latency of each sent message's first frame (as the simulator measured it)."""
+def ack_latencies_ms(sim: Simulator, sent: Iterable[Sent],
+                     timeout_s: float = 30) -> tuple[list[float], list[float]]:
+    """The ACK latency of each sent message's first frame (as the simulator measured it),
+    and the handler's own time in it (the SDK's biz_rt header, whole ms)."""
     wanted = {s.message_id for s in sent}
     deadline = time.monotonic() + timeout_s
     while True:
-        found: dict[str, float] = {}
+        found: dict[str, tuple[float, float]] = {}
         for ack in sim.acks:
             if ack.message_id in wanted and ack.message_id not in found:
-                found[ack.message_id] = ack.latency_ms
+                found[ack.message_id] = (ack.latency_ms, float(ack.biz_rt_ms or 0))
         if len(found) == len(wanted) or time.monotonic() > deadline:
-            return list(found.values())
+            return [a for a, _ in found.values()], [b for _, b in found.values()]
         time.sleep(0.05)
 
 
