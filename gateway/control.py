@@ -83,26 +83,34 @@ class ControlDesk:
                            "will finish them", len(self._in_flight))
 
     def _run(self) -> None:
-        last_touch = last_prune = 0.0
+        clock = {"touch": 0.0, "prune": 0.0}
         while not self._stopping.is_set():
-            try:
-                self._take(self._free())
-                if time.monotonic() - last_touch >= self.touch_every_s:
-                    last_touch = time.monotonic()
-                    with self._guard:
-                        in_hand = list(self._in_flight)
-                    self._jobs.touch(in_hand)
-                    for job in self._jobs.orphans(max(self._free(), 1)):
-                        self._submit(job)
-                    if time.monotonic() - last_prune >= PRUNE_EVERY_S:
-                        last_prune = time.monotonic()
-                        self._jobs.prune()
-            except redis.RedisError as error:
-                logger.warning("control desk: redis unavailable: %s", error)
-                self._stopping.wait(1.0)
-            except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
-                logger.error("control desk: round failed, going on: %s", describe(error))
-                self._stopping.wait(1.0)
+            self._round("round", lambda: self._read_round(clock))
+
+    def _round(self, what: str, step: Callable[[], object]) -> None:
+        """One round of a desk thread: any failure is one line and a pause, never its end."""
+        try:
+            step()
+        except redis.RedisError as error:
+            logger.warning("control desk: redis unavailable: %s", error)
+            self._stopping.wait(1.0)
+        except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
+            logger.error("control desk: %s failed, going on: %s", what, describe(error))
+            self._stopping.wait(1.0)
+
+    def _read_round(self, clock: dict[str, float]) -> None:
+        """Take new jobs; every few seconds touch the ones in hand, adopt orphans, prune."""
+        self._take(self._free())
+        if time.monotonic() - clock["touch"] >= self.touch_every_s:
+            clock["touch"] = time.monotonic()
+            with self._guard:
+                in_hand = list(self._in_flight)
+            self._jobs.touch(in_hand)
+            for job in self._jobs.orphans(max(self._free(), 1)):
+                self._submit(job)
+            if time.monotonic() - clock["prune"] >= PRUNE_EVERY_S:
+                clock["prune"] = time.monotonic()
+                self._jobs.prune()
 
     def _free(self) -> int:
         """Serving threads not busy (parked stops take none)."""
@@ -135,29 +143,24 @@ class ControlDesk:
                 logger.error("control job %s: %s", job.job_id, describe(error))
 
     def _watch(self) -> None:
-        """Every poll: which parked stops' turns ended (one round trip for all), or ran out
-        of time; each is handed to a serving thread to be finished."""
-        poll_s = self._canceller.poll_s
-        while not self._stopping.wait(poll_s):
-            try:
-                with self._guard:
-                    parked = list(self._parked.items())
-                if not parked:
-                    continue
-                holding = self._store.holds_many([w.turn for _, (_, w) in parked])
-                now = time.monotonic()
-                for (job_id, (job, waiting)), holds in zip(parked, holding, strict=True):
-                    if holds and now < waiting.deadline:
-                        continue
-                    with self._guard:
-                        self._parked.pop(job_id, None)
-                    self._queue.put((job, partial(self._finish, job, waiting, not holds)))
-            except redis.RedisError as error:
-                logger.warning("control desk: redis unavailable: %s", error)
-                self._stopping.wait(1.0)
-            except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
-                logger.error("control desk: watch failed, going on: %s", describe(error))
-                self._stopping.wait(1.0)
+        while not self._stopping.wait(self._canceller.poll_s):
+            self._round("watch", self._watch_round)
+
+    def _watch_round(self) -> None:
+        """Which parked stops' turns ended (one round trip for all), or ran out of time;
+        each is handed to a serving thread to be finished."""
+        with self._guard:
+            parked = list(self._parked.items())
+        if not parked:
+            return
+        holding = self._store.holds_many([w.turn for _, (_, w) in parked])
+        now = time.monotonic()
+        for (job_id, (job, waiting)), holds in zip(parked, holding, strict=True):
+            if holds and now < waiting.deadline:
+                continue
+            with self._guard:
+                self._parked.pop(job_id, None)
+            self._queue.put((job, partial(self._finish, job, waiting, not holds)))
 
     def _handle(self, job: ControlJob, step: Callable[[], bool]) -> None:
         """Run one step of a job; a job that is finished is acknowledged, a parked one stays

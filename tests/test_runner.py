@@ -25,6 +25,19 @@ from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
 from gateway.types import Message
 
 
+def runner_for(store: ChatStore, simulator: Simulator, sender: Any,
+               **options: Any) -> TurnRunner:
+    """A turn runner in this process, echoing, replying through the simulator."""
+    locks = LockRegistry(16)
+    return TurnRunner(
+        store=store, locks=locks,
+        heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),
+        agents=AgentCache(echo, 8),
+        replies=Replies(OpenApi(simulator.url, simulator.app_id,
+                                SecretStr(simulator.app_secret)), RetryPolicy(budget_s=5)),
+        publisher=Publisher(sender, store), **options)
+
+
 class RedisFailsOnce(ChatStore):
     """Our own store, with one fault injected where the turn keeps its answer."""
 
@@ -41,15 +54,8 @@ def test_a_redis_failure_in_the_middle_of_a_turn_does_not_drop_its_message(
         private_redis: EmbeddedRedis, simulator: Simulator, chat_id: str) -> None:
     client = redis.Redis.from_url(private_redis.url)
     store = RedisFailsOnce(client, StoreConfig(running_ttl_ms=300))
-    locks = LockRegistry(16)
     app = Celery(broker=private_redis.url)
-    runner = TurnRunner(
-        store=store, locks=locks,
-        heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),
-        agents=AgentCache(echo, 8),
-        replies=Replies(OpenApi(simulator.url, simulator.app_id,
-                                SecretStr(simulator.app_secret)), RetryPolicy(budget_s=5)),
-        publisher=Publisher(app, store))
+    runner = runner_for(store, simulator, app)
     message_id = simulator.send_text(chat_id, "hello", deliver=False)
     turn = store.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text", "hello")).dispatch
     assert turn is not None
@@ -92,16 +98,9 @@ def test_a_busy_chat_drains_in_one_task_up_to_its_bound(
     order, each under its own fence; past the bound the next one is published instead."""
     client = redis.Redis.from_url(private_redis.url)
     store = ChatStore(client, StoreConfig())
-    locks = LockRegistry(16)
     app = Celery(broker=private_redis.url)
     sender = RecordingSender(app)
-    runner = TurnRunner(
-        store=store, locks=locks,
-        heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),
-        agents=AgentCache(echo, 8),
-        replies=Replies(OpenApi(simulator.url, simulator.app_id,
-                                SecretStr(simulator.app_secret)), RetryPolicy(budget_s=5)),
-        publisher=Publisher(sender, store), drain_turns=drain_turns, drain_budget_s=30)
+    runner = runner_for(store, simulator, sender, drain_turns=drain_turns, drain_budget_s=30)
     ids = [simulator.send_text(chat_id, f"m{n}", deliver=False) for n in range(3)]
     admissions = [store.ingest(Message(m, chat_id, "p2p", "ou_u", "text", f"m{n}"))
                   for n, m in enumerate(ids)]
