@@ -67,6 +67,10 @@ class TurnRunner:
             logger.info("turn %s of chat %s skipped: fence %d is stale",
                         turn.message_id, turn.chat_id, turn.fence)
             return "stale"
+        if started.message_id != turn.message_id:  # an older message arrived late: it goes first
+            logger.info("turn %s of chat %s runs the older message %s first (it arrived late)",
+                        turn.message_id, turn.chat_id, started.message_id)
+            turn = Dispatch(turn.chat_id, started.message_id, turn.fence)
         deadline = time.monotonic() + self.drain_budget_s
         done, first = 0, ""
         while True:

@@ -41,7 +41,7 @@ def _record(turn: Turn, event: str) -> None:
     """Append to the chat's event list; waits out a Redis restart (up to 30 s)."""
     record = json.dumps({
         "event": event, "message_id": turn.message_id, "text": turn.text,
-        "pid": os.getpid(), "thread": threading.get_ident(), "t": time.time(),
+        "fence": turn.fence, "pid": os.getpid(), "thread": threading.get_ident(), "t": time.time(),
     })
     deadline = time.monotonic() + 30
     while True:

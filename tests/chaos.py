@@ -156,19 +156,40 @@ def count_order(rig: Rig, client: redis.Redis, sent: dict[str, list[str]],
             admitted[ack.message_id] = ack.at
     for chat_id, message_ids in sent.items():
         first_start: dict[str, float] = {}
+        fences: dict[str, int] = {}
         for raw in client.lrange(events_key(chat_id), 0, -1):
             event = json.loads(raw)
             if event["event"] == "start":
                 first_start.setdefault(event["message_id"], event["t"])
+                fences.setdefault(event["message_id"], event.get("fence", 0))
         for i, earlier in enumerate(message_ids):
             for later in message_ids[i + 1:]:
                 if earlier in first_start and later in first_start and \
                         first_start[later] < first_start[earlier]:
                     if admitted.get(earlier, float("inf")) < first_start[later]:
                         figures.order_violations += 1
-                        figures.examples.append(f"{later} overtook {earlier} in {chat_id}")
+                        figures.examples.append(
+                            f"{later} overtook {earlier} in {chat_id}: "
+                            + detail(rig, earlier, later, first_start, fences))
                     else:
                         figures.late_arrivals += 1
+
+
+def detail(rig: Rig, earlier: str, later: str, first_start: dict[str, float],
+           fences: dict[str, int]) -> str:
+    """What happened to the two messages of an order violation, in seconds from the first
+    ACK of the earlier one: its ACKs (code@t), the later one's, when the later one was
+    claimed (its fence is the server's clock then) and when each started."""
+    acks = rig.sim.acks
+    base = min((a.at for a in acks if a.message_id == earlier), default=0.0)
+
+    def history(message_id: str) -> str:
+        return ",".join(f"{a.code}@{a.at - base:.2f}" for a in acks
+                        if a.message_id == message_id)
+
+    return (f"earlier acks {history(earlier)} started {first_start[earlier] - base:.2f}; "
+            f"later acks {history(later)} claimed {fences[later] / 1e6 - base:.2f} "
+            f"started {first_start[later] - base:.2f}")
 
 
 def count_leftovers(client: redis.Redis, chats: list[str], figures: Figures) -> None:

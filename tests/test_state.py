@@ -316,6 +316,26 @@ def test_no_chat_key_is_left_without_a_ttl(redis_client: redis.Redis, chat_id: s
         key: redis_client.pttl(key) for key in keys}
 
 
+def test_a_claimed_turn_not_yet_started_yields_to_an_older_late_message(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """A message refused during a Redis restart and redelivered after a later one had been
+    claimed (but before any worker started it) runs first: the order is fixed when a turn
+    starts, not when it is claimed. The task of the claimed one runs it, under its fence."""
+    store = store_for(redis_client, inbox_cap=10)
+    claimed = store.ingest(msg(chat_id, 2, create_ms=2_000)).dispatch
+    assert claimed is not None and claimed.message_id == "om_2"
+    store.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older: Feishu redelivered it
+    started = store.start(claimed, "t", "w")
+    assert started is not None and started.message_id == "om_1" and started.attempt == 1
+    assert store.lease(chat_id)["message_id"] == "om_1"
+    ran = Dispatch(chat_id, started.message_id, claimed.fence)
+    assert store.keep_answer(ran, Answer("reply", ("one",)))
+    following = store.complete(ran)
+    assert following and following.message_id == "om_2"
+    again = store.start(following, "t", "w")
+    assert again is not None and again.message_id == "om_2" and again.answer is None
+
+
 def test_a_dispatched_message_is_not_overtaken_when_its_worker_dies(
         redis_client: redis.Redis, chat_id: str) -> None:
     """A message that arrives late with an older create_time must not take the place of

@@ -211,7 +211,9 @@ class ChatStore:
 
     # a worker's steps
     def start(self, turn: Dispatch, task_id: str, worker: str) -> Started | None:
-        """Mark the turn running; None when its fence is stale or it already started."""
+        """Mark the turn running; None when its fence is stale or it already started. On
+        a first attempt it runs the oldest waiting message (`Started.message_id`), which is
+        not `turn.message_id` when an older one arrived after the claim."""
         c = self.config
         reply = self._run("start", turn.chat_id, turn.fence, task_id, worker, c.running_ttl_ms,
                           turn.chat_id, c.max_attempts, c.session_ttl_ms)

@@ -70,13 +70,10 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run)
   return {f, first, fresh}
 end
 
--- The turn of `entry` starts now (its lease says running): count the attempt, read the
--- session generation and any answer an earlier attempt kept.
--- `counted`: the claim already counted this first attempt.
+-- The turn of `entry` starts now (its lease says running): read the session generation and
+-- any answer an earlier attempt kept. `attempt`: this one's number, already counted.
 -- Returns {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks}.
-local function begin(entry, max_attempts, session_ttl_ms, counted)
-  local attempt = 1
-  if not counted then attempt = redis.call('HINCRBY', K.tries, 'n', 1) end
+local function begin(entry, max_attempts, session_ttl_ms, attempt)
   local gen = redis.call('GET', K.gen) or '0'
   if gen ~= '0' then redis.call('PEXPIRE', K.gen, session_ttl_ms) end
   local kind, chunks = false, false
