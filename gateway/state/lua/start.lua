@@ -10,15 +10,14 @@
 local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'entry')
 if lease[1] ~= ARGV[1] or lease[2] == 'running' then return {'stale'} end
 local entry = lease[3]
-if not entry or not redis.call('ZSCORE', K.inbox, entry) then return {'stale'} end
+if not entry then return {'stale'} end
+local oldest = redis.call('ZRANGE', K.inbox, 0, 0)[1]
+if oldest ~= entry and not redis.call('ZSCORE', K.inbox, entry) then return {'stale'} end
 local _, now_ms = clock()
 local attempt = redis.call('HINCRBY', K.tries, 'n', 1)
-if attempt == 1 then
-  local oldest = redis.call('ZRANGE', K.inbox, 0, 0)[1]
-  if oldest ~= entry then
-    entry = oldest
-    redis.call('HSET', K.tries, 'head', entry)
-  end
+if attempt == 1 and oldest ~= entry then
+  entry = oldest
+  redis.call('HSET', K.tries, 'head', entry)
 end
 redis.call('HSET', K.lease, 'state', 'running', 'task_id', ARGV[2], 'worker', ARGV[3],
            'since_ms', str(now_ms), 'entry', entry, 'message_id', entry_id(entry))
