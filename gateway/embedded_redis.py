@@ -120,3 +120,79 @@ class EmbeddedRedis:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is free and valid too."""
+    while True:
+        port = free_port()
+        if port + 10_000 > 65_535:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 10_000))
+            except OSError:
+                continue
+        return port
+
+
+class EmbeddedCluster:
+    """A private Redis Cluster of `masters` loopback nodes (no replicas), for the tests of
+    the sharded chat state. Made the way `redis-cli --cluster create` makes one (slots split
+    evenly, a config epoch each, then CLUSTER MEET), so only redis-server is needed."""
+
+    SLOTS = 16384
+
+    def __init__(self, masters: int = 3) -> None:
+        self.nodes = [EmbeddedRedis(free_cluster_port(), args=[
+            "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", "5000"]) for _ in range(masters)]
+
+    @property
+    def url(self) -> str:
+        """The first node: a cluster client finds the others from it."""
+        return self.nodes[0].url
+
+    def start(self, timeout_s: float = 20.0) -> EmbeddedCluster:
+        try:
+            for node in self.nodes:
+                node.start()
+            share = -(-self.SLOTS // len(self.nodes))
+            for n, node in enumerate(self.nodes):
+                client = redis.Redis.from_url(node.url)
+                try:
+                    slots = range(n * share, min((n + 1) * share, self.SLOTS))
+                    client.execute_command("CLUSTER", "ADDSLOTS", *slots)  # type: ignore[no-untyped-call]
+                    client.execute_command("CLUSTER", "SET-CONFIG-EPOCH", n + 1)  # type: ignore[no-untyped-call]
+                    if n:
+                        client.execute_command("CLUSTER", "MEET", "127.0.0.1",  # type: ignore[no-untyped-call]
+                                               self.nodes[0].port)
+                finally:
+                    client.close()
+            self._wait_ok(timeout_s)
+        except (redis.RedisError, GatewayError):
+            self.stop()
+            raise
+        return self
+
+    def _wait_ok(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for node in self.nodes:
+            client = redis.Redis.from_url(node.url, decode_responses=True)
+            try:
+                while client.cluster("INFO").get("cluster_state") != "ok":
+                    if time.monotonic() > deadline:
+                        raise GatewayError(f"cluster not ok on {node.url}")
+                    time.sleep(0.05)
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

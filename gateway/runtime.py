@@ -7,10 +7,11 @@ import socket
 import uuid
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Literal, cast
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from gateway.agents import load_factory
@@ -24,6 +25,7 @@ from gateway.runner import TurnRunner
 from gateway.settings import Settings
 from gateway.state.cancel import Canceller
 from gateway.state.jobs import ControlJobs
+from gateway.state.keys import Keyspace
 from gateway.state.store import ChatStore, StoreConfig
 
 Role = Literal["worker", "listener", "cli"]
@@ -32,11 +34,22 @@ ORPHAN_AFTER_MS = 10_000
 theirs every 2 s)."""
 
 
-def redis_client(url: str, timeout_s: float = 5.0, *, retries: int = 1) -> redis.Redis:
+def redis_client(url: str, timeout_s: float = 5.0, *, retries: int = 1,
+                 cluster: bool = False) -> redis.Redis:
     """A client that fails within bounded time instead of hanging a thread on a dead server:
-    at most (1 + retries) attempts of `timeout_s` each."""
+    at most (1 + retries) attempts of `timeout_s` each. With `cluster`, a Redis Cluster
+    client found from the node `url` names (it follows MOVED and failovers itself)."""
+    if cluster:
+        client = RedisCluster.from_url(url, socket_timeout=timeout_s,
+                                       socket_connect_timeout=timeout_s,
+                                       retry=Retry(NoBackoff(), retries))
+        return cast(redis.Redis, client)  # the same command interface, for the store
     return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                                 health_check_interval=30, retry=Retry(NoBackoff(), retries))
+
+
+def keyspace(s: Settings) -> Keyspace:
+    return Keyspace(s.state_shards if s.redis_cluster else 0)
 
 
 def store_config(s: Settings) -> StoreConfig:
@@ -57,13 +70,14 @@ class Runtime:
     def redis(self) -> redis.Redis:
         """Listeners and the CLI answer fast (a dead Redis means ACK 500 now, Feishu retries);
         workers wait a little longer."""
+        s = self.settings
         if self.role == "worker":
-            return redis_client(self.settings.redis_url)
-        return redis_client(self.settings.redis_url, self.settings.redis_timeout_s, retries=0)
+            return redis_client(s.redis_url, cluster=s.redis_cluster)
+        return redis_client(s.redis_url, s.redis_timeout_s, retries=0, cluster=s.redis_cluster)
 
     @cached_property
     def store(self) -> ChatStore:
-        return ChatStore(self.redis, store_config(self.settings))
+        return ChatStore(self.redis, store_config(self.settings), keyspace(self.settings))
 
     @cached_property
     def publisher(self) -> Publisher:
@@ -109,6 +123,8 @@ class Runtime:
     def control_jobs(self) -> ControlJobs:
         """A client of its own: its reads block for up to half a second."""
         s = self.settings
-        client = redis_client(s.redis_url, s.redis_timeout_s + 2.0, retries=0)
+        client = redis_client(s.redis_url, s.redis_timeout_s + 2.0, retries=0,
+                              cluster=s.redis_cluster)
         consumer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        return ControlJobs(client, consumer, orphan_after_ms=ORPHAN_AFTER_MS)
+        return ControlJobs(client, consumer, orphan_after_ms=ORPHAN_AFTER_MS,
+                           streams=keyspace(s).controls)

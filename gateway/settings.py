@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.errors import SettingsError
@@ -57,6 +57,11 @@ class Settings(BaseSettings):
         "none", validation_alias="GATEWAY_DURABLE_ACK")
     durable_ack_timeout_ms: int = Field(1000, validation_alias="GATEWAY_DURABLE_ACK_TIMEOUT_MS",
                                         ge=1)
+    redis_cluster: bool = Field(False, validation_alias="GATEWAY_REDIS_CLUSTER")
+    """REDIS_URL names a node of a Redis Cluster that keeps the chat state (sharded)."""
+    state_shards: int = Field(16, validation_alias="GATEWAY_STATE_SHARDS", ge=1, le=16384)
+    """On a cluster: how many shards the chats are spread over (a sweeper index and a
+    control stream each)."""
     drain_turns: int = Field(8, validation_alias="GATEWAY_DRAIN_TURNS", ge=1)
     drain_budget_s: float = Field(1.0, validation_alias="GATEWAY_DRAIN_BUDGET_S", ge=0)
     task_events: bool = Field(False, validation_alias="GATEWAY_TASK_EVENTS")
@@ -81,6 +86,16 @@ class Settings(BaseSettings):
     def _check_broker_url(cls, value: str) -> str:
         if value and urlsplit(value).scheme not in BROKER_SCHEMES:
             raise ValueError("expected a redis:// or amqp:// URL (or nothing: the REDIS_URL)")
+        return value
+
+    @field_validator("redis_cluster")
+    @classmethod
+    def _check_cluster(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and not info.data.get("celery_broker_url"):
+            raise ValueError("a Redis Cluster keeps the chat state only: set CELERY_BROKER_URL "
+                             "to the broker (a plain Redis or RabbitMQ)")
+        if value and info.data.get("durable_ack", "none") != "none":
+            raise ValueError("GATEWAY_DURABLE_ACK is not supported on a Redis Cluster yet")
         return value
 
     @field_validator("log_level")

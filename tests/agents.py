@@ -24,13 +24,15 @@ from functools import cache
 
 import redis
 
+from gateway.runtime import redis_client
 from gateway.settings import load_settings
 from gateway.types import Turn
 
 
 @cache
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(load_settings().redis_url)
+    settings = load_settings()
+    return redis_client(settings.redis_url, cluster=settings.redis_cluster)
 
 
 def events_key(chat_id: str) -> str:

@@ -9,7 +9,9 @@ XAUTOCLAIM after `orphan_after_ms`. A job is deleted once done.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,23 +59,49 @@ def parse_job(job_id: Any, raw: Any) -> ControlJob:
 
 
 class ControlJobs:
-    def __init__(self, client: redis.Redis, consumer: str, *, orphan_after_ms: int) -> None:
+    """The desk's side of the control streams: one on one Redis, one per shard on a Redis
+    Cluster (see keys.Keyspace). With several streams a job's id names its stream
+    (`<n>/<entry id>`) and new jobs are polled every `poll_ms` instead of a blocking read
+    (a blocking read waits on one slot)."""
+
+    def __init__(self, client: redis.Redis, consumer: str, *, orphan_after_ms: int,
+                 streams: Sequence[str] = (CONTROL_KEY,), poll_ms: int = 50) -> None:
         """`client` must allow blocking reads (socket timeout above `block_ms`)."""
         self._redis = client
         self.consumer = consumer
         self.orphan_after_ms = orphan_after_ms
+        self.streams = list(streams)
+        self.poll_ms = poll_ms
+
+    def _job_id(self, n: int, entry_id: Any) -> str:
+        return _text(entry_id) if len(self.streams) == 1 else f"{n}/{_text(entry_id)}"
+
+    def _where(self, job_id: str) -> tuple[str, str]:
+        """A job id → (its stream, its entry id)."""
+        if len(self.streams) == 1:
+            return self.streams[0], job_id
+        n, _, entry_id = job_id.partition("/")
+        return self.streams[int(n)], entry_id
+
+    def _each(self, call: Callable[[Any, str], object]) -> list[Any]:
+        """`call(pipe, stream)` for every stream, in one round trip; the replies in order."""
+        with self._redis.pipeline(transaction=False) as pipe:
+            for stream in self.streams:
+                call(pipe, stream)
+            return list(pipe.execute(raise_on_error=False))
 
     def ensure_group(self) -> None:
-        try:
-            self._redis.xgroup_create(CONTROL_KEY, GROUP, id="0", mkstream=True)
-        except redis.ResponseError as error:
-            if "BUSYGROUP" not in str(error):
-                raise
+        for reply in self._each(lambda pipe, stream: pipe.xgroup_create(
+                stream, GROUP, id="0", mkstream=True)):
+            if isinstance(reply, Exception) and "BUSYGROUP" not in str(reply):
+                raise reply
 
     def read(self, count: int, block_ms: int) -> list[ControlJob]:
         """New jobs for this desk, waiting up to `block_ms` for one."""
+        if len(self.streams) > 1:
+            return self._poll(count, block_ms)
         try:
-            reply = self._redis.xreadgroup(GROUP, self.consumer, {CONTROL_KEY: ">"},
+            reply = self._redis.xreadgroup(GROUP, self.consumer, {self.streams[0]: ">"},
                                            count=count, block=block_ms)
         except redis.ResponseError as error:
             if "NOGROUP" not in str(error):
@@ -83,32 +111,62 @@ class ControlJobs:
         streams: list[Any] = list(reply or [])
         return [parse_job(entry[0], entry[1]) for _, entries in streams for entry in entries]
 
+    def _poll(self, count: int, block_ms: int) -> list[ControlJob]:
+        deadline = time.monotonic() + block_ms / 1000
+        while True:
+            replies = self._each(lambda pipe, stream: pipe.xreadgroup(
+                GROUP, self.consumer, {stream: ">"}, count=count))
+            jobs, lost = [], False
+            for n, reply in enumerate(replies):
+                if isinstance(reply, Exception):
+                    if "NOGROUP" not in str(reply):
+                        raise reply
+                    lost = True
+                    continue
+                for _, entries in reply or []:
+                    jobs += [parse_job(self._job_id(n, e[0]), e[1]) for e in entries]
+            if lost:
+                self.ensure_group()
+            if jobs or time.monotonic() >= deadline:
+                return jobs
+            time.sleep(self.poll_ms / 1000)  # polling a cluster's streams, not synchronising
+
     def orphans(self, count: int) -> list[ControlJob]:
         """Jobs another desk took and stopped working on (it died): now this desk's."""
-        reply = self._redis.xautoclaim(CONTROL_KEY, GROUP, self.consumer, self.orphan_after_ms,
-                                       "0-0", count=count)
-        entries: list[Any] = list(reply[1]) if len(reply) > 1 else []
-        return [parse_job(entry[0], entry[1]) for entry in entries if entry[1] is not None]
+        jobs = []
+        replies = self._each(lambda pipe, stream: pipe.xautoclaim(
+            stream, GROUP, self.consumer, self.orphan_after_ms, "0-0", count=count))
+        for n, reply in enumerate(replies):
+            if isinstance(reply, Exception):
+                raise reply
+            entries: list[Any] = list(reply[1]) if len(reply) > 1 else []
+            jobs += [parse_job(self._job_id(n, e[0]), e[1]) for e in entries if e[1] is not None]
+        return jobs
 
     def touch(self, job_ids: Iterable[str]) -> None:
         """Mark jobs as still being worked on (their idle time starts again)."""
-        ids: list[Any] = list(job_ids)
-        if ids:
-            self._redis.xclaim(CONTROL_KEY, GROUP, self.consumer, 0, ids, justid=True)
+        by_stream: dict[str, list[Any]] = defaultdict(list)
+        for job_id in job_ids:
+            stream, entry_id = self._where(job_id)
+            by_stream[stream].append(entry_id)
+        for stream, ids in by_stream.items():
+            self._redis.xclaim(stream, GROUP, self.consumer, 0, ids, justid=True)
 
     def prune(self, idle_ms: int = 3_600_000) -> int:
         """Forget desks gone for an hour with nothing pending (each listener start adds one)."""
         gone = 0
-        for consumer in self._redis.xinfo_consumers(CONTROL_KEY, GROUP):
-            name = _text(consumer.get("name", ""))
-            if name != self.consumer and int(consumer.get("pending", 0)) == 0 and int(
-                    consumer.get("idle", 0)) >= idle_ms:
-                self._redis.xgroup_delconsumer(CONTROL_KEY, GROUP, name)
-                gone += 1
+        for stream in self.streams:
+            for consumer in self._redis.xinfo_consumers(stream, GROUP):
+                name = _text(consumer.get("name", ""))
+                if name != self.consumer and int(consumer.get("pending", 0)) == 0 and int(
+                        consumer.get("idle", 0)) >= idle_ms:
+                    self._redis.xgroup_delconsumer(stream, GROUP, name)
+                    gone += 1
         return gone
 
     def done(self, job_id: str) -> None:
+        stream, entry_id = self._where(job_id)
         with self._redis.pipeline() as pipe:
-            pipe.xack(CONTROL_KEY, GROUP, job_id)
-            pipe.xdel(CONTROL_KEY, job_id)
+            pipe.xack(stream, GROUP, entry_id)
+            pipe.xdel(stream, entry_id)
             pipe.execute()

@@ -1,8 +1,16 @@
-"""Redis key names. Per-chat keys carry the hash tag `{chat_id}`; the order of `ChatKeys.all`
-is the KEYS order every per-chat script expects (see lua/chat.lua)."""
+"""Redis key names. The order of `ChatKeys.all` is the KEYS order every per-chat script
+expects (see lua/chat.lua).
+
+On one Redis (`Keyspace(shards=0)`, the default) per-chat keys carry the hash tag
+`{chat_id}` and every chat shares one sweeper index and one control stream. On a Redis
+Cluster (`shards=N`) each chat belongs to one of N shards (CRC32 of its id): its keys, its
+shard's index and its shard's control stream all carry the shard's hash tag `{s<n>}`, so
+every script touches one slot, and the N shards spread over the cluster's masters.
+"""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 INDEX_KEY = "gw:chats"
@@ -18,10 +26,22 @@ UNDELIVERED_KEY = "gw:undelivered"
 @dataclass(frozen=True, slots=True)
 class ChatKeys:
     chat_id: str
+    shard: int | None = None
+    """The chat's shard on a Redis Cluster; None on one Redis."""
 
     @property
     def prefix(self) -> str:
-        return f"gw:{{{self.chat_id}}}"
+        if self.shard is None:
+            return f"gw:{{{self.chat_id}}}"
+        return f"{shard_prefix(self.shard)}:c:{self.chat_id}"
+
+    @property
+    def index(self) -> str:
+        return INDEX_KEY if self.shard is None else f"{shard_prefix(self.shard)}:chats"
+
+    @property
+    def control(self) -> str:
+        return CONTROL_KEY if self.shard is None else f"{shard_prefix(self.shard)}:control"
 
     @property
     def lease(self) -> str:
@@ -62,4 +82,34 @@ class ChatKeys:
     def all(self) -> list[str]:
         """KEYS 1-9 of every per-chat script."""
         return [self.lease, self.inbox, self.fence, self.tries, self.stop, self.answer,
-                self.generation, INDEX_KEY, CONTROL_KEY]
+                self.generation, self.index, self.control]
+
+
+def shard_prefix(shard: int) -> str:
+    return f"gw:{{s{shard}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Keyspace:
+    """Where each chat's keys live: one Redis (`shards=0`) or N shards of a Redis Cluster."""
+
+    shards: int = 0
+
+    def chat(self, chat_id: str) -> ChatKeys:
+        if self.shards <= 0:
+            return ChatKeys(chat_id)
+        return ChatKeys(chat_id, zlib.crc32(chat_id.encode()) % self.shards)
+
+    @property
+    def indexes(self) -> list[str]:
+        """Every sweeper index (one per shard)."""
+        if self.shards <= 0:
+            return [INDEX_KEY]
+        return [f"{shard_prefix(n)}:chats" for n in range(self.shards)]
+
+    @property
+    def controls(self) -> list[str]:
+        """Every control stream (one per shard)."""
+        if self.shards <= 0:
+            return [CONTROL_KEY]
+        return [f"{shard_prefix(n)}:control" for n in range(self.shards)]

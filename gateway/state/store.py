@@ -11,7 +11,7 @@ from typing import Any, Literal, overload
 import redis
 
 from gateway.errors import RetryableError
-from gateway.state.keys import INDEX_KEY, UNDELIVERED_KEY, ChatKeys
+from gateway.state.keys import UNDELIVERED_KEY, ChatKeys, Keyspace
 from gateway.state.scripts import register
 from gateway.types import Message
 
@@ -150,20 +150,48 @@ def _admission(chat_id: str, reply: Any) -> Admission:
 
 
 class ChatStore:
-    def __init__(self, client: redis.Redis, config: StoreConfig | None = None) -> None:
+    def __init__(self, client: redis.Redis, config: StoreConfig | None = None,
+                 keyspace: Keyspace | None = None) -> None:
+        """`client` is a `redis.Redis`, or a `redis.RedisCluster` with a sharded `keyspace`."""
         self.redis = client
         self.config = config or StoreConfig()
+        self.keyspace = keyspace or Keyspace()
         self._scripts = register(client)
 
+    def keys(self, chat_id: str) -> ChatKeys:
+        return self.keyspace.chat(chat_id)
+
     def _run(self, name: str, chat_id: str, *args: Any) -> Any:
-        return self._scripts[name](keys=ChatKeys(chat_id).all, args=list(args))
+        return self._scripts[name](keys=self.keys(chat_id).all, args=list(args))
+
+    def _batch(self, name: str, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
+        """Run script `name` once per (keys, args) in one round trip (one per master on a
+        cluster). A cluster pipeline cannot load a script first: a master that lost it (a
+        restart, a failover) answers NOSCRIPT, and that call runs again on its own (it did
+        nothing the first time)."""
+        script = self._scripts[name]
+        with self.redis.pipeline(transaction=False) as pipe:
+            for keys, args in calls:
+                if self.keyspace.shards:  # redis-py blocks its evalsha() in a cluster pipeline
+                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                else:
+                    script(keys=keys, args=args, client=pipe)
+            replies = pipe.execute(raise_on_error=False)
+        out = []
+        for (keys, args), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                reply = script(keys=keys, args=args)
+            elif isinstance(reply, Exception):
+                raise reply
+            out.append(reply)
+        return out
 
     # the listener's step
     def ingest(self, message: Message, command: str = "") -> Admission:
         """Dedupe + admit (or record a command / a "not queued" notice) in one atomic step;
         with durable ACKs on, also wait until that step is durable."""
         c = self.config
-        k = ChatKeys(message.chat_id)
+        k = self.keys(message.chat_id)
         keys = [*k.all, k.seen(message.message_id)]
         args: list[Any] = [message.message_id, message.create_time_ms, message.to_json(),
                            c.dedupe_ttl_s, c.inbox_cap, c.claim_ttl_ms, message.chat_id, command,
@@ -201,13 +229,9 @@ class ChatStore:
     def confirm_many(self, confirmed: Sequence[tuple[Dispatch, str]]) -> None:
         """`confirm` for many published turns in one round trip."""
         c = self.config
-        script = self._scripts["confirm"]
-        with self.redis.pipeline(transaction=False) as pipe:
-            for turn, task_id in confirmed:
-                script(keys=ChatKeys(turn.chat_id).all, args=[
-                    turn.fence, task_id, c.queued_ttl_ms, c.running_ttl_ms, turn.chat_id],
-                    client=pipe)
-            pipe.execute()
+        self._batch("confirm", [(self.keys(turn.chat_id).all, [
+            turn.fence, task_id, c.queued_ttl_ms, c.running_ttl_ms, turn.chat_id])
+            for turn, task_id in confirmed])
 
     # a worker's steps
     def start(self, turn: Dispatch, task_id: str, worker: str) -> Started | None:
@@ -228,13 +252,12 @@ class ChatStore:
         ttl = self.config.running_ttl_ms
         if len(turns) == 1:  # the usual case (prefork): no pipeline, no SCRIPT EXISTS
             turn = turns[0]
-            return [_BEATS[int(beat(keys=ChatKeys(turn.chat_id).all,
+            return [_BEATS[int(beat(keys=self.keys(turn.chat_id).all,
                                     args=[turn.fence, ttl, flags[0], turn.chat_id]))]]
-        with self.redis.pipeline(transaction=False) as pipe:
-            for turn, flag in zip(turns, flags, strict=True):
-                beat(keys=ChatKeys(turn.chat_id).all, args=[turn.fence, ttl, flag, turn.chat_id],
-                     client=pipe)
-            return [_BEATS[int(state)] for state in pipe.execute()]
+        states = self._batch("heartbeat", [
+            (self.keys(turn.chat_id).all, [turn.fence, ttl, flag, turn.chat_id])
+            for turn, flag in zip(turns, flags, strict=True)])
+        return [_BEATS[int(state)] for state in states]
 
     def keep_answer(self, turn: Dispatch, answer: Answer) -> bool:
         """Store the answer before sending it; False when the turn may not reply."""
@@ -267,20 +290,20 @@ class ChatStore:
 
     def holds(self, turn: Dispatch) -> bool:
         """True while this turn's fence is the chat's current one."""
-        fence = self.redis.hget(ChatKeys(turn.chat_id).lease, "fence")
+        fence = self.redis.hget(self.keys(turn.chat_id).lease, "fence")
         return fence is not None and int(fence) == turn.fence
 
     def holds_many(self, turns: Sequence[Dispatch]) -> list[bool]:
         """`holds` for many turns in one round trip."""
         with self.redis.pipeline(transaction=False) as pipe:
             for turn in turns:
-                pipe.hget(ChatKeys(turn.chat_id).lease, "fence")
+                pipe.hget(self.keys(turn.chat_id).lease, "fence")
             fences = pipe.execute()
         return [f is not None and int(f) == t.fence for f, t in zip(fences, turns, strict=True)]
 
     def may_reply(self, turn: Dispatch) -> bool:
         """True while this turn holds the chat and was not asked to stop (one round trip)."""
-        k = ChatKeys(turn.chat_id)
+        k = self.keys(turn.chat_id)
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.hget(k.lease, "fence")
             pipe.hget(k.stop, "fence")
@@ -292,7 +315,17 @@ class ChatStore:
     def due_chats(self, limit: int = 500, *, claim_ms: int = 0) -> list[str]:
         """Chats whose sweeper deadline passed, by the Redis server's clock; with `claim_ms`,
         hidden from other sweepers that long (this caller recovers them)."""
-        return [_text(c) for c in self._scripts["due"](keys=[INDEX_KEY], args=[limit, claim_ms])]
+        return self.due_batch(limit, claim_ms=claim_ms)[0]
+
+    def due_batch(self, limit: int, *, claim_ms: int = 0) -> tuple[list[str], bool]:
+        """`due_chats`, and whether more may be due now (a shard gave all it was asked)."""
+        indexes = self.keyspace.indexes
+        if len(indexes) == 1:
+            due = self._scripts["due"](keys=indexes, args=[limit, claim_ms])
+            return [_text(c) for c in due], len(due) >= limit
+        share = -(-limit // len(indexes))  # each shard's part of the batch
+        found = self._batch("due", [([index], [share, claim_ms]) for index in indexes])
+        return [_text(c) for due in found for c in due], any(len(d) >= share for d in found)
 
     def _recover_args(self, chat_id: str, may_requeue: bool) -> list[Any]:
         c = self.config
@@ -309,12 +342,9 @@ class ChatStore:
     def recover_many(self, chat_ids: Sequence[str], *,
                      may_requeue: bool = True) -> dict[str, Recovered]:
         """`recover` for each chat in one round trip; only the chats with a turn to publish."""
-        script = self._scripts["recover"]
-        with self.redis.pipeline(transaction=False) as pipe:
-            for chat_id in chat_ids:
-                script(keys=ChatKeys(chat_id).all, args=self._recover_args(chat_id, may_requeue),
-                       client=pipe)
-            replies = pipe.execute()
+        replies = self._batch("recover", [
+            (self.keys(chat_id).all, self._recover_args(chat_id, may_requeue))
+            for chat_id in chat_ids])
         found = {c: _recovered(c, r) for c, r in zip(chat_ids, replies, strict=True)}
         return {c: r for c, r in found.items() if r is not None}
 
@@ -324,7 +354,8 @@ class ChatStore:
         """The state change of a stop (see lua/cancel.lua). `target_fence`: the turn the
         command is about ("" none held the chat when it was sent, "*" whatever holds it)."""
         c = self.config
-        keys = [*ChatKeys(chat_id).all, ChatKeys(chat_id).command(command_id)]
+        k = self.keys(chat_id)
+        keys = [*k.all, k.command(command_id)]
         reply = [_text(v) for v in self._scripts["cancel"](keys=keys, args=[
             command_id, debounce_ms, flag_ttl_ms, c.claim_ttl_ms, chat_id, target_fence,
             "1" if new_session else "0", c.session_ttl_ms])]
@@ -339,18 +370,22 @@ class ChatStore:
     # reading, for the operator
     def active_chats(self, limit: int) -> list[str]:
         """Chats with pending messages, soonest sweeper deadline first."""
-        return [_text(c) for c in self.redis.zrange(INDEX_KEY, 0, limit - 1)]
+        with self.redis.pipeline(transaction=False) as pipe:
+            for index in self.keyspace.indexes:
+                pipe.zrange(index, 0, limit - 1, withscores=True)
+            found = [(score, _text(c)) for chats in pipe.execute() for c, score in chats]
+        return [chat for _, chat in sorted(found)[:limit]]
 
     def pending(self, chat_id: str) -> list[tuple[str, Message | None]]:
         """Waiting messages in the order they will run (the running one included)."""
-        entries = self.redis.zrange(ChatKeys(chat_id).inbox, 0, -1)
+        entries = self.redis.zrange(self.keys(chat_id).inbox, 0, -1)
         return [(entry_parts(_text(e))[0], entry_message(_text(e))) for e in entries]
 
     def pending_count(self, chat_id: str) -> int:
-        return int(self.redis.zcard(ChatKeys(chat_id).inbox))
+        return int(self.redis.zcard(self.keys(chat_id).inbox))
 
     def lease(self, chat_id: str) -> dict[str, str]:
-        raw = self.redis.hgetall(ChatKeys(chat_id).lease)
+        raw = self.redis.hgetall(self.keys(chat_id).lease)
         return {_text(k): _text(v) for k, v in raw.items()}
 
     def server_ms(self) -> int:

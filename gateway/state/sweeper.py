@@ -36,11 +36,13 @@ class Dispatcher(Protocol):
     def backlog(self) -> int | None: ...
 
 
-def sweep_batch(store: ChatStore, publisher: Dispatcher, limit: int = BATCH) -> tuple[int, int]:
-    """Recover one batch of due chats; returns (chats looked at, turns published)."""
-    chats = store.due_chats(limit, claim_ms=CLAIM_MS)
+def sweep_batch(store: ChatStore, publisher: Dispatcher, limit: int = BATCH
+                ) -> tuple[int, int, bool]:
+    """Recover one batch of due chats; returns (chats looked at, turns published, whether
+    more may be due)."""
+    chats, more = store.due_batch(limit, claim_ms=CLAIM_MS)
     if not chats:
-        return 0, 0
+        return 0, 0, False
     backlog = publisher.backlog()
     found = store.recover_many(chats, may_requeue=not backlog)
     turns = []
@@ -53,7 +55,7 @@ def sweep_batch(store: ChatStore, publisher: Dispatcher, limit: int = BATCH) -> 
                         turn.message_id, turn.fence)
         turns.append(turn)
     publisher.publish_many(turns)
-    return len(chats), len(turns)
+    return len(chats), len(turns), more
 
 
 def sweep_once(store: ChatStore, publisher: Dispatcher, limit: int = BATCH,
@@ -62,9 +64,9 @@ def sweep_once(store: ChatStore, publisher: Dispatcher, limit: int = BATCH,
     deadline = time.monotonic() + budget_s
     published = 0
     while True:
-        looked, count = sweep_batch(store, publisher, limit)
+        _, count, more = sweep_batch(store, publisher, limit)
         published += count
-        if looked < limit or time.monotonic() >= deadline:
+        if not more or time.monotonic() >= deadline:
             return published
 
 
