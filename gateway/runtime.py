@@ -12,15 +12,18 @@ from typing import Literal, cast
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from gateway.agents import load_factory
 from gateway.agents.cache import AgentCache
 from gateway.dispatch import Publisher, TaskSender
+from gateway.errors import GatewayError
 from gateway.feishu.delivery import Replies, RetryPolicy
 from gateway.feishu.openapi import OpenApi
 from gateway.heartbeat import Heartbeater
 from gateway.locks import LockRegistry
+from gateway.logs import masked_url
 from gateway.runner import TurnRunner
 from gateway.settings import Settings
 from gateway.state.cancel import Canceller
@@ -40,9 +43,13 @@ def redis_client(url: str, timeout_s: float = 5.0, *, retries: int = 1,
     at most (1 + retries) attempts of `timeout_s` each. With `cluster`, a Redis Cluster
     client found from the node `url` names (it follows MOVED and failovers itself)."""
     if cluster:
-        client = RedisCluster.from_url(url, socket_timeout=timeout_s,
-                                       socket_connect_timeout=timeout_s,
-                                       retry=Retry(NoBackoff(), retries))
+        try:
+            client = RedisCluster.from_url(url, socket_timeout=timeout_s,
+                                           socket_connect_timeout=timeout_s,
+                                           retry=Retry(NoBackoff(), retries))
+        except (RedisClusterException, redis.RedisError) as error:  # it connects at once
+            raise GatewayError(f"cannot reach the Redis Cluster at {masked_url(url)}: "
+                               f"{error}") from None
         return cast(redis.Redis, client)  # the same command interface, for the store
     return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                                 health_check_interval=30, retry=Retry(NoBackoff(), retries))

@@ -61,6 +61,7 @@ class ListenerService:
         try:
             self.runtime.redis.ping()  # fail at start, in one line, if Redis is not there
             check_durability(self.runtime.redis, self.settings.durable_ack)
+            self.runtime.store.claim_keyspace()
         except redis.RedisError as error:
             raise GatewayError(f"cannot reach Redis at {masked_url(self.settings.redis_url)}: "
                                f"{error}") from None

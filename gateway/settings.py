@@ -91,6 +91,8 @@ class Settings(BaseSettings):
     @field_validator("redis_cluster")
     @classmethod
     def _check_cluster(cls, value: bool, info: ValidationInfo) -> bool:
+        # info.data holds the fields declared above this one: keep redis_cluster below
+        # celery_broker_url and durable_ack (test_settings checks both refusals)
         if value and not info.data.get("celery_broker_url"):
             raise ValueError("a Redis Cluster keeps the chat state only: set CELERY_BROKER_URL "
                              "to the broker (a plain Redis or RabbitMQ)")

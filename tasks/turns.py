@@ -7,11 +7,12 @@ import os
 import threading
 from typing import Any
 
+import redis
 from celery import Task
 from celery.signals import after_setup_logger, worker_init, worker_ready, worker_shutdown
 
 from gateway.agents import load_factory
-from gateway.errors import SettingsError
+from gateway.errors import GatewayError, SettingsError
 from gateway.logs import quiet_lark_handler, redact_handlers
 from gateway.names import RUN_TURN
 from gateway.runtime import Runtime
@@ -60,6 +61,18 @@ def _check_agent(**_: Any) -> None:
         load_factory(runtime().settings.agent)
     except SettingsError as error:
         raise SystemExit(f"feishu-gateway: {error}") from None
+
+
+@worker_init.connect
+def _check_keyspace(**_: Any) -> None:
+    """A worker whose key layout differs from the chat state's stops at start, in one line.
+    A Redis that cannot be reached now is waited for, as ever (turns and sweeps retry)."""
+    try:
+        runtime().store.claim_keyspace()
+    except SettingsError as error:
+        raise SystemExit(f"feishu-gateway: {error}") from None
+    except (redis.RedisError, GatewayError) as error:
+        logger.warning("cannot check the chat state's key layout now: %s", error)
 
 
 _sweepers: list[Sweeper] = []

@@ -48,6 +48,23 @@ def test_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch, name: str
         load_settings(_env_file=None)
 
 
+@pytest.mark.parametrize("env, expected", [
+    ({"GATEWAY_REDIS_CLUSTER": "true"}, "GATEWAY_REDIS_CLUSTER: Value error, a Redis Cluster "
+     "keeps the chat state only: set CELERY_BROKER_URL"),
+    ({"GATEWAY_REDIS_CLUSTER": "true", "CELERY_BROKER_URL": "redis://127.0.0.1:1/0",
+      "GATEWAY_DURABLE_ACK": "aof"}, "GATEWAY_DURABLE_ACK is not supported on a Redis Cluster"),
+])
+def test_a_cluster_needs_its_own_broker_and_no_durable_ack(
+        monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=expected):
+        load_settings(_env_file=None)
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("GATEWAY_DURABLE_ACK", "none")
+    assert load_settings(_env_file=None).redis_cluster
+
+
 @pytest.mark.parametrize("argv", [
     ["-m", "gateway.cli", "listen"],
     ["-m", "celery", "-A", "tasks", "worker"],

@@ -11,8 +11,10 @@ import pytest
 import redis
 
 from gateway.embedded_redis import EmbeddedRedis
+from gateway.errors import SettingsError
 from gateway.processes import wait_until
-from gateway.state.keys import CONTROL_KEY, ChatKeys
+from gateway.state.jobs import ControlJobs
+from gateway.state.keys import CONTROL_KEY, ChatKeys, Keyspace
 from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
 from gateway.types import Message
 from tests.conftest import client_of, start_redis, stop_redis
@@ -336,6 +338,20 @@ def test_a_claimed_turn_not_yet_started_yields_to_an_older_late_message(
     assert again is not None and again.message_id == "om_2" and again.answer is None
 
 
+def test_a_stop_before_the_start_drops_the_message_that_would_have_run(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """The claimed turn would run the older late message (see above), so a /stop that
+    comes before any worker started it drops that one; the claimed one runs next."""
+    store = store_for(redis_client, inbox_cap=10)
+    claimed = store.ingest(msg(chat_id, 2, create_ms=2_000)).dispatch
+    assert claimed is not None
+    store.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older
+    step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=5000)
+    assert step.how == "not-started" and step.following is not None
+    assert step.following.message_id == "om_2"
+    assert pending_ids(store, chat_id) == ["om_2"]
+
+
 def test_a_dispatched_message_is_not_overtaken_when_its_worker_dies(
         redis_client: redis.Redis, chat_id: str) -> None:
     """A message that arrives late with an older create_time must not take the place of
@@ -487,3 +503,34 @@ def test_a_running_turns_heartbeat_keeps_its_chat_out_of_the_due_set(
         time.sleep(0.05)
     assert store.heartbeat([turn], [False]) == ["held"], "a check alone extends nothing"
     wait_until(lambda: chat_id in store.due_chats(), 2, "the chat to be due once beats stop")
+
+
+def test_a_control_job_a_dead_desk_took_is_adopted_by_another(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """The ingest step records a /stop in the control stream; a desk that took it and died
+    leaves it pending; another desk adopts it once it was idle long enough, and done()
+    removes it for good."""
+    store = store_for(redis_client)
+    dead = ControlJobs(redis_client, "desk-dead", orphan_after_ms=100)
+    alive = ControlJobs(redis_client, "desk-alive", orphan_after_ms=100)
+    dead.ensure_group()
+    alive.ensure_group()
+    assert store.ingest(msg(chat_id, 1, text="/stop"), "stop").outcome == "command"
+    taken = [job for job in dead.read(10, 100) if job.chat_id == chat_id]
+    assert len(taken) == 1 and taken[0].command == "stop"
+    assert alive.read(10, 50) == [], "a job is delivered to one desk"
+    adopted = wait_until(lambda: [j for j in alive.orphans(10) if j.chat_id == chat_id], 3,
+                         "the job to be adopted")
+    assert isinstance(adopted, list) and [j.job_id for j in adopted] == [taken[0].job_id]
+    alive.done(adopted[0].job_id)
+    assert [j for j in alive.orphans(10) if j.chat_id == chat_id] == []
+
+
+def test_a_process_with_another_key_layout_is_refused(redis_client: redis.Redis) -> None:
+    """Changing GATEWAY_STATE_SHARDS (or one Redis vs a cluster) moves every chat's keys:
+    a process whose layout differs from the recorded one must not start."""
+    store_for(redis_client).claim_keyspace()  # one Redis: recorded as 0 (or already was)
+    store_for(redis_client).claim_keyspace()  # the same layout again: fine
+    other = ChatStore(redis_client, StoreConfig(), Keyspace(16))
+    with pytest.raises(SettingsError, match="GATEWAY_STATE_SHARDS=0 .* this process has 16"):
+        other.claim_keyspace()

@@ -18,6 +18,7 @@ from typing import Any
 import redis
 
 from gateway.state.keys import CONTROL_KEY
+from gateway.state.routing import route
 from gateway.types import Message
 
 logger = logging.getLogger(__name__)
@@ -83,16 +84,17 @@ class ControlJobs:
         n, _, entry_id = job_id.partition("/")
         return self.streams[int(n)], entry_id
 
-    def _each(self, call: Callable[[Any, str], object]) -> list[Any]:
-        """`call(pipe, stream)` for every stream, in one round trip; the replies in order."""
+    def _each(self, command: Callable[[str], Sequence[Any]]) -> list[Any]:
+        """The command `command(stream)` for every stream, in one round trip (one per node
+        of a cluster); the replies (or errors) in order."""
         with self._redis.pipeline(transaction=False) as pipe:
             for stream in self.streams:
-                call(pipe, stream)
+                pipe.execute_command(*command(stream), **route(self._redis, stream))  # type: ignore[no-untyped-call]
             return list(pipe.execute(raise_on_error=False))
 
     def ensure_group(self) -> None:
-        for reply in self._each(lambda pipe, stream: pipe.xgroup_create(
-                stream, GROUP, id="0", mkstream=True)):
+        for reply in self._each(lambda stream: (
+                "XGROUP", "CREATE", stream, GROUP, "0", "MKSTREAM")):
             if isinstance(reply, Exception) and "BUSYGROUP" not in str(reply):
                 raise reply
 
@@ -114,8 +116,9 @@ class ControlJobs:
     def _poll(self, count: int, block_ms: int) -> list[ControlJob]:
         deadline = time.monotonic() + block_ms / 1000
         while True:
-            replies = self._each(lambda pipe, stream: pipe.xreadgroup(
-                GROUP, self.consumer, {stream: ">"}, count=count))
+            replies = self._each(lambda stream: (
+                "XREADGROUP", "GROUP", GROUP, self.consumer, "COUNT", count, "STREAMS",
+                stream, ">"))
             jobs, lost = [], False
             for n, reply in enumerate(replies):
                 if isinstance(reply, Exception):
@@ -134,8 +137,9 @@ class ControlJobs:
     def orphans(self, count: int) -> list[ControlJob]:
         """Jobs another desk took and stopped working on (it died): now this desk's."""
         jobs = []
-        replies = self._each(lambda pipe, stream: pipe.xautoclaim(
-            stream, GROUP, self.consumer, self.orphan_after_ms, "0-0", count=count))
+        replies = self._each(lambda stream: (
+            "XAUTOCLAIM", stream, GROUP, self.consumer, self.orphan_after_ms, "0-0",
+            "COUNT", count))
         for n, reply in enumerate(replies):
             if isinstance(reply, Exception):
                 raise reply

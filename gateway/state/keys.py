@@ -19,6 +19,9 @@ INDEX_KEY = "gw:chats"
 CONTROL_KEY = "gw:control"
 """Stream of control jobs (commands, notices) for the listeners' control desks."""
 
+KEYSPACE_KEY = "gw:keyspace"
+"""String: the shard count the chat state was written with (0: one Redis); no TTL."""
+
 UNDELIVERED_KEY = "gw:undelivered"
 """List of the newest replies that were given up (capped), for `feishu-gateway status`."""
 

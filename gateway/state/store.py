@@ -10,8 +10,9 @@ from typing import Any, Literal, overload
 
 import redis
 
-from gateway.errors import RetryableError
-from gateway.state.keys import UNDELIVERED_KEY, ChatKeys, Keyspace
+from gateway.errors import RetryableError, SettingsError
+from gateway.state.keys import KEYSPACE_KEY, UNDELIVERED_KEY, ChatKeys, Keyspace
+from gateway.state.routing import route
 from gateway.state.scripts import register
 from gateway.types import Message
 
@@ -173,7 +174,8 @@ class ChatStore:
         with self.redis.pipeline(transaction=False) as pipe:
             for keys, args in calls:
                 if self.keyspace.shards:  # redis-py blocks its evalsha() in a cluster pipeline
-                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args,  # type: ignore[no-untyped-call]
+                                         **route(self.redis, keys[0]))
                 else:
                     script(keys=keys, args=args, client=pipe)
             replies = pipe.execute(raise_on_error=False)
@@ -185,6 +187,19 @@ class ChatStore:
                 raise reply
             out.append(reply)
         return out
+
+    def claim_keyspace(self) -> None:
+        """Record the key layout in Redis (`gw:keyspace`: the shard count, 0 for one Redis)
+        the first time; refuse a process whose layout differs, since every chat's keys would
+        be looked for elsewhere (two leases for one chat, dedupe marks not found)."""
+        mine = str(self.keyspace.shards)
+        self.redis.set(KEYSPACE_KEY, mine, nx=True)
+        recorded = _text(self.redis.get(KEYSPACE_KEY) or mine)
+        if recorded != mine:
+            raise SettingsError(
+                f"this Redis keeps the chat state for GATEWAY_STATE_SHARDS={recorded} (0: one "
+                f"Redis, not a cluster) but this process has {mine}: use the same layout "
+                "everywhere, or drain and move the state first (docs/scaling.md)")
 
     # the listener's step
     def ingest(self, message: Message, command: str = "") -> Admission:
@@ -372,7 +387,8 @@ class ChatStore:
         """Chats with pending messages, soonest sweeper deadline first."""
         with self.redis.pipeline(transaction=False) as pipe:
             for index in self.keyspace.indexes:
-                pipe.zrange(index, 0, limit - 1, withscores=True)
+                pipe.execute_command("ZRANGE", index, 0, limit - 1, "WITHSCORES",  # type: ignore[no-untyped-call]
+                                     withscores=True, **route(self.redis, index))
             found = [(score, _text(c)) for chats in pipe.execute() for c, score in chats]
         return [chat for _, chat in sorted(found)[:limit]]
 

@@ -9,7 +9,8 @@
 --   'again'       this command ran before: how/fence/task_id/waiting as recorded
 --   'debounced'   another stop came within debounce_ms: this one does nothing more
 --   'nothing'     the turn it is about is not holding the chat (none, or already over)
---   'not-started' the turn had not started: its message is dropped and the next one claimed
+--   'not-started' the turn had not started: the message it would run is dropped (the oldest
+--                 waiting one, see start.lua) and the next one claimed
 --   'running'     the flag is up: the turn sees it, stops extending its lease and ends; the
 --                 canceller completes it after the timeout if it does not
 local rec = redis.call('HMGET', KEYS[10], 'how', 'fence', 'task_id', 'waiting')
@@ -41,6 +42,10 @@ end
 if state == 'running' then
   redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '')
   return record('running', fence, task_id)
+end
+if entry and redis.call('HGET', K.tries, 'n') == '0' then
+  -- never started: it would run the oldest waiting message (start.lua), so that one goes
+  entry = redis.call('ZRANGE', K.inbox, 0, 0)[1] or entry
 end
 if entry then redis.call('ZREM', K.inbox, entry) end
 local r = record('not-started', fence, task_id)

@@ -16,7 +16,5 @@ if ARGV[4] ~= '1' then
 end
 local c = claim(ARGV[3], now_us, now_ms, tonumber(ARGV[7]), true, {ARGV[5], ARGV[6]})
 if not c then return {'idle'} end
-local attempt = 1  -- a fresh head: the claim counted it
-if not c[3] then attempt = redis.call('HINCRBY', K.tries, 'n', 1) end
-local s = begin(c[2], ARGV[8], ARGV[9], attempt)
+local s = begin(c[2], ARGV[8], ARGV[9], 1)  -- `done`: always a fresh head, counted by claim
 return {'started', c[1], s[1], s[2], s[3], s[4], s[5], s[6]}
