@@ -23,8 +23,9 @@ from gateway.state.keys import Keyspace
 from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
 from gateway.state.sweeper import sweep_once
 from gateway.types import Message
-from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
-from tests.test_cancel import operator, reply_of, started
+from tests.conftest import Rig
+from tests.test_brokers import stop_then_kill_a_worker
+from tests.test_cancel import operator
 from tests.test_pipeline import replies_to
 
 SHARDS = 16
@@ -189,18 +190,9 @@ def test_stop_a_killed_worker_and_status_work_on_a_cluster(
         rig: Rig, client: RedisCluster, tmp_path: Path) -> None:
     """The control desk reads every shard's stream; the sweepers recover every shard's
     chats; the operator's status reads the chat from its shard."""
-    sim, events = rig.sim, cast(redis.Redis, client)
     chat = chats_of("stop", 1)[0]
-    running = sim.send_text(chat, "sleep 30")
-    wait_until(lambda: started(events, chat, running), 20, "the turn to start")
-    after = sim.send_text(chat, "after the stop")
-    assert running in operator(rig.env, tmp_path, "status", chat), "status shows the turn"
-    stop = sim.send_text(chat, "/stop")
-    assert reply_of(sim, chat, stop, TEST_CANCEL_TIMEOUT_S + 10).startswith("Stopped.")
-    assert reply_of(sim, chat, after) == "echo: after the stop"
-    crashed = sim.send_text(chat, "hang 4")
-    wait_until(lambda: started(events, chat, crashed), 20, "the hanging turn to start")
-    for worker in rig.fleet.workers():
-        worker.kill()  # supervised: started again, as systemd would
-    behind = sim.send_text(chat, "behind the crash")
-    assert reply_of(sim, chat, behind, 60) == "echo: behind the crash"
+
+    def status_shows(message_id: str) -> None:
+        assert message_id in operator(rig.env, tmp_path, "status", chat), "status shows it"
+
+    stop_then_kill_a_worker(rig, cast(redis.Redis, client), chat, status_shows)
