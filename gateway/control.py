@@ -198,7 +198,8 @@ class ControlDesk:
             return True
         if job.kind == "command":
             begun = self._canceller.begin(job.chat_id, message.message_id,
-                                          new_session=job.command == "new", target=job.target)
+                                          new_session=job.command == "new", target=job.target,
+                                          renewed=job.renewed)
             if isinstance(begun, Waiting):
                 with self._guard:
                     self._parked[job.job_id] = (job, begun)

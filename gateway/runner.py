@@ -24,7 +24,7 @@ from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
 from gateway.heartbeat import Heartbeater
 from gateway.locks import TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.state.store import Answer, ChatStore, Completed, Dispatch, Started
-from gateway.types import Message, Turn
+from gateway.types import Message, Reply, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -143,9 +143,11 @@ class TurnRunner:
         self._send(turn, message, answer, handle)
         return outcome
 
-    def _ask(self, run: Callable[[Turn], str | None], turn: Turn) -> tuple[Answer | None, str]:
+    def _ask(self, run: Callable[[Turn], Reply], turn: Turn) -> tuple[Answer | None, str]:
         try:
             reply = run(turn)
+            if reply is not None and not isinstance(reply, str):
+                reply = "".join(reply)  # a streamed answer, piece by piece
         except Exception:  # the boundary: any agent (or factory) error is a failure reply
             logger.exception("agent failed on message %s of chat %s", turn.message_id,
                              turn.chat_id)

@@ -57,6 +57,17 @@ class Settings(BaseSettings):
         "none", validation_alias="GATEWAY_DURABLE_ACK")
     durable_ack_timeout_ms: int = Field(1000, validation_alias="GATEWAY_DURABLE_ACK_TIMEOUT_MS",
                                         ge=1)
+    openai_base_url: str = Field("https://api.openai.com/v1", validation_alias="OPENAI_BASE_URL")
+    """The `openai` agent's OpenAI-compatible endpoint (the openai SDK's own variable)."""
+    openai_api_key: SecretStr = Field(SecretStr(""), validation_alias="OPENAI_API_KEY")
+    model: str = Field("gpt-4o-mini", validation_alias="GATEWAY_MODEL", min_length=1)
+    system_prompt: str = Field("You are a helpful assistant in a Feishu chat.",
+                               validation_alias="GATEWAY_SYSTEM_PROMPT")
+    history_messages: int = Field(40, validation_alias="GATEWAY_HISTORY_MESSAGES", ge=0)
+    """The `openai` agent keeps this many messages (user and assistant) of a session."""
+    history_ttl_s: int = Field(7 * 86_400, validation_alias="GATEWAY_HISTORY_TTL_S", ge=60)
+    llm_timeout_s: float = Field(120.0, validation_alias="GATEWAY_LLM_TIMEOUT_S", gt=0)
+    """The longest wait for the endpoint's next piece of an answer."""
     redis_cluster: bool = Field(False, validation_alias="GATEWAY_REDIS_CLUSTER")
     """REDIS_URL names a node of a Redis Cluster that keeps the chat state (sharded)."""
     state_shards: int = Field(16, validation_alias="GATEWAY_STATE_SHARDS", ge=1, le=16384)
@@ -72,6 +83,14 @@ class Settings(BaseSettings):
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("expected an http(s) URL such as https://open.feishu.cn")
+        return value.rstrip("/")
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _check_openai_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("expected an http(s) URL such as http://127.0.0.1:8080/v1")
         return value.rstrip("/")
 
     @field_validator("redis_url")
@@ -143,7 +162,7 @@ def _describe(error: ValidationError) -> str:
     alias = info.validation_alias if info is not None else None
     name = alias if isinstance(alias, str) else field.upper()
     got = first.get("input")
-    shown = "" if name == "FEISHU_APP_SECRET" else f", got {got!r}"
+    shown = "" if name in ("FEISHU_APP_SECRET", "OPENAI_API_KEY") else f", got {got!r}"
     return f"bad setting {name}: {first['msg']}{shown}"
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Protocol
 
@@ -72,10 +72,19 @@ class Turn:
         return self.message.text
 
 
-class Agent(Protocol):
-    """An agent answers one turn at a time; None means no reply."""
+Reply = str | Iterable[str] | None
+"""What `Agent.run` returns: the answer; or its pieces as they come (a streaming model:
+they are joined until the Feishu side renders them as they come); None for no reply."""
 
-    def run(self, turn: Turn) -> str | None: ...
+
+class Agent(Protocol):
+    """An agent answers one turn of its session at a time (see README, Agents).
+
+    Optional, called when the gateway lets the agent go (not yet wired: issue 9):
+    `soft_release()` drops clients and in-memory state but keeps what the session's next
+    agent inherits; `release()` tears everything down."""
+
+    def run(self, turn: Turn) -> Reply: ...
 
 
 AgentFactory = Callable[[str], Agent]

@@ -534,3 +534,19 @@ def test_a_process_with_another_key_layout_is_refused(redis_client: redis.Redis)
     other = ChatStore(redis_client, StoreConfig(), Keyspace(16))
     with pytest.raises(SettingsError, match="GATEWAY_STATE_SHARDS=0 .* this process has 16"):
         other.claim_keyspace()
+
+
+def test_a_message_right_after_new_belongs_to_the_new_conversation(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """/new renews the session in the step that admits it, not later on a control desk:
+    a message the user sends right after it is never answered in the old conversation."""
+    store = store_for(redis_client, inbox_cap=10)
+    before = store.ingest(msg(chat_id, 1)).dispatch
+    assert before is not None
+    old = store.start(before, "t", "w")
+    assert old is not None and store.complete(before) is None
+    assert store.ingest(msg(chat_id, 2, text="/new"), "new").outcome == "command"
+    after = store.ingest(msg(chat_id, 3)).dispatch
+    assert after is not None
+    new = store.start(after, "t", "w")
+    assert new is not None and new.generation > old.generation

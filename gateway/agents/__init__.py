@@ -7,7 +7,8 @@ import importlib
 from gateway.errors import SettingsError
 from gateway.types import AgentFactory
 
-BUILTIN = {"echo": "gateway.agents.echo:factory"}
+BUILTIN = {"echo": "gateway.agents.echo:factory",
+           "openai": "gateway.agents.chat_completions:factory"}
 
 
 def load_factory(spec: str) -> AgentFactory:
@@ -16,7 +17,8 @@ def load_factory(spec: str) -> AgentFactory:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise SettingsError(
-            f"bad setting GATEWAY_AGENT: expected 'echo' or 'package.module:factory', got {spec!r}"
+            "bad setting GATEWAY_AGENT: expected 'echo', 'openai' or 'package.module:factory', "
+            f"got {spec!r}"
         )
     try:
         module = importlib.import_module(module_name)

@@ -108,17 +108,19 @@ class Canceller:
         return self.end(begun, ended=not self._store.holds(begun.turn))
 
     def begin(self, chat_id: str, command_id: str, *, new_session: bool = False,
-              target: str = "*", debounce: bool = True) -> CancelResult | Waiting:
+              target: str = "*", debounce: bool = True,
+              renewed: bool = False) -> CancelResult | Waiting:
         """The stop's first part, which never waits: the result, or the running turn that
         was flagged, to be ended with `end` once it stopped or its deadline passed (the
-        control desk watches many of them at once)."""
+        control desk watches many of them at once). `renewed`: the /new's session was
+        already renewed when it was admitted."""
         clock = time.monotonic()
         # the flag outlives the turn's lease, so a sweeper can still see it was stopped
         flag_ttl_ms = max(int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms, RECORD_TTL_MS)
         debounce_ms = int(self.debounce_s * 1000) if debounce else 0
         step = self._store.cancel(chat_id, command_id, debounce_ms=debounce_ms,
                                   flag_ttl_ms=flag_ttl_ms, target_fence=target,
-                                  new_session=new_session)
+                                  new_session=new_session and not renewed)
         recorded = step.recorded_how if step.how == "again" else step.how
         how: How
         if recorded in ("nothing", "debounced"):

@@ -38,6 +38,8 @@ class ControlJob:
     target: str = "*"
     """The fence that held the chat when the command arrived ('' none; '*' unknown: a job
     written before commands carried it)."""
+    renewed: bool = False
+    """A /new whose session was renewed by the step that admitted it (older jobs: not)."""
 
 
 def _text(value: Any) -> str:
@@ -56,7 +58,8 @@ def parse_job(job_id: Any, raw: Any) -> ControlJob:
     except ValueError:
         waiting = 0
     return ControlJob(_text(job_id), fields.get("kind", ""), fields.get("chat", ""), message,
-                      fields.get("command", ""), waiting, fields.get("fence", "*"))
+                      fields.get("command", ""), waiting, fields.get("fence", "*"),
+                      fields.get("renewed") == "1")
 
 
 class ControlJobs:

@@ -210,7 +210,7 @@ class ChatStore:
         keys = [*k.all, k.seen(message.message_id)]
         args: list[Any] = [message.message_id, message.create_time_ms, message.to_json(),
                            c.dedupe_ttl_s, c.inbox_cap, c.claim_ttl_ms, message.chat_id, command,
-                           c.control_cap]
+                           c.control_cap, c.session_ttl_ms]
         if c.durable_ack == "none":
             reply = self._scripts["ingest"](keys=keys, args=args)
         else:  # WAIT / WAITAOF count the writes of their own connection: pipeline them

@@ -4,7 +4,8 @@
 -- KEYS: chat.lua's, then 10 cmd:<command_id> (the record)
 -- ARGV: 1 command_id  2 debounce_ms  3 record_ttl_ms  4 claim_ttl_ms  5 chat_id
 --       6 target: the fence the command is about ('' none held the chat, '*' the current)
---       7 new_session ('1': start a new conversation too)  8 session_ttl_ms
+--       7 new_session ('1': start a new conversation too; '0' also when the ingest step of
+--         the /new already did)  8 session_ttl_ms
 -- → {how, fence, task_id, waiting[, next_fence, next_entry]} where how is
 --   'again'       this command ran before: how/fence/task_id/waiting as recorded
 --   'debounced'   another stop came within debounce_ms: this one does nothing more
@@ -17,10 +18,7 @@ local rec = redis.call('HMGET', KEYS[10], 'how', 'fence', 'task_id', 'waiting')
 if rec[1] then return {'again', rec[1], rec[2] or '', rec[3] or '', rec[4] or '0'} end
 local now_us, now_ms = clock()
 local ttl = tonumber(ARGV[3])
-if ARGV[7] == '1' then  -- a generation never used before, even after the key expired
-  local g = str(math.max(tonumber(redis.call('GET', K.gen) or '0') + 1, now_ms))
-  redis.call('SET', K.gen, g, 'PX', ARGV[8])
-end
+if ARGV[7] == '1' then renew_session(now_ms, ARGV[8]) end
 local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'task_id', 'entry')
 local fence, state, task_id, entry = lease[1], lease[2], lease[3] or '', lease[4]
 local behind = redis.call('ZCARD', K.inbox)

@@ -70,6 +70,12 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run)
   return {f, first, fresh}
 end
 
+-- /new: a session generation never used before, even after the key expired.
+local function renew_session(now_ms, session_ttl_ms)
+  local g = str(math.max(tonumber(redis.call('GET', K.gen) or '0') + 1, now_ms))
+  redis.call('SET', K.gen, g, 'PX', session_ttl_ms)
+end
+
 -- The turn of `entry` starts now (its lease says running): read the session generation and
 -- any answer an earlier attempt kept. `attempt`: this one's number, already counted.
 -- Returns {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks}.

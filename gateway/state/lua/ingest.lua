@@ -1,18 +1,25 @@
 --!include chat.lua
 -- ingest: dedupe + admit one message, atomically. KEYS: chat.lua's, then 10 seen:<message_id>.
 -- ARGV: 1 message_id  2 create_ms  3 message json  4 dedupe_ttl_s  5 inbox_cap  6 claim_ttl_ms
---       7 chat_id  8 command ('' for a message)  9 control stream cap
+--       7 chat_id  8 command ('' for a message)  9 control stream cap  10 session_ttl_ms
 -- → {'duplicate'} | {'command'} | {'full', waiting} | {'queued', waiting}
 --   | {'dispatch', waiting, fence, entry}
 -- Commands and the "not queued" notice go to the control stream in the same step, so no crash
 -- can mark them seen without something durable to act on; a command carries the fence that
--- held the chat when it arrived ('' if none): the turn it is about.
+-- held the chat when it arrived ('' if none): the turn it is about. /new renews the session
+-- here, so every message admitted after it belongs to the new conversation (the job says
+-- `renewed`: the desk does not renew it again).
 if not redis.call('SET', KEYS[10], '1', 'NX', 'EX', ARGV[4]) then return {'duplicate'} end
 local now_us, now_ms = clock()
 if ARGV[8] ~= '' then
+  local renewed = '0'
+  if ARGV[8] == 'new' then
+    renew_session(now_ms, ARGV[10])
+    renewed = '1'
+  end
   redis.call('XADD', K.control, 'MAXLEN', '~', ARGV[9], '*', 'kind', 'command', 'chat', ARGV[7],
              'command', ARGV[8], 'fence', redis.call('HGET', K.lease, 'fence') or '',
-             'message', ARGV[3])
+             'renewed', renewed, 'message', ARGV[3])
   return {'command'}
 end
 local waiting = redis.call('ZCARD', K.inbox)

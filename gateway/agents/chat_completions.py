@@ -1,0 +1,168 @@
+"""The `openai` agent: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM,
+llama.cpp's server, Ollama, ...), streamed, with each session's history kept in Redis.
+
+`GATEWAY_AGENT=openai` with `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `GATEWAY_MODEL`. The
+history of a session (`<chat>#<generation>`) lives in one Redis list, bounded
+(`GATEWAY_HISTORY_MESSAGES`) and expiring (`GATEWAY_HISTORY_TTL_S`), so a conversation goes
+on in whichever worker process runs its next turn, and /new (a new generation) starts
+empty. Between two pieces of a streamed answer the turn's cancel flag is checked; a stopped
+turn closes the stream (the endpoint stops generating) and nothing is kept or sent. An
+endpoint error raises, which the runner turns into an honest short failure reply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import redis
+
+from gateway.errors import GatewayError
+from gateway.runtime import redis_client
+from gateway.settings import Settings, load_settings
+from gateway.types import Turn
+
+
+class EndpointError(GatewayError):
+    """The model endpoint refused or failed the request."""
+
+
+@dataclass(frozen=True, slots=True)
+class LlmConfig:
+    base_url: str
+    api_key: str
+    model: str
+    system_prompt: str
+    history_messages: int
+    history_ttl_s: int
+    timeout_s: float
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> LlmConfig:
+        return cls(s.openai_base_url, s.openai_api_key.get_secret_value(), s.model,
+                   s.system_prompt, s.history_messages, s.history_ttl_s, s.llm_timeout_s)
+
+    def __repr__(self) -> str:  # the key never prints
+        return f"LlmConfig(base_url={self.base_url!r}, model={self.model!r})"
+
+
+class History:
+    """One session's messages in a Redis list: `{"role", "content", "mid"}` JSON items."""
+
+    def __init__(self, client: redis.Redis, session_key: str, *, keep: int, ttl_s: int) -> None:
+        self._redis = client
+        self.key = f"gw:hist:{{{session_key}}}"
+        self.keep = keep
+        self.ttl_s = ttl_s
+
+    def load(self) -> list[dict[str, str]]:
+        if self.keep <= 0:
+            return []
+        return [json.loads(raw) for raw in self._redis.lrange(self.key, -self.keep, -1)]
+
+    def add(self, earlier: list[dict[str, str]], message_id: str, question: str,
+            answer: str) -> None:
+        """Append one exchange, unless a crashed run of this message already did."""
+        if self.keep <= 0 or any(m.get("mid") == message_id for m in earlier[-2:]):
+            return
+        items = [json.dumps({"role": role, "content": text, "mid": message_id},
+                            ensure_ascii=False)
+                 for role, text in (("user", question), ("assistant", answer))]
+        with self._redis.pipeline(transaction=False) as pipe:
+            pipe.rpush(self.key, *items)
+            pipe.ltrim(self.key, -self.keep, -1)
+            pipe.expire(self.key, self.ttl_s)
+            pipe.execute()
+
+
+class ChatCompletionsAgent:
+    def __init__(self, config: LlmConfig, http: httpx.Client, history: History) -> None:
+        self.config = config
+        self._http = http
+        self.history = history
+
+    def run(self, turn: Turn) -> Iterator[str]:
+        earlier = self.history.load()
+        messages = [{"role": "system", "content": self.config.system_prompt},
+                    *({"role": m["role"], "content": m["content"]} for m in earlier),
+                    {"role": "user", "content": turn.text}]
+        return self._stream(turn, earlier, messages)
+
+    def _stream(self, turn: Turn, earlier: list[dict[str, str]],
+                messages: list[dict[str, str]]) -> Iterator[str]:
+        body = {"model": self.config.model, "messages": messages, "stream": True}
+        headers = {"Authorization": f"Bearer {self.config.api_key}"}
+        pieces: list[str] = []
+        with self._http.stream("POST", f"{self.config.base_url}/chat/completions",
+                               json=body, headers=headers) as response:
+            if response.status_code >= 400:
+                response.read()
+                raise EndpointError(f"the model endpoint answered HTTP {response.status_code}: "
+                                    f"{error_message(response)}")
+            for piece in sse_pieces(response.iter_lines()):
+                if turn.cancelled():
+                    return  # leaving the block closes the stream: the endpoint stops
+                pieces.append(piece)
+                yield piece
+        if not turn.cancelled():
+            self.history.add(earlier, turn.message_id, turn.text, "".join(pieces))
+
+
+def sse_pieces(lines: Iterator[str]) -> Iterator[str]:
+    """The text pieces of a streamed chat completion (`data: {...}` lines up to [DONE])."""
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            choices = json.loads(data).get("choices") or []
+        except (ValueError, AttributeError):
+            raise EndpointError("the model endpoint sent a piece that is not JSON") from None
+        for choice in choices:
+            text = (choice.get("delta") or {}).get("content")
+            if text:
+                yield str(text)
+
+
+def error_message(response: httpx.Response) -> str:
+    """The endpoint's own error message if it sent one (OpenAI's error shape), else the
+    start of its body."""
+    try:
+        error: Any = response.json().get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:200]
+    except (ValueError, AttributeError):
+        pass  # not JSON: the body says it
+    return response.text[:200]
+
+
+_shared: dict[int, tuple[LlmConfig, httpx.Client, redis.Redis]] = {}
+_building = threading.Lock()
+
+
+def _process_parts() -> tuple[LlmConfig, httpx.Client, redis.Redis]:
+    """One kept-alive HTTP client and one Redis client per process (a forked pool process
+    builds its own)."""
+    pid = os.getpid()
+    with _building:
+        if pid not in _shared:
+            s = load_settings()
+            timeout = httpx.Timeout(s.llm_timeout_s, connect=10.0)
+            _shared.clear()
+            _shared[pid] = (LlmConfig.from_settings(s), httpx.Client(timeout=timeout),
+                            redis_client(s.redis_url, cluster=s.redis_cluster))
+        return _shared[pid]
+
+
+def factory(session_key: str) -> ChatCompletionsAgent:
+    config, http, client = _process_parts()
+    history = History(client, session_key, keep=config.history_messages,
+                      ttl_s=config.history_ttl_s)
+    return ChatCompletionsAgent(config, http, history)

@@ -1,0 +1,87 @@
+"""The built-in `openai` agent (issue 9, item 2) against a small OpenAI-compatible server the
+tests start (tests/fake_llm.py: the real wire protocol, streamed), through a real listener
+and real workers: history across worker processes, /new, a stop mid-stream, an endpoint
+error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.processes import wait_until
+from gateway.runner import FAILURE_REPLY
+from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
+from tests.fake_llm import API_KEY, FakeLlm
+from tests.test_cancel import reply_of
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLlm]:
+    server = FakeLlm().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory, llm: FakeLlm) -> Iterator[Rig]:
+    rig = Rig(tmp_path_factory, GATEWAY_AGENT="openai", OPENAI_BASE_URL=llm.url,
+              OPENAI_API_KEY=API_KEY, GATEWAY_MODEL="test-model",
+              GATEWAY_SYSTEM_PROMPT="Be brief.")
+    rig.fleet("listener")
+    rig.sim.wait_connected(1, timeout_s=30)
+    yield rig
+    rig.close(kill=True)
+
+
+def test_a_conversation_goes_on_in_another_worker_process_and_new_starts_empty(
+        rig: Rig, llm: FakeLlm) -> None:
+    sim, chat = rig.sim, "oc_llm_history"
+    first_worker = rig.fleet("worker", concurrency=1)
+    first = sim.send_text(chat, "my name is Ada")
+    assert reply_of(sim, chat, first) == "heard 1: my name is Ada"
+    first_worker.stop()
+    second_worker = rig.fleet("worker", concurrency=1)  # another process: no memory of its own
+    second = sim.send_text(chat, "what is my name?")
+    assert reply_of(sim, chat, second) == "heard 2: my name is Ada / what is my name?"
+    assert llm.requests()[-1] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "my name is Ada"},
+        {"role": "assistant", "content": "heard 1: my name is Ada"},
+        {"role": "user", "content": "what is my name?"},
+    ], "the whole history went to the endpoint, from Redis"
+    sim.send_text(chat, "/new")
+    fresh = sim.send_text(chat, "hello again")
+    assert reply_of(sim, chat, fresh) == "heard 1: hello again", "/new starts empty"
+    assert API_KEY not in rig.fleet.logs("worker") + rig.fleet.logs("listener")
+    second_worker.stop()
+
+
+def test_a_stop_mid_stream_closes_the_stream_and_sends_nothing(
+        rig: Rig, llm: FakeLlm) -> None:
+    sim, chat = rig.sim, "oc_llm_stop"
+    worker = rig.fleet("worker", concurrency=1)
+    slow = sim.send_text(chat, "slow story please")
+    wait_until(lambda: any(r[-1]["content"] == "slow story please" for r in llm.requests()),
+               20, "the streamed request")
+    closed_before = llm.seen.closed_early
+    stop = sim.send_text(chat, "/stop")
+    assert reply_of(sim, chat, stop, TEST_CANCEL_TIMEOUT_S + 10).startswith("Stopped.")
+    wait_until(lambda: llm.seen.closed_early > closed_before, 10, "the stream to be closed")
+    after = sim.send_text(chat, "are you there?")
+    assert reply_of(sim, chat, after) == "heard 1: are you there?", \
+        "the stopped exchange is not in the history"
+    assert not [m for m in sim.sent_messages(chat) if m.reply_to == slow], "nothing sent"
+    worker.stop()
+
+
+def test_an_endpoint_error_is_an_honest_short_failure_reply(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_llm_fail"
+    worker = rig.fleet("worker", concurrency=1)
+    failed = sim.send_text(chat, "fail now")
+    assert reply_of(sim, chat, failed) == FAILURE_REPLY
+    assert "the model endpoint answered HTTP 500: the model is overloaded" in \
+        rig.fleet.logs("worker")
+    later = sim.send_text(chat, "and now?")
+    assert reply_of(sim, chat, later) == "heard 1: and now?", "the chat goes on"
+    worker.stop()
