@@ -50,8 +50,8 @@ def main(role: str) -> None:
             parse_command(message.text)
         else:
             turn = Dispatch(f"oc_{n:012d}", f"om_{n:012d}", n)
-            with locks.hold(turn):
-                agents.get(session_key(turn.chat_id, 0))
+            with locks.hold(turn), agents.hold(session_key(turn.chat_id, 0)):
+                pass
         if n + 1 in MARKS:
             out[str(n + 1)] = rss_mb()
     print(json.dumps(out))

@@ -134,7 +134,7 @@ class TurnRunner:
                     "gave-up"
             else:
                 session = session_key(turn.chat_id, started.generation)
-                answer, outcome = self._ask(lambda t: self.agents.get(session).run(t),
+                answer, outcome = self._ask(lambda t: self._run_agent(session, t),
                                             Turn(message, turn.fence, handle.stopped.is_set))
             if answer is None:
                 return "stopped" if handle.stopped.is_set() else outcome
@@ -143,11 +143,18 @@ class TurnRunner:
         self._send(turn, message, answer, handle)
         return outcome
 
-    def _ask(self, run: Callable[[Turn], Reply], turn: Turn) -> tuple[Answer | None, str]:
+    def _run_agent(self, session: str, turn: Turn) -> str | None:
+        """The session's agent answers; it is held (never evicted) until its last piece."""
+        with self.agents.hold(session) as agent:
+            reply: Reply = agent.run(turn)
+            if reply is None or isinstance(reply, str):
+                return reply
+            return "".join(reply)  # a streamed answer, piece by piece
+
+    def _ask(self, run: Callable[[Turn], str | None],
+             turn: Turn) -> tuple[Answer | None, str]:
         try:
             reply = run(turn)
-            if reply is not None and not isinstance(reply, str):
-                reply = "".join(reply)  # a streamed answer, piece by piece
         except Exception:  # the boundary: any agent (or factory) error is a failure reply
             logger.exception("agent failed on message %s of chat %s", turn.message_id,
                              turn.chat_id)

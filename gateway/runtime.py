@@ -110,7 +110,8 @@ class Runtime:
     def runner(self) -> TurnRunner:
         return TurnRunner(
             store=self.store, locks=self.locks, heartbeats=self.heartbeats,
-            agents=AgentCache(load_factory(self.settings.agent), self.settings.agent_cache_cap),
+            agents=AgentCache(load_factory(self.settings.agent), self.settings.agent_cache_cap,
+                              idle_ttl_s=self.settings.agent_idle_ttl_s),
             replies=self.replies, publisher=self.publisher,
             reply_chunk_chars=self.settings.reply_chunk_chars,
             drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s)

@@ -1,34 +1,164 @@
-"""A per-process LRU cache of agents, keyed by session; the guard is held only for dict work."""
+"""Agents per worker process: an LRU map session key → agent, bounded by a cap, that never
+lets go of an agent a running turn holds; agents it lets go (over the cap, idle too long, a
+second one built by a race) are released on a lane thread of their own, so a slow release
+never holds the cache's lock, a turn, a heartbeat or an ACK.
+
+The lock is held for dictionary work only, never across a build or a release. An agent is
+released in the process that built it (the lane is that process's thread): with prefork each
+pool process has its own cache and lane; with threads, the threads of a process share them.
+"""
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
-from collections import OrderedDict
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
+from gateway.loops import Periodic, describe
 from gateway.types import Agent, AgentFactory
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Entry:
+    agent: Agent
+    used_at: float
+    users: int = 0
+
+
+@dataclass
+class ReleaseLane:
+    """Releases agents one after another on a daemon thread (started on first use, so a
+    forked pool process starts its own): `soft_release()` if the agent has it."""
+
+    name: str = "gateway-agent-release"
+    released: Counter[str] = field(default_factory=Counter)
+    """Releases done, by cause; `failed` counts the ones that raised."""
+
+    def __post_init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Agent, str]] = queue.SimpleQueue()
+        self._guard = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, agent: Agent, cause: str) -> None:
+        self._jobs.put((agent, cause))
+        with self._guard:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            agent, cause = self._jobs.get()
+            release: Callable[[], object] | None = getattr(agent, "soft_release", None)
+            began = time.monotonic()
+            try:
+                if callable(release):
+                    release()
+            except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
+                self.released["failed"] += 1
+                logger.warning("agent release (%s) failed: %s", cause, describe(error))
+                continue
+            self.released[cause] += 1
+            logger.debug("agent released (%s) in %.3fs", cause, time.monotonic() - began)
 
 
 class AgentCache:
-    def __init__(self, factory: AgentFactory, cap: int) -> None:
+    def __init__(self, factory: AgentFactory, cap: int, *, idle_ttl_s: float = 3600.0,
+                 lane: ReleaseLane | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._factory = factory
         self.cap = cap
-        self._agents: OrderedDict[str, Agent] = OrderedDict()
+        self.idle_ttl_s = idle_ttl_s
+        self.lane = lane or ReleaseLane()
+        self._clock = clock
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._guard = threading.Lock()
+        self._warned_full = False
+        self._sweeper: Periodic | None = None
+        self.evictions: Counter[str] = Counter()
+        """Agents let go, by cause: `cap`, `idle`, `duplicate`."""
 
     def __len__(self) -> int:
-        return len(self._agents)
+        return len(self._entries)
 
-    def get(self, session_key: str) -> Agent:
-        """The session's agent, built on first use; least recently used ones drop out."""
+    @contextmanager
+    def hold(self, session_key: str) -> Iterator[Agent]:
+        """The session's agent (built on first use, outside the lock), kept from eviction
+        until the block ends."""
+        self._ensure_sweeping()
         with self._guard:
-            agent = self._agents.get(session_key)
-            if agent is not None:
-                self._agents.move_to_end(session_key)
-                return agent
-        built = self._factory(session_key)  # outside the guard: a factory may be slow
+            entry = self._entries.get(session_key)
+            if entry is not None:
+                entry.users += 1
+                self._entries.move_to_end(session_key)
+        if entry is None:
+            entry = self._insert(session_key, self._factory(session_key))
+        try:
+            yield entry.agent
+        finally:
+            with self._guard:
+                entry.users -= 1
+                entry.used_at = self._clock()
+                gone = self._trim()
+            self._release(gone, "cap")
+
+    def _insert(self, session_key: str, built: Agent) -> _Entry:
+        extra: list[Agent] = []
         with self._guard:
-            agent = self._agents.setdefault(session_key, built)
-            self._agents.move_to_end(session_key)
-            while len(self._agents) > self.cap:
-                self._agents.popitem(last=False)
-            return agent
+            entry = self._entries.get(session_key)
+            if entry is None:
+                entry = self._entries[session_key] = _Entry(built, self._clock())
+            else:
+                extra.append(built)  # another thread built one meanwhile: ours goes
+            entry.users += 1
+            self._entries.move_to_end(session_key)
+            gone = self._trim()
+        self._release(extra, "duplicate")
+        self._release(gone, "cap")
+        return entry
+
+    def _trim(self) -> list[Agent]:
+        """Under the lock: drop least recently used agents nobody holds, down to the cap.
+        When every agent is held the cache stays over its cap (said once)."""
+        gone: list[Agent] = []
+        while len(self._entries) > self.cap:
+            key = next((k for k, e in self._entries.items() if e.users == 0), None)
+            if key is None:
+                if not self._warned_full:
+                    self._warned_full = True
+                    logger.warning("agent cache over its cap (%d): every agent is in use by "
+                                   "a running turn", self.cap)
+                break
+            gone.append(self._entries.pop(key).agent)
+        return gone
+
+    def sweep_idle(self) -> int:
+        """Let go of agents nobody used for `idle_ttl_s`; returns how many."""
+        deadline = self._clock() - self.idle_ttl_s
+        with self._guard:
+            idle = [k for k, e in self._entries.items() if e.users == 0 and e.used_at < deadline]
+            gone = [self._entries.pop(k).agent for k in idle]
+        self._release(gone, "idle")
+        return len(gone)
+
+    def _release(self, agents: list[Agent], cause: str) -> None:
+        for agent in agents:
+            self.evictions[cause] += 1
+            self.lane.submit(agent, cause)
+
+    def _ensure_sweeping(self) -> None:
+        """The idle sweep runs on its own thread, started on first use (after a fork)."""
+        sweeper = self._sweeper
+        if sweeper is not None and sweeper.alive:
+            return
+        with self._guard:
+            if self._sweeper is None or not self._sweeper.alive:
+                every_s = max(1.0, min(60.0, self.idle_ttl_s / 2))
+                self._sweeper = Periodic("gateway-agent-sweep", self.sweep_idle, every_s).start()

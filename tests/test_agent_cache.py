@@ -1,0 +1,101 @@
+"""The agent cache (issue 9, item 3): bounded, never evicting an agent in use, sweeping idle
+ones, and releasing what it lets go on a lane thread, never under its lock. Real threads."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from gateway.agents.cache import AgentCache, ReleaseLane
+from gateway.processes import wait_until
+from gateway.types import Turn
+
+RELEASING = threading.Event()
+GO_ON = threading.Event()
+
+
+class Agent:
+    """Counts its releases; with `slow`, a release blocks until GO_ON is set."""
+
+    def __init__(self, session_key: str, slow: bool = False) -> None:
+        self.session_key = session_key
+        self.slow = slow
+        self.releaser = ""
+        self.releases = 0
+
+    def run(self, turn: Turn) -> str:
+        return self.session_key
+
+    def soft_release(self) -> None:
+        self.releaser = threading.current_thread().name
+        if self.slow:
+            RELEASING.set()
+            assert GO_ON.wait(30)
+        self.releases += 1
+
+
+def test_a_release_that_blocks_never_blocks_the_cache() -> None:
+    cache = AgentCache(lambda key: Agent(key, slow=key == "slow"), cap=1)
+    with cache.hold("slow"):
+        pass
+    with cache.hold("other"):  # over the cap: "slow" goes, its release blocks on the lane
+        pass
+    assert RELEASING.wait(10), "the slow release started"
+    served = []
+
+    def turn() -> None:  # another thread takes the lock and gets an agent meanwhile
+        with cache.hold("third") as agent:
+            served.append(agent.run(None))  # type: ignore[arg-type]
+
+    thread = threading.Thread(target=turn)
+    thread.start()
+    thread.join(10)
+    assert served == ["third"] and not GO_ON.is_set(), "served while the release still blocks"
+    GO_ON.set()
+    wait_until(lambda: cache.lane.released["cap"] >= 2, 10, "both releases")
+
+
+def test_the_cache_stays_bounded_and_each_agent_is_released_once_on_its_lane() -> None:
+    built: list[Agent] = []
+
+    def factory(key: str) -> Agent:
+        agent = Agent(key)
+        built.append(agent)
+        return agent
+
+    cache = AgentCache(factory, cap=50, lane=ReleaseLane(name="lane-under-test"))
+    for n in range(10_000):
+        with cache.hold(f"oc_{n}#0"):
+            assert len(cache) <= 50
+    wait_until(lambda: cache.lane.released["cap"] == 10_000 - 50, 30, "every release")
+    assert all(a.releases == 1 and a.releaser == "lane-under-test"
+               for a in built[:-50]), "each evicted agent once, on the lane"
+    assert all(a.releases == 0 for a in built[-50:])
+    assert cache.evictions == {"cap": 10_000 - 50}
+
+
+def test_an_agent_in_use_is_never_evicted(caplog: pytest.LogCaptureFixture) -> None:
+    cache = AgentCache(Agent, cap=1)
+    with caplog.at_level(logging.WARNING), cache.hold("busy") as busy:
+        with cache.hold("a"), cache.hold("b"):
+            assert len(cache) == 3, "over the cap rather than evict what is held"
+        assert busy.releases == 0  # type: ignore[attr-defined]
+        with cache.hold("busy") as again:
+            assert again is busy, "the held agent is still the session's"
+    assert len(cache) == 1
+    assert sum("over its cap" in r.message for r in caplog.records) == 1, "said once"
+
+
+def test_idle_agents_are_swept_after_their_ttl() -> None:
+    now = [0.0]
+    cache = AgentCache(Agent, cap=10, idle_ttl_s=60, clock=lambda: now[0])
+    with cache.hold("old") as old:
+        pass
+    now[0] = 30.0
+    with cache.hold("recent"):
+        now[0] = 100.0
+        assert cache.sweep_idle() == 1, "only the one idle for over 60 s"
+    wait_until(lambda: old.releases == 1, 10, "its release")  # type: ignore[attr-defined]
+    assert len(cache) == 1 and cache.evictions == {"idle": 1}
