@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     lock_registry_cap: int = Field(10_000, validation_alias="GATEWAY_LOCK_REGISTRY_CAP", ge=1)
     agent_cache_cap: int = Field(256, validation_alias="GATEWAY_AGENT_CACHE_CAP", ge=1)
     agent_idle_ttl_s: float = Field(3600.0, validation_alias="GATEWAY_AGENT_IDLE_TTL_S", gt=0)
+    agent_release_timeout_s: float = Field(10.0, validation_alias="GATEWAY_AGENT_RELEASE_TIMEOUT_S",
+                                           ge=0)
+    """A worker's warm shutdown waits this long for its agents' releases."""
     reply_chunk_chars: int = Field(4000, validation_alias="GATEWAY_REPLY_CHUNK_CHARS", ge=200,
                                    le=30_000)
     max_text_chars: int = Field(16_000, validation_alias="GATEWAY_MAX_TEXT_CHARS", ge=1)

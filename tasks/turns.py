@@ -9,7 +9,13 @@ from typing import Any
 
 import redis
 from celery import Task
-from celery.signals import after_setup_logger, worker_init, worker_ready, worker_shutdown
+from celery.signals import (
+    after_setup_logger,
+    worker_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 from gateway.agents import load_factory
 from gateway.errors import GatewayError, SettingsError
@@ -85,6 +91,15 @@ def _start_sweeper(**_: Any) -> None:
     sweeper = Sweeper(rt.store, rt.publisher, rt.settings.sweep_interval_s)
     _sweepers.append(sweeper)
     sweeper.start()
+
+
+@worker_process_shutdown.connect  # each prefork pool process, before it exits
+@worker_shutdown.connect  # the main process (with the threads pool, turns ran here)
+def _release_agents(**_: Any) -> None:
+    """Warm shutdown: every agent this process built is released, within a bounded time."""
+    built = _built.get(os.getpid())
+    if built is not None and "runner" in vars(built):  # agents exist only once it ran a turn
+        built.runner.agents.close(built.settings.agent_release_timeout_s)
 
 
 @worker_shutdown.connect

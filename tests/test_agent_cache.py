@@ -99,3 +99,45 @@ def test_idle_agents_are_swept_after_their_ttl() -> None:
         assert cache.sweep_idle() == 1, "only the one idle for over 60 s"
     wait_until(lambda: old.releases == 1, 10, "its release")  # type: ignore[attr-defined]
     assert len(cache) == 1 and cache.evictions == {"idle": 1}
+
+
+class Teardown(Agent):
+    """Records which hook ran; `block` makes its full release wait for `go`."""
+
+    def __init__(self, session_key: str, block: threading.Event | None = None) -> None:
+        super().__init__(session_key)
+        self.hooks: list[str] = []
+        self.block = block
+
+    def soft_release(self) -> None:
+        self.hooks.append("soft")
+
+    def release(self) -> None:
+        self.hooks.append("hard")
+        if self.block is not None:
+            assert self.block.wait(30)
+
+
+def test_shutdown_releases_every_agent_fully_within_its_timeout(
+        caplog: pytest.LogCaptureFixture) -> None:
+    cache = AgentCache(Teardown, cap=10)
+    agents = []
+    for n in range(3):
+        with cache.hold(f"oc_{n}#0") as agent:
+            agents.append(agent)
+    with caplog.at_level(logging.INFO):
+        assert cache.close(5.0) == 0
+    assert [a.hooks for a in agents] == [["hard"]] * 3 and len(cache) == 0  # type: ignore[attr-defined]
+    assert any("released 3 agents" in r.message for r in caplog.records)
+
+
+def test_a_release_that_hangs_does_not_hold_up_shutdown_past_its_timeout() -> None:
+    go = threading.Event()
+    cache = AgentCache(lambda key: Teardown(key, block=go), cap=10)
+    with cache.hold("oc_stuck#0"):
+        pass
+    with cache.hold("oc_fine#0"):
+        pass
+    assert cache.close(0.3) == 2, "the first blocks the lane: neither finished in time"
+    go.set()
+    wait_until(lambda: cache.lane.released["shutdown"] == 2, 10, "the releases, later")

@@ -41,6 +41,7 @@ def test_a_conversation_goes_on_in_another_worker_process_and_new_starts_empty(
     first = sim.send_text(chat, "my name is Ada")
     assert reply_of(sim, chat, first) == "heard 1: my name is Ada"
     first_worker.stop()
+    assert "agent cache: released 1 agents" in first_worker.log(), "warm shutdown releases"
     second_worker = rig.fleet("worker", concurrency=1)  # another process: no memory of its own
     second = sim.send_text(chat, "what is my name?")
     assert reply_of(sim, chat, second) == "heard 2: my name is Ada / what is my name?"
@@ -76,8 +77,9 @@ def test_a_stop_mid_stream_closes_the_stream_and_sends_nothing(
 
 
 def test_an_endpoint_error_is_an_honest_short_failure_reply(rig: Rig) -> None:
+    """(On the threads pool: its agents live in the main process, released there too.)"""
     sim, chat = rig.sim, "oc_llm_fail"
-    worker = rig.fleet("worker", concurrency=1)
+    worker = rig.fleet("worker", concurrency=1, pool="threads")
     failed = sim.send_text(chat, "fail now")
     assert reply_of(sim, chat, failed) == FAILURE_REPLY
     assert "the model endpoint answered HTTP 500: the model is overloaded" in \
@@ -85,3 +87,4 @@ def test_an_endpoint_error_is_an_honest_short_failure_reply(rig: Rig) -> None:
     later = sim.send_text(chat, "and now?")
     assert reply_of(sim, chat, later) == "heard 1: and now?", "the chat goes on"
     worker.stop()
+    assert "agent cache: released 1 agents" in worker.log(), "warm shutdown releases"

@@ -25,6 +25,11 @@ from gateway.types import Agent, AgentFactory
 logger = logging.getLogger(__name__)
 
 
+HARD = frozenset({"shutdown"})
+"""Causes that tear an agent down (`release()`); the others keep what a session's next
+agent inherits (`soft_release()`)."""
+
+
 @dataclass
 class _Entry:
     agent: Agent
@@ -43,30 +48,50 @@ class ReleaseLane:
 
     def __post_init__(self) -> None:
         self._jobs: queue.SimpleQueue[tuple[Agent, str]] = queue.SimpleQueue()
-        self._guard = threading.Lock()
+        self._guard = threading.Condition()
+        self._pending = 0
         self._thread: threading.Thread | None = None
 
     def submit(self, agent: Agent, cause: str) -> None:
+        """Release `agent` soon: fully (`release()`) for a cause in HARD, else softly."""
         self._jobs.put((agent, cause))
         with self._guard:
+            self._pending += 1
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
 
+    def drain(self, timeout_s: float) -> int:
+        """Wait until every submitted release is done, up to `timeout_s`; how many are not."""
+        with self._guard:
+            self._guard.wait_for(lambda: self._pending == 0, timeout_s)
+            return self._pending
+
     def _run(self) -> None:
         while True:
             agent, cause = self._jobs.get()
-            release: Callable[[], object] | None = getattr(agent, "soft_release", None)
-            began = time.monotonic()
             try:
-                if callable(release):
-                    release()
-            except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
-                self.released["failed"] += 1
-                logger.warning("agent release (%s) failed: %s", cause, describe(error))
-                continue
-            self.released[cause] += 1
-            logger.debug("agent released (%s) in %.3fs", cause, time.monotonic() - began)
+                self._release(agent, cause)
+            finally:
+                with self._guard:
+                    self._pending -= 1
+                    self._guard.notify_all()
+
+    def _release(self, agent: Agent, cause: str) -> None:
+        hook = "release" if cause in HARD else "soft_release"
+        release: Callable[[], object] | None = getattr(agent, hook, None)
+        if release is None and cause in HARD:
+            release = getattr(agent, "soft_release", None)
+        began = time.monotonic()
+        try:
+            if callable(release):
+                release()
+        except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
+            self.released["failed"] += 1
+            logger.warning("agent release (%s) failed: %s", cause, describe(error))
+            return
+        self.released[cause] += 1
+        logger.debug("agent released (%s) in %.3fs", cause, time.monotonic() - began)
 
 
 class AgentCache:
@@ -152,6 +177,26 @@ class AgentCache:
         for agent in agents:
             self.evictions[cause] += 1
             self.lane.submit(agent, cause)
+
+    def close(self, timeout_s: float) -> int:
+        """Worker shutdown: let go of every agent (fully released) and wait up to
+        `timeout_s` for the releases; returns how many did not finish in time (logged)."""
+        with self._guard:
+            gone = [entry.agent for entry in self._entries.values()]
+            self._entries.clear()
+            sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.stop(0)
+        self._release(gone, "shutdown")
+        began = time.monotonic()
+        left = self.lane.drain(timeout_s) if gone else 0
+        if left:
+            logger.warning("agent cache: %d of %d agents not released within %.1fs; leaving "
+                           "them", left, len(gone), timeout_s)
+        elif gone:
+            logger.info("agent cache: released %d agents in %.2fs", len(gone),
+                        time.monotonic() - began)
+        return left
 
     def _ensure_sweeping(self) -> None:
         """The idle sweep runs on its own thread, started on first use (after a fork)."""
