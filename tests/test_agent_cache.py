@@ -141,3 +141,19 @@ def test_a_release_that_hangs_does_not_hold_up_shutdown_past_its_timeout() -> No
     assert cache.close(0.3) == 2, "the first blocks the lane: neither finished in time"
     go.set()
     wait_until(lambda: cache.lane.released["shutdown"] == 2, 10, "the releases, later")
+
+
+def test_new_ends_the_old_session_s_agent_fully_once_its_turn_let_go() -> None:
+    cache = AgentCache(Teardown, cap=10)
+    with cache.hold("oc_a#0") as old_a:
+        pass
+    # /new while a turn of the old session runs
+    with cache.hold("oc_b#0") as running, cache.hold("oc_b#7") as new_b:
+        assert new_b is not running and running.hooks == []  # type: ignore[attr-defined]
+    with cache.hold("oc_a#5"):
+        pass
+    wait_until(lambda: cache.lane.released["new"] == 2, 10, "both old sessions' releases")
+    assert running.hooks == ["hard"] and old_a.hooks == ["hard"]  # type: ignore[attr-defined]
+    assert len(cache) == 2 and cache.evictions == {"new": 2}
+    with cache.hold("oc_a#5") as again:
+        assert again.hooks == []  # type: ignore[attr-defined]

@@ -25,7 +25,7 @@ from gateway.types import Agent, AgentFactory
 logger = logging.getLogger(__name__)
 
 
-HARD = frozenset({"shutdown"})
+HARD = frozenset({"shutdown", "new"})
 """Causes that tear an agent down (`release()`); the others keep what a session's next
 agent inherits (`soft_release()`)."""
 
@@ -35,6 +35,16 @@ class _Entry:
     agent: Agent
     used_at: float
     users: int = 0
+    stale: bool = False
+    """Its session was replaced (/new) while a turn held it: released when let go."""
+
+
+def split_session(session_key: str) -> tuple[str, int]:
+    """`<chat_id>#<generation>` → (chat_id, generation); a key without one is generation 0."""
+    chat, _, generation = session_key.rpartition("#")
+    if not chat or not generation.isdigit():
+        return session_key, 0
+    return chat, int(generation)
 
 
 @dataclass
@@ -104,6 +114,8 @@ class AgentCache:
         self.lane = lane or ReleaseLane()
         self._clock = clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._current: dict[str, str] = {}
+        """chat id → the session key of its newest generation in the cache."""
         self._guard = threading.Lock()
         self._warned_full = False
         self._sweeper: Periodic | None = None
@@ -131,7 +143,11 @@ class AgentCache:
             with self._guard:
                 entry.users -= 1
                 entry.used_at = self._clock()
+                replaced = []
+                if entry.stale and not entry.users and self._entries.get(session_key) is entry:
+                    replaced.append(self._pop(session_key))
                 gone = self._trim()
+            self._release(replaced, "new")
             self._release(gone, "cap")
 
     def _insert(self, session_key: str, built: Agent) -> _Entry:
@@ -144,10 +160,36 @@ class AgentCache:
                 extra.append(built)  # another thread built one meanwhile: ours goes
             entry.users += 1
             self._entries.move_to_end(session_key)
+            replaced = self._replace(session_key)
             gone = self._trim()
         self._release(extra, "duplicate")
+        self._release(replaced, "new")
         self._release(gone, "cap")
         return entry
+
+    def _replace(self, session_key: str) -> list[Agent]:
+        """Under the lock: a newer generation of a chat (/new) ends its older session's agent
+        (released fully; once its turn lets go, if one holds it)."""
+        chat, generation = split_session(session_key)
+        older = self._current.get(chat)
+        if older is not None and split_session(older)[1] > generation:
+            return []  # a late turn of an old session: the newer one stays current
+        self._current[chat] = session_key
+        old = self._entries.get(older) if older not in (None, session_key) else None
+        if old is None:
+            return []
+        if old.users:
+            old.stale = True
+            return []
+        del self._entries[older]  # type: ignore[arg-type]
+        return [old.agent]
+
+    def _pop(self, session_key: str) -> Agent:
+        """Under the lock: drop one entry (and its chat's pointer to it)."""
+        chat, _ = split_session(session_key)
+        if self._current.get(chat) == session_key:
+            del self._current[chat]
+        return self._entries.pop(session_key).agent
 
     def _trim(self) -> list[Agent]:
         """Under the lock: drop least recently used agents nobody holds, down to the cap.
@@ -161,7 +203,7 @@ class AgentCache:
                     logger.warning("agent cache over its cap (%d): every agent is in use by "
                                    "a running turn", self.cap)
                 break
-            gone.append(self._entries.pop(key).agent)
+            gone.append(self._pop(key))
         return gone
 
     def sweep_idle(self) -> int:
@@ -169,7 +211,7 @@ class AgentCache:
         deadline = self._clock() - self.idle_ttl_s
         with self._guard:
             idle = [k for k, e in self._entries.items() if e.users == 0 and e.used_at < deadline]
-            gone = [self._entries.pop(k).agent for k in idle]
+            gone = [self._pop(k) for k in idle]
         self._release(gone, "idle")
         return len(gone)
 
@@ -184,6 +226,7 @@ class AgentCache:
         with self._guard:
             gone = [entry.agent for entry in self._entries.values()]
             self._entries.clear()
+            self._current.clear()
             sweeper, self._sweeper = self._sweeper, None
         if sweeper is not None:
             sweeper.stop(0)
