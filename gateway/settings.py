@@ -81,20 +81,14 @@ class Settings(BaseSettings):
     drain_budget_s: float = Field(1.0, validation_alias="GATEWAY_DRAIN_BUDGET_S", ge=0)
     task_events: bool = Field(False, validation_alias="GATEWAY_TASK_EVENTS")
 
-    @field_validator("feishu_domain")
+    @field_validator("feishu_domain", "openai_base_url")
     @classmethod
-    def _check_domain(cls, value: str) -> str:
+    def _check_http_url(cls, value: str, info: ValidationInfo) -> str:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("expected an http(s) URL such as https://open.feishu.cn")
-        return value.rstrip("/")
-
-    @field_validator("openai_base_url")
-    @classmethod
-    def _check_openai_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("expected an http(s) URL such as http://127.0.0.1:8080/v1")
+            example = ("https://open.feishu.cn" if info.field_name == "feishu_domain"
+                       else "http://127.0.0.1:8080/v1")
+            raise ValueError(f"expected an http(s) URL such as {example}")
         return value.rstrip("/")
 
     @field_validator("redis_url")

@@ -241,6 +241,14 @@ class Rig:
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis.url, decode_responses=True)
 
+    def up(self, *, worker: bool = True) -> Rig:
+        """A supervised worker (unless the test starts its own) and a connected listener."""
+        if worker:
+            self.fleet("worker", supervise=True)
+        self.fleet("listener")
+        self.sim.wait_connected(1, timeout_s=30)
+        return self
+
     def close(self, *, kill: bool = False) -> None:
         self.fleet.stop_all(kill=kill)
         self.sim.stop()

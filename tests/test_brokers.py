@@ -42,10 +42,7 @@ def rabbit_url() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, rabbit_url: str) -> Iterator[Rig]:
     rig = Rig(tmp_path_factory, CELERY_BROKER_URL=rabbit_url)
-    rig.fleet("worker", supervise=True)
-    rig.fleet("listener")
-    rig.sim.wait_connected(1, timeout_s=30)
-    yield rig
+    yield rig.up()
     rig.close(kill=True)
 
 

@@ -162,10 +162,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory, cluster: EmbeddedCluster) -> I
     rig = Rig(tmp_path_factory, REDIS_URL=cluster.url, GATEWAY_REDIS_CLUSTER="true",
               GATEWAY_STATE_SHARDS=str(SHARDS))
     rig.env["CELERY_BROKER_URL"] = rig.redis.url  # the Rig's own Redis is the broker
-    rig.fleet("worker", supervise=True)
-    rig.fleet("listener")
-    rig.sim.wait_connected(1, timeout_s=30)
-    yield rig
+    yield rig.up()
     rig.close(kill=True)
 
 

@@ -28,9 +28,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory, llm: FakeLlm) -> Iterator[Rig]
     rig = Rig(tmp_path_factory, GATEWAY_AGENT="openai", OPENAI_BASE_URL=llm.url,
               OPENAI_API_KEY=API_KEY, GATEWAY_MODEL="test-model",
               GATEWAY_SYSTEM_PROMPT="Be brief.")
-    rig.fleet("listener")
-    rig.sim.wait_connected(1, timeout_s=30)
-    yield rig
+    yield rig.up(worker=False)  # each test starts the workers it needs
     rig.close(kill=True)
 
 
