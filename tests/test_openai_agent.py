@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from gateway.agents.chat_completions import EndpointError, sse_pieces
 from gateway.processes import wait_until
 from gateway.runner import FAILURE_REPLY
 from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
@@ -86,3 +87,15 @@ def test_an_endpoint_error_is_an_honest_short_failure_reply(rig: Rig) -> None:
     assert reply_of(sim, chat, later) == "heard 1: and now?", "the chat goes on"
     worker.stop()
     assert "agent cache: released 1 agents" in worker.log(), "warm shutdown releases"
+
+
+def test_stream_pieces_are_read_and_a_mid_stream_error_is_an_error() -> None:
+    lines = ['data: {"choices":[{"delta":{"role":"assistant"}}]}', "",
+             'data: {"choices":[{"delta":{"content":"Hel"}}]}', ": keep-alive",
+             'data: {"choices":[{"delta":{"content":"lo"}}]}', "data: [DONE]",
+             'data: {"choices":[{"delta":{"content":"after done"}}]}']
+    assert list(sse_pieces(iter(lines))) == ["Hel", "lo"]
+    failed = iter(['data: {"choices":[{"delta":{"content":"Hel"}}]}',
+                   'data: {"error":{"message":"context length exceeded"}}'])
+    with pytest.raises(EndpointError, match="mid-stream: context length exceeded"):
+        list(sse_pieces(failed))

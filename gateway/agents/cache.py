@@ -25,7 +25,7 @@ from gateway.types import Agent, AgentFactory
 logger = logging.getLogger(__name__)
 
 
-HARD = frozenset({"shutdown", "new"})
+HARD = frozenset({"shutdown", "new", "duplicate"})
 """Causes that tear an agent down (`release()`); the others keep what a session's next
 agent inherits (`soft_release()`)."""
 
@@ -64,9 +64,9 @@ class ReleaseLane:
 
     def submit(self, agent: Agent, cause: str) -> None:
         """Release `agent` soon: fully (`release()`) for a cause in HARD, else softly."""
-        self._jobs.put((agent, cause))
         with self._guard:
-            self._pending += 1
+            self._pending += 1  # counted before the lane can see it, so drain() never misses it
+            self._jobs.put((agent, cause))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()

@@ -44,8 +44,9 @@ class LlmConfig:
 
     @classmethod
     def from_settings(cls, s: Settings) -> LlmConfig:
-        return cls(s.openai_base_url, s.openai_api_key.get_secret_value(), s.model,
-                   s.system_prompt, s.history_messages, s.history_ttl_s, s.llm_timeout_s)
+        keep = s.history_messages - s.history_messages % 2  # whole exchanges: roles alternate
+        return cls(s.openai_base_url, s.openai_api_key.get_secret_value().strip(), s.model,
+                   s.system_prompt, keep, s.history_ttl_s, s.llm_timeout_s)
 
     def __repr__(self) -> str:  # the key never prints
         return f"LlmConfig(base_url={self.base_url!r}, model={self.model!r})"
@@ -89,14 +90,16 @@ class ChatCompletionsAgent:
     def run(self, turn: Turn) -> Iterator[str]:
         earlier = self.history.load()
         messages = [{"role": "system", "content": self.config.system_prompt},
-                    *({"role": m["role"], "content": m["content"]} for m in earlier),
+                    *({"role": m["role"], "content": m["content"]} for m in earlier
+                      if m.get("mid") != turn.message_id),  # a re-run: not its own exchange
                     {"role": "user", "content": turn.text}]
         return self._stream(turn, earlier, messages)
 
     def _stream(self, turn: Turn, earlier: list[dict[str, str]],
                 messages: list[dict[str, str]]) -> Iterator[str]:
         body = {"model": self.config.model, "messages": messages, "stream": True}
-        headers = {"Authorization": f"Bearer {self.config.api_key}"}
+        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key \
+            else {}
         pieces: list[str] = []
         with self._http.stream("POST", f"{self.config.base_url}/chat/completions",
                                json=body, headers=headers) as response:
@@ -109,7 +112,7 @@ class ChatCompletionsAgent:
                     return  # leaving the block closes the stream: the endpoint stops
                 pieces.append(piece)
                 yield piece
-        if not turn.cancelled():
+        if pieces and not turn.cancelled():
             self.history.add(earlier, turn.message_id, turn.text, "".join(pieces))
 
 
@@ -122,9 +125,14 @@ def sse_pieces(lines: Iterator[str]) -> Iterator[str]:
         if data == "[DONE]":
             return
         try:
-            choices = json.loads(data).get("choices") or []
+            chunk = json.loads(data)
+            choices = chunk.get("choices") or []
         except (ValueError, AttributeError):
             raise EndpointError("the model endpoint sent a piece that is not JSON") from None
+        error = chunk.get("error")
+        if error:  # vLLM and llama.cpp report a failure mid-stream this way
+            detail = error.get("message") if isinstance(error, dict) else error
+            raise EndpointError(f"the model endpoint failed mid-stream: {str(detail)[:200]}")
         for choice in choices:
             text = (choice.get("delta") or {}).get("content")
             if text:
