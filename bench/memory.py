@@ -12,10 +12,9 @@ import resource
 import sys
 
 from gateway.agents import load_factory
-from gateway.agents.cache import AgentCache
+from gateway.agents.cache import AgentCache, session_key
 from gateway.events import parse_command, parse_message
 from gateway.locks import LockRegistry
-from gateway.runner import session_key
 from gateway.settings import load_settings
 from gateway.state.store import Dispatch
 

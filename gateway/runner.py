@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import redis
 
-from gateway.agents.cache import AgentCache
+from gateway.agents.cache import AgentCache, session_key
 from gateway.chunking import chunk_text
 from gateway.dispatch import Publisher
 from gateway.errors import GatewayError
@@ -34,11 +34,6 @@ FAILURE_REPLY = "Sorry, something went wrong while answering this message."
 def gave_up_reply(attempts: int) -> str:
     return (f"Sorry, this message could not be answered: {attempts} attempts to answer it "
             "were cut off. The chat goes on with your next message.")
-
-
-def session_key(chat_id: str, generation: int) -> str:
-    """Agents are cached per session; /new starts a new generation, hence a new session."""
-    return f"{chat_id}#{generation}"
 
 
 @dataclass

@@ -39,11 +39,16 @@ class _Entry:
     """Its session was replaced (/new) while a turn held it: released when let go."""
 
 
-def split_session(session_key: str) -> tuple[str, int]:
-    """`<chat_id>#<generation>` → (chat_id, generation); a key without one is generation 0."""
-    chat, _, generation = session_key.rpartition("#")
+def session_key(chat_id: str, generation: int) -> str:
+    """Agents are cached per session; /new starts a new generation, hence a new session."""
+    return f"{chat_id}#{generation}"
+
+
+def split_session(key: str) -> tuple[str, int]:
+    """`session_key`'s inverse; a key without a generation is generation 0."""
+    chat, _, generation = key.rpartition("#")
     if not chat or not generation.isdigit():
-        return session_key, 0
+        return key, 0
     return chat, int(generation)
 
 

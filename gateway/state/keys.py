@@ -40,11 +40,11 @@ class ChatKeys:
 
     @property
     def index(self) -> str:
-        return INDEX_KEY if self.shard is None else f"{shard_prefix(self.shard)}:chats"
+        return index_key(self.shard)
 
     @property
     def control(self) -> str:
-        return CONTROL_KEY if self.shard is None else f"{shard_prefix(self.shard)}:control"
+        return control_key(self.shard)
 
     @property
     def lease(self) -> str:
@@ -92,6 +92,16 @@ def shard_prefix(shard: int) -> str:
     return f"gw:{{s{shard}}}"
 
 
+def index_key(shard: int | None) -> str:
+    """The sweeper index of a shard (None: the one index of one Redis)."""
+    return INDEX_KEY if shard is None else f"{shard_prefix(shard)}:chats"
+
+
+def control_key(shard: int | None) -> str:
+    """The control stream of a shard (None: the one stream of one Redis)."""
+    return CONTROL_KEY if shard is None else f"{shard_prefix(shard)}:control"
+
+
 @dataclass(frozen=True, slots=True)
 class Keyspace:
     """Where each chat's keys live: one Redis (`shards=0`) or N shards of a Redis Cluster."""
@@ -104,15 +114,15 @@ class Keyspace:
         return ChatKeys(chat_id, zlib.crc32(chat_id.encode()) % self.shards)
 
     @property
+    def _shard_numbers(self) -> list[int | None]:
+        return list(range(self.shards)) if self.shards > 0 else [None]
+
+    @property
     def indexes(self) -> list[str]:
         """Every sweeper index (one per shard)."""
-        if self.shards <= 0:
-            return [INDEX_KEY]
-        return [f"{shard_prefix(n)}:chats" for n in range(self.shards)]
+        return [index_key(n) for n in self._shard_numbers]
 
     @property
     def controls(self) -> list[str]:
         """Every control stream (one per shard)."""
-        if self.shards <= 0:
-            return [CONTROL_KEY]
-        return [f"{shard_prefix(n)}:control" for n in range(self.shards)]
+        return [control_key(n) for n in self._shard_numbers]

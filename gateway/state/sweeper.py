@@ -36,13 +36,11 @@ class Dispatcher(Protocol):
     def backlog(self) -> int | None: ...
 
 
-def sweep_batch(store: ChatStore, publisher: Dispatcher, limit: int = BATCH
-                ) -> tuple[int, int, bool]:
-    """Recover one batch of due chats; returns (chats looked at, turns published, whether
-    more may be due)."""
+def sweep_batch(store: ChatStore, publisher: Dispatcher, limit: int = BATCH) -> tuple[int, bool]:
+    """Recover one batch of due chats; returns (turns published, whether more may be due)."""
     chats, more = store.due_batch(limit, claim_ms=CLAIM_MS)
     if not chats:
-        return 0, 0, False
+        return 0, False
     backlog = publisher.backlog()
     found = store.recover_many(chats, may_requeue=not backlog)
     turns = []
@@ -55,7 +53,7 @@ def sweep_batch(store: ChatStore, publisher: Dispatcher, limit: int = BATCH
                         turn.message_id, turn.fence)
         turns.append(turn)
     publisher.publish_many(turns)
-    return len(chats), len(turns), more
+    return len(turns), more
 
 
 def sweep_once(store: ChatStore, publisher: Dispatcher, limit: int = BATCH,
@@ -64,7 +62,7 @@ def sweep_once(store: ChatStore, publisher: Dispatcher, limit: int = BATCH,
     deadline = time.monotonic() + budget_s
     published = 0
     while True:
-        _, count, more = sweep_batch(store, publisher, limit)
+        count, more = sweep_batch(store, publisher, limit)
         published += count
         if not more or time.monotonic() >= deadline:
             return published
