@@ -5,7 +5,7 @@ from urllib.parse import urlsplit
 from kombu.entity import Queue
 
 from gateway.errors import SettingsError
-from gateway.names import ALL_QUEUES, RUN_TURN, TURNS_QUEUE
+from gateway.names import ALL_QUEUES, RELEASE_AGENT, RELEASE_QUEUE, RUN_TURN, TURNS_QUEUE
 from gateway.settings import load_settings
 
 try:
@@ -26,7 +26,7 @@ broker_transport_options = {"visibility_timeout": 3600} if urlsplit(
 
 task_queues = tuple(Queue(name) for name in ALL_QUEUES)
 task_default_queue = TURNS_QUEUE
-task_routes = {RUN_TURN: {"queue": TURNS_QUEUE}}
+task_routes = {RUN_TURN: {"queue": TURNS_QUEUE}, RELEASE_AGENT: {"queue": RELEASE_QUEUE}}
 
 # A turn that ignores /stop and never returns is killed here (prefork); its lease then
 # expires and the chat goes on (the message counts one attempt, see GATEWAY_MAX_ATTEMPTS).

@@ -9,10 +9,14 @@ import threading
 import uuid
 from collections.abc import Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from gateway.errors import GatewayError
 from gateway.logs import setup_logging
 from gateway.settings import load_settings
+
+if TYPE_CHECKING:
+    import redis
 
 
 def cmd_listen(args: argparse.Namespace) -> int:
@@ -107,7 +111,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     for record in undelivered[: args.limit]:
         print(f"  {record.get('message_id')} in chat {record.get('chat_id')} "
               f"({record.get('purpose')}): {record.get('error')}")
+    if not args.chat_id:
+        _print_agents(store.redis)
     return 0
+
+
+def _print_agents(client: redis.Redis) -> None:
+    """Each live worker process's agent cache and releases (gateway/agents/report.py)."""
+    import time
+
+    from gateway.agents.report import read_reports, summary
+
+    reports = read_reports(client)
+    if not reports:
+        print("agents: no worker process reported (none ran a turn yet)")
+        return
+    print(f"agents, per worker process ({len(reports)}):")
+    for owner, record in sorted(reports.items()):
+        print(f"  {owner}: {summary(record)} ({time.time() - float(record['at']):.0f}s ago)")
 
 
 def cmd_simulator(args: argparse.Namespace) -> int:

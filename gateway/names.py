@@ -1,9 +1,12 @@
 """Celery task and queue names, shared by the publisher side and the worker side."""
 
 RUN_TURN = "gateway.run_turn"
+RELEASE_AGENT = "gateway.release_agent"
 
 TURNS_QUEUE = "gateway.turns"
-ALL_QUEUES = (TURNS_QUEUE,)
+RELEASE_QUEUE = "gateway.release"
+"""Low priority: agent releases only, so no turn ever waits behind one."""
+ALL_QUEUES = (TURNS_QUEUE, RELEASE_QUEUE)
 
 
 def turn_task_id(chat_id: str, message_id: str, fence: int) -> str:

@@ -129,7 +129,8 @@ class TurnRunner:
                     "gave-up"
             else:
                 session = session_key(turn.chat_id, started.generation)
-                answer, outcome = self._ask(lambda t: self._run_agent(session, t),
+                missed = started.previous_runner != self.store.runner  # another process ran
+                answer, outcome = self._ask(lambda t: self._run_agent(session, t, missed),
                                             Turn(message, turn.fence, handle.stopped.is_set))
             if answer is None:
                 return "stopped" if handle.stopped.is_set() else outcome
@@ -138,9 +139,10 @@ class TurnRunner:
         self._send(turn, message, answer, handle)
         return outcome
 
-    def _run_agent(self, session: str, turn: Turn) -> str | None:
-        """The session's agent answers; it is held (never evicted) until its last piece."""
-        with self.agents.hold(session) as agent:
+    def _run_agent(self, session: str, turn: Turn, missed: bool) -> str | None:
+        """The session's agent answers; it is held (never evicted) until its last piece.
+        `missed`: the chat's previous turn ran in another process (a cached agent missed it)."""
+        with self.agents.hold(session, missed=missed) as agent:
             reply: Reply = agent.run(turn)
             if reply is None or isinstance(reply, str):
                 return reply

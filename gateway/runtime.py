@@ -17,6 +17,9 @@ from redis.retry import Retry
 
 from gateway.agents import load_factory
 from gateway.agents.cache import AgentCache
+from gateway.agents.post import CeleryPost
+from gateway.agents.release import ReleaseLane
+from gateway.agents.report import EVERY_S, AgentReport
 from gateway.dispatch import Publisher, TaskSender
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Replies, RetryPolicy
@@ -24,6 +27,7 @@ from gateway.feishu.openapi import OpenApi
 from gateway.heartbeat import Heartbeater
 from gateway.locks import LockRegistry
 from gateway.logs import masked_url
+from gateway.loops import Periodic
 from gateway.runner import TurnRunner
 from gateway.settings import Settings
 from gateway.state.cancel import Canceller
@@ -64,7 +68,9 @@ def store_config(s: Settings) -> StoreConfig:
         claim_ttl_ms=s.claim_ttl_ms, queued_ttl_ms=s.queued_ttl_ms, running_ttl_ms=s.lease_ttl_ms,
         requeue_cap_ms=s.requeue_cap_ms, dedupe_ttl_s=s.dedupe_ttl_s, inbox_cap=s.inbox_cap,
         max_attempts=s.max_attempts, durable_ack=s.durable_ack,
-        durable_ack_timeout_ms=s.durable_ack_timeout_ms)
+        durable_ack_timeout_ms=s.durable_ack_timeout_ms,
+        # the mark outlives any idle agent: its TTL, a sweep round and a minute
+        ran_ttl_ms=int((s.agent_idle_ttl_s + min(60.0, s.agent_idle_ttl_s / 2) + 60) * 1000))
 
 
 @dataclass
@@ -83,8 +89,19 @@ class Runtime:
         return redis_client(s.redis_url, s.redis_timeout_s, retries=0, cluster=s.redis_cluster)
 
     @cached_property
+    def process_id(self) -> str:
+        """This process among all workers: host, pid and a nonce (pids are reused)."""
+        return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:4]}"
+
+    @cached_property
     def store(self) -> ChatStore:
-        return ChatStore(self.redis, store_config(self.settings), keyspace(self.settings))
+        runner = self.process_id if self.role == "worker" else ""
+        return ChatStore(self.redis, store_config(self.settings), keyspace(self.settings),
+                         runner=runner)
+
+    @cached_property
+    def release_post(self) -> CeleryPost:
+        return CeleryPost(self.sender, self.redis)
 
     @cached_property
     def publisher(self) -> Publisher:
@@ -107,12 +124,25 @@ class Runtime:
         return LockRegistry(self.settings.lock_registry_cap)
 
     @cached_property
+    def agents(self) -> AgentCache:
+        """This process's agents; their figures go to Redis (and the log) every few seconds."""
+        s = self.settings
+        lane = ReleaseLane(self.process_id, self.release_post,
+                           fallback_s=s.agent_release_fallback_s)
+        cache = AgentCache(load_factory(s.agent), s.agent_cache_cap,
+                           idle_ttl_s=s.agent_idle_ttl_s, lane=lane)
+        Periodic("gateway-agent-report", self.agent_report.step, EVERY_S).start()
+        return cache
+
+    @cached_property
+    def agent_report(self) -> AgentReport:
+        return AgentReport(self.redis, self.process_id, lambda: self.agents.stats())
+
+    @cached_property
     def runner(self) -> TurnRunner:
         return TurnRunner(
             store=self.store, locks=self.locks, heartbeats=self.heartbeats,
-            agents=AgentCache(load_factory(self.settings.agent), self.settings.agent_cache_cap,
-                              idle_ttl_s=self.settings.agent_idle_ttl_s),
-            replies=self.replies, publisher=self.publisher,
+            agents=self.agents, replies=self.replies, publisher=self.publisher,
             reply_chunk_chars=self.settings.reply_chunk_chars,
             drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s)
 

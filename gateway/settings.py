@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     agent_release_timeout_s: float = Field(10.0, validation_alias="GATEWAY_AGENT_RELEASE_TIMEOUT_S",
                                            ge=0)
     """A worker's warm shutdown waits this long for its agents' releases."""
+    agent_release_fallback_s: float = Field(
+        30.0, validation_alias="GATEWAY_AGENT_RELEASE_FALLBACK_S", gt=0)
+    """An agent whose release task did not come back this soon is released in place."""
     reply_chunk_chars: int = Field(4000, validation_alias="GATEWAY_REPLY_CHUNK_CHARS", ge=200,
                                    le=30_000)
     max_text_chars: int = Field(16_000, validation_alias="GATEWAY_MAX_TEXT_CHARS", ge=1)
@@ -67,6 +70,9 @@ class Settings(BaseSettings):
     model: str = Field("gpt-4o-mini", validation_alias="GATEWAY_MODEL", min_length=1)
     system_prompt: str = Field("You are a helpful assistant in a Feishu chat.",
                                validation_alias="GATEWAY_SYSTEM_PROMPT")
+    system_prompt_file: str = Field("", validation_alias="GATEWAY_SYSTEM_PROMPT_FILE")
+    """When set, the `openai` agent's system prompt is this file's text, read again when the
+    file changes (agents then rebuild on every worker process, no restart)."""
     history_messages: int = Field(40, validation_alias="GATEWAY_HISTORY_MESSAGES", ge=0)
     """The `openai` agent keeps this many messages (user and assistant) of a session."""
     history_ttl_s: int = Field(7 * 86_400, validation_alias="GATEWAY_HISTORY_TTL_S", ge=60)

@@ -20,7 +20,7 @@ from celery.signals import (
 from gateway.agents import load_factory
 from gateway.errors import GatewayError, SettingsError
 from gateway.logs import quiet_lark_handler, redact_handlers
-from gateway.names import RUN_TURN
+from gateway.names import RELEASE_AGENT, RUN_TURN
 from gateway.runtime import Runtime
 from gateway.settings import load_settings
 from gateway.state.store import Dispatch
@@ -58,6 +58,18 @@ def run_turn(self: Task, chat_id: str, message_id: str, fence: int) -> str:
     """Answer the head message of `chat_id` if `fence` still holds its lease."""
     return runtime().runner.run(Dispatch(chat_id, message_id, fence),
                                 task_id=str(self.request.id), worker=str(self.request.hostname))
+
+
+@app.task(name=RELEASE_AGENT)
+def release_agent(owner: str, token: str, cause: str, session: str = "") -> str:
+    """Release an agent the cache of process `owner` let go (low-priority queue). It is
+    released in the process that built it, on that process's release lane: here, when this
+    task runs there; else the token is handed back to the owner through Redis."""
+    rt = runtime()
+    if owner == rt.process_id:
+        return "released here" if rt.agents.lane.deliver(token) else "released already"
+    rt.release_post.hand_back(owner, token)
+    return "handed back"
 
 
 @worker_init.connect
@@ -98,8 +110,12 @@ def _start_sweeper(**_: Any) -> None:
 def _release_agents(**_: Any) -> None:
     """Warm shutdown: every agent this process built is released, within a bounded time."""
     built = _built.get(os.getpid())
-    if built is not None and "runner" in vars(built):  # agents exist only once it ran a turn
-        built.runner.agents.close(built.settings.agent_release_timeout_s)
+    if built is not None and "agents" in vars(built):  # agents exist only once it ran a turn
+        built.agents.close(built.settings.agent_release_timeout_s)
+        try:
+            built.agent_report.withdraw()
+        except redis.RedisError as error:
+            logger.warning("agent figures of this process not withdrawn: %s", error)
 
 
 @worker_shutdown.connect

@@ -91,3 +91,54 @@ class ScriptedAgent:
 
 def scripted(session_key: str) -> ScriptedAgent:
     return ScriptedAgent(session_key)
+
+
+AGENTS_KEY = "test:agents"
+"""Every tracked agent's life: `{"event": built|run|soft|hard, "agent", "session", "pid"}`."""
+
+
+def _note(event: str, agent: str, session: str) -> None:
+    _redis().rpush(AGENTS_KEY, json.dumps({"event": event, "agent": agent, "session": session,
+                                           "pid": os.getpid()}))
+
+
+class TrackedAgent:
+    """Echoes, and records when it is built, runs and is released (softly or fully);
+    `release_s` makes each release take that long."""
+
+    def __init__(self, session_key: str, release_s: float) -> None:
+        self.session_key = session_key
+        self.id = uuid.uuid4().hex[:8]
+        self._release_s = release_s
+        _note("built", self.id, session_key)
+
+    def run(self, turn: Turn) -> str:
+        _note("run", self.id, self.session_key)
+        return f"echo: {turn.text}"
+
+    def soft_release(self) -> None:
+        time.sleep(self._release_s)
+        _note("soft", self.id, self.session_key)
+
+    def release(self) -> None:
+        time.sleep(self._release_s)
+        _note("hard", self.id, self.session_key)
+
+
+class TrackedFactory:
+    """`tests.agents:tracked`. Its configuration is the text of the file named by
+    TEST_AGENT_CONFIG (a test edits it to change the configuration of running workers);
+    TEST_AGENT_RELEASE_S slows every release down."""
+
+    def __call__(self, session_key: str) -> TrackedAgent:
+        return TrackedAgent(session_key, float(os.environ.get("TEST_AGENT_RELEASE_S", "0")))
+
+    def signature(self) -> str:
+        path = os.environ.get("TEST_AGENT_CONFIG", "")
+        if not path:
+            return ""
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+
+
+tracked = TrackedFactory()

@@ -157,3 +157,127 @@ def test_new_ends_the_old_session_s_agent_fully_once_its_turn_let_go() -> None:
     assert len(cache) == 2 and cache.evictions == {"new": 2}
     with cache.hold("oc_a#5") as again:
         assert again.hooks == []  # type: ignore[attr-defined]
+
+
+class Configured:
+    """A factory whose configuration a test changes (`signature()`)."""
+
+    def __init__(self) -> None:
+        self.config = "v1"
+        self.built: list[Agent] = []
+
+    def __call__(self, key: str) -> Agent:
+        agent = Agent(key)
+        self.built.append(agent)
+        return agent
+
+    def signature(self) -> str:
+        return self.config
+
+
+def test_a_changed_configuration_rebuilds_agents_and_lets_the_old_ones_go_softly() -> None:
+    factory = Configured()
+    cache = AgentCache(factory, cap=10)
+    for key in ("oc_a#0", "oc_b#0"):
+        with cache.hold(key):
+            pass
+    factory.config = "v2"
+    with cache.hold("oc_a#0") as agent:
+        assert agent is factory.built[2], "rebuilt under the new configuration"
+    wait_until(lambda: factory.built[0].releases == 1, 10, "the old agent's soft release")
+    assert cache.sweep_idle() == 1 and cache.evictions["config"] == 2, \
+        "an idle agent of the old configuration goes at the next sweep"
+    wait_until(lambda: factory.built[1].releases == 1, 10, "its soft release")
+    with cache.hold("oc_a#0") as again:
+        assert again is agent, "an agent of the current configuration is reused"
+
+
+def test_an_agent_that_missed_its_session_s_last_turn_is_rebuilt() -> None:
+    """Another process ran the session's previous turn: this process's agent is stale."""
+    factory = Configured()
+    cache = AgentCache(factory, cap=10)
+    with cache.hold("oc_a#0"):
+        pass
+    with cache.hold("oc_a#0", missed=True) as agent:
+        assert agent is factory.built[1]
+    wait_until(lambda: cache.lane.released["missed"] == 1, 10, "the stale one released")
+    assert factory.built[0].releases == 1 and factory.built[1].releases == 0
+
+
+def test_an_agent_found_stale_while_a_turn_holds_it_is_released_once_let_go() -> None:
+    factory = Configured()
+    cache = AgentCache(factory, cap=10)
+    with cache.hold("oc_a#0") as held:
+        factory.config = "v2"
+        with cache.hold("oc_a#0") as fresh:  # (a late duplicate run of the chat, say)
+            assert fresh is not held
+        assert held.releases == 0 and not cache.evictions, "not while it is held"
+    wait_until(lambda: held.releases == 1, 10, "released once its turn let go")
+    assert fresh.releases == 0 and cache.evictions == {"config": 1}
+
+
+class Post:
+    """The release post of a worker process, in memory: the task a test delivers by hand,
+    and tokens handed back."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.sent: list[object] = []
+        self.handed: list[str] = []
+        self.fail = fail
+
+    def send(self, parcel: object) -> None:
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.sent.append(parcel)
+
+    def take(self, owner: str) -> list[str]:
+        taken, self.handed = self.handed, []
+        return taken
+
+
+def test_an_agent_let_go_waits_for_its_release_task_and_is_released_once() -> None:
+    post = Post()
+    lane = ReleaseLane("me", post, fallback_s=60)
+    cache = AgentCache(lambda key: Agent(key), cap=1, lane=lane)
+    for key in ("oc_a#0", "oc_b#0", "oc_c#0"):
+        with cache.hold(key):
+            pass
+    wait_until(lambda: len(post.sent) == 2, 10, "a release task per agent let go")
+    first, second = post.sent  # type: ignore[misc]
+    assert (first.owner, first.cause, first.session) == ("me", "cap", "oc_a#0")
+    assert lane.parked == 2 and lane.released["cap"] == 0, "nothing released before its task"
+    assert lane.deliver(first.token), "the task ran in this process"
+    post.handed.append(second.token)  # the task ran in another process: handed back
+    wait_until(lambda: lane.released["cap"] == 2, 10, "both released on the lane")
+    assert not lane.deliver(first.token), "a second delivery of a task releases nothing"
+    assert lane.parked == 0 and lane.released["in-place"] == 0
+
+
+def test_an_agent_whose_release_task_never_comes_is_released_in_place() -> None:
+    post = Post(fail=True)
+    lane = ReleaseLane("me", post, fallback_s=0.5)
+    cache = AgentCache(lambda key: Agent(key), cap=1, lane=lane)
+    for key in ("oc_a#0", "oc_b#0"):
+        with cache.hold(key):
+            pass
+    wait_until(lambda: lane.released["cap"] == 1, 10, "released in place after the fallback")
+    assert lane.released["in-place"] == 1 and lane.parked == 0
+
+
+def test_shutdown_releases_parked_agents_fully_without_their_tasks() -> None:
+    post = Post()
+    lane = ReleaseLane("me", post, fallback_s=60)
+    built: list[Agent] = []
+
+    def factory(key: str) -> Agent:
+        built.append(Agent(key))
+        return built[-1]
+
+    cache = AgentCache(factory, cap=1, lane=lane)
+    for key in ("oc_a#0", "oc_b#0"):
+        with cache.hold(key):
+            pass
+    wait_until(lambda: lane.parked == 1, 10, "one agent parked")
+    assert cache.close(10) == 0
+    assert lane.released["shutdown"] == 2 and lane.parked == 0
+    assert [a.releases for a in built] == [1, 1], "each once (no `release()`: the soft one)"

@@ -550,3 +550,23 @@ def test_a_message_right_after_new_belongs_to_the_new_conversation(
     assert after is not None
     new = store.start(after, "t", "w")
     assert new is not None and new.generation > old.generation
+
+
+def test_each_start_says_which_process_started_the_chat_s_previous_turn(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """What the agent caches need to know an agent missed a turn (issue 9, item 4)."""
+    one, two = (ChatStore(redis_client, StoreConfig(ran_ttl_ms=60_000), runner=name)
+                for name in ("w1:1:aa", "w2:7:bb"))
+    turn = one.ingest(msg(chat_id, 1)).dispatch
+    one.ingest(msg(chat_id, 2))
+    one.ingest(msg(chat_id, 3))
+    assert turn is not None
+    started = one.start(turn, "t1", "w1")
+    assert started is not None and started.previous_runner == "", "nobody ran one before"
+    following = one.complete(turn)
+    assert following
+    started = two.start(following, "t2", "w2")
+    assert started is not None and started.previous_runner == "w1:1:aa"
+    drained = two.complete(following, ("t2", "w2"))  # the same task goes on with om_3
+    assert isinstance(drained, tuple) and drained[1].previous_runner == "w2:7:bb"
+    assert 0 < redis_client.pttl(one.keys(chat_id).ran) <= 60_000, "the mark expires"

@@ -1,42 +1,47 @@
 """Agents per worker process: an LRU map session key → agent, bounded by a cap, that never
-lets go of an agent a running turn holds; agents it lets go (over the cap, idle too long, a
-second one built by a race) are released on a lane thread of their own, so a slow release
-never holds the cache's lock, a turn, a heartbeat or an ACK.
+lets go of an agent a running turn holds, and hands every agent it lets go to the process's
+release lane (gateway/agents/release.py), so a slow release never holds the cache's lock,
+a turn, a heartbeat or an ACK.
 
-The lock is held for dictionary work only, never across a build or a release. An agent is
-released in the process that built it (the lane is that process's thread): with prefork each
-pool process has its own cache and lane; with threads, the threads of a process share them.
+An agent is reused only while it is still right for its session: built under the same
+configuration (the factory's `signature()`, when it has one), for the session's current
+generation (/new starts a new one), and the last to run a turn of it (when another
+process ran the session's previous turn, this agent missed that turn). Anything else is
+let go and a new agent built. The lock is held for dictionary work only, never across a
+build or a release. With prefork each pool process has its own cache and lane; with
+threads, the threads of a process share them.
+
+May import: gateway.agents.release, gateway.loops, gateway.types.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
-from gateway.loops import Periodic, describe
+from gateway.agents.release import HARD, ReleaseLane
+from gateway.loops import Periodic
 from gateway.types import Agent, AgentFactory
 
 logger = logging.getLogger(__name__)
 
-
-HARD = frozenset({"shutdown", "new", "duplicate"})
-"""Causes that tear an agent down (`release()`); the others keep what a session's next
-agent inherits (`soft_release()`)."""
+__all__ = ["HARD", "AgentCache", "ReleaseLane", "session_key", "split_session"]
 
 
 @dataclass
 class _Entry:
     agent: Agent
     used_at: float
+    signature: str
     users: int = 0
-    stale: bool = False
-    """Its session was replaced (/new) while a turn held it: released when let go."""
+    retired: str = ""
+    """Why it was let go while a turn held it: released (for this cause) once let go."""
 
 
 def session_key(chat_id: str, generation: int) -> str:
@@ -52,61 +57,8 @@ def split_session(key: str) -> tuple[str, int]:
     return chat, int(generation)
 
 
-@dataclass
-class ReleaseLane:
-    """Releases agents one after another on a daemon thread (started on first use, so a
-    forked pool process starts its own): `soft_release()` if the agent has it."""
-
-    name: str = "gateway-agent-release"
-    released: Counter[str] = field(default_factory=Counter)
-    """Releases done, by cause; `failed` counts the ones that raised."""
-
-    def __post_init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Agent, str]] = queue.SimpleQueue()
-        self._guard = threading.Condition()
-        self._pending = 0
-        self._thread: threading.Thread | None = None
-
-    def submit(self, agent: Agent, cause: str) -> None:
-        """Release `agent` soon: fully (`release()`) for a cause in HARD, else softly."""
-        with self._guard:
-            self._pending += 1  # counted before the lane can see it, so drain() never misses it
-            self._jobs.put((agent, cause))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-                self._thread.start()
-
-    def drain(self, timeout_s: float) -> int:
-        """Wait until every submitted release is done, up to `timeout_s`; how many are not."""
-        with self._guard:
-            self._guard.wait_for(lambda: self._pending == 0, timeout_s)
-            return self._pending
-
-    def _run(self) -> None:
-        while True:
-            agent, cause = self._jobs.get()
-            try:
-                self._release(agent, cause)
-            finally:
-                with self._guard:
-                    self._pending -= 1
-                    self._guard.notify_all()
-
-    def _release(self, agent: Agent, cause: str) -> None:
-        hook = "release" if cause in HARD else "soft_release"
-        release: Callable[[], object] | None = getattr(agent, hook, None)
-        if release is None and cause in HARD:
-            release = getattr(agent, "soft_release", None)
-        began = time.monotonic()
-        try:
-            if callable(release):
-                release()
-        except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
-            self.released["failed"] += 1
-            logger.warning("agent release (%s) failed: %s", cause, describe(error))
-            return
-        self.released[cause] += 1
-        logger.debug("agent released (%s) in %.3fs", cause, time.monotonic() - began)
+def _no_signature() -> str:
+    return ""
 
 
 class AgentCache:
@@ -114,6 +66,9 @@ class AgentCache:
                  lane: ReleaseLane | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._factory = factory
+        signature = getattr(factory, "signature", None)
+        self.signature: Callable[[], str] = signature if callable(signature) else _no_signature
+        """The configuration agents are built under (the factory's `signature()`)."""
         self.cap = cap
         self.idle_ttl_s = idle_ttl_s
         self.lane = lane or ReleaseLane()
@@ -125,54 +80,63 @@ class AgentCache:
         self._warned_full = False
         self._sweeper: Periodic | None = None
         self.evictions: Counter[str] = Counter()
-        """Agents let go, by cause: `cap`, `idle`, `duplicate`."""
+        """Agents let go, by cause: `cap`, `idle`, `config`, `missed`, `new`, `duplicate`,
+        `shutdown`."""
+        self.built = 0
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @contextmanager
-    def hold(self, session_key: str) -> Iterator[Agent]:
+    def hold(self, session_key: str, *, missed: bool = False) -> Iterator[Agent]:
         """The session's agent (built on first use, outside the lock), kept from eviction
-        until the block ends."""
+        until the block ends. `missed`: another process ran the session's previous turn, so
+        a cached agent is out of date."""
         self._ensure_sweeping()
+        signature = self.signature()
         with self._guard:
             entry = self._entries.get(session_key)
+            outdated = []
             if entry is not None:
-                entry.users += 1
-                self._entries.move_to_end(session_key)
+                cause = "config" if entry.signature != signature else "missed" if missed else ""
+                if cause:
+                    outdated = self._retire(session_key, cause)
+                    entry = None
+                else:
+                    entry.users += 1
+                    self._entries.move_to_end(session_key)
+        self._release(outdated)
         if entry is None:
-            entry = self._insert(session_key, self._factory(session_key))
+            self.built += 1
+            entry = self._insert(session_key, self._factory(session_key), signature)
         try:
             yield entry.agent
         finally:
             with self._guard:
                 entry.users -= 1
                 entry.used_at = self._clock()
-                replaced = []
-                if entry.stale and not entry.users and self._entries.get(session_key) is entry:
-                    replaced.append(self._pop(session_key))
+                done = [(entry.agent, entry.retired, session_key)] if (
+                    entry.retired and not entry.users) else []
                 gone = self._trim()
-            self._release(replaced, "new")
-            self._release(gone, "cap")
+            self._release(done + gone)
 
-    def _insert(self, session_key: str, built: Agent) -> _Entry:
-        extra: list[Agent] = []
+    def _insert(self, session_key: str, built: Agent, signature: str) -> _Entry:
         with self._guard:
             entry = self._entries.get(session_key)
-            if entry is None:
-                entry = self._entries[session_key] = _Entry(built, self._clock())
+            extra = []
+            if entry is None or entry.signature != signature:
+                extra = self._retire(session_key, "config") if entry is not None else []
+                entry = self._entries[session_key] = _Entry(built, self._clock(), signature)
             else:
-                extra.append(built)  # another thread built one meanwhile: ours goes
+                extra = [(built, "duplicate", session_key)]  # another thread built one meanwhile
             entry.users += 1
             self._entries.move_to_end(session_key)
             replaced = self._replace(session_key)
             gone = self._trim()
-        self._release(extra, "duplicate")
-        self._release(replaced, "new")
-        self._release(gone, "cap")
+        self._release(extra + replaced + gone)
         return entry
 
-    def _replace(self, session_key: str) -> list[Agent]:
+    def _replace(self, session_key: str) -> list[tuple[Agent, str, str]]:
         """Under the lock: a newer generation of a chat (/new) ends its older session's agent
         (released fully; once its turn lets go, if one holds it)."""
         chat, generation = split_session(session_key)
@@ -180,26 +144,26 @@ class AgentCache:
         if older is not None and split_session(older)[1] > generation:
             return []  # a late turn of an old session: the newer one stays current
         self._current[chat] = session_key
-        old = self._entries.get(older) if older not in (None, session_key) else None
-        if old is None:
+        if older is None or older == session_key or older not in self._entries:
             return []
-        if old.users:
-            old.stale = True
-            return []
-        del self._entries[older]  # type: ignore[arg-type]
-        return [old.agent]
+        return self._retire(older, "new")
 
-    def _pop(self, session_key: str) -> Agent:
-        """Under the lock: drop one entry (and its chat's pointer to it)."""
+    def _retire(self, session_key: str, cause: str) -> list[tuple[Agent, str, str]]:
+        """Under the lock: drop an entry; its agent is released now, or, while a turn holds
+        it, when that turn lets go."""
         chat, _ = split_session(session_key)
         if self._current.get(chat) == session_key:
             del self._current[chat]
-        return self._entries.pop(session_key).agent
+        entry = self._entries.pop(session_key)
+        if entry.users:
+            entry.retired = cause
+            return []
+        return [(entry.agent, cause, session_key)]
 
-    def _trim(self) -> list[Agent]:
+    def _trim(self) -> list[tuple[Agent, str, str]]:
         """Under the lock: drop least recently used agents nobody holds, down to the cap.
         When every agent is held the cache stays over its cap (said once)."""
-        gone: list[Agent] = []
+        gone: list[tuple[Agent, str, str]] = []
         while len(self._entries) > self.cap:
             key = next((k for k, e in self._entries.items() if e.users == 0), None)
             if key is None:
@@ -208,41 +172,64 @@ class AgentCache:
                     logger.warning("agent cache over its cap (%d): every agent is in use by "
                                    "a running turn", self.cap)
                 break
-            gone.append(self._pop(key))
+            gone += self._retire(key, "cap")
         return gone
 
     def sweep_idle(self) -> int:
-        """Let go of agents nobody used for `idle_ttl_s`; returns how many."""
+        """Let go of agents nobody used for `idle_ttl_s`, and of idle ones built under a
+        configuration that changed since; returns how many."""
         deadline = self._clock() - self.idle_ttl_s
+        signature = self.signature()
+        gone: list[tuple[Agent, str, str]] = []
         with self._guard:
-            idle = [k for k, e in self._entries.items() if e.users == 0 and e.used_at < deadline]
-            gone = [self._pop(k) for k in idle]
-        self._release(gone, "idle")
+            for key, entry in list(self._entries.items()):
+                if entry.users == 0 and entry.used_at < deadline:
+                    gone += self._retire(key, "idle")
+                elif entry.users == 0 and entry.signature != signature:
+                    gone += self._retire(key, "config")
+        self._release(gone)
         return len(gone)
 
-    def _release(self, agents: list[Agent], cause: str) -> None:
-        for agent in agents:
+    def _release(self, agents: list[tuple[Agent, str, str]]) -> None:
+        for agent, cause, key in agents:
             self.evictions[cause] += 1
-            self.lane.submit(agent, cause)
+            self.lane.submit(agent, cause, key)
+
+    def stats(self) -> dict[str, Any]:
+        """What `feishu-gateway status` shows of this process's agents."""
+        with self._guard:
+            size, held = len(self._entries), sum(1 for e in self._entries.values() if e.users)
+        released = self.lane.released
+        return {"size": size, "cap": self.cap, "held": held, "built": self.built,
+                "evictions": dict(self.evictions),
+                "soft": sum(n for c, n in released.items() if c not in HARD
+                            and c not in ("failed", "in-place")),
+                "hard": sum(n for c, n in released.items() if c in HARD),
+                "failed": released["failed"], "in_place": released["in-place"],
+                "parked": self.lane.parked, "release_s_max": round(self.lane.release_s_max, 3),
+                "release_s_total": round(self.lane.release_s_total, 3),
+                "signature": self.signature()}
 
     def close(self, timeout_s: float) -> int:
-        """Worker shutdown: let go of every agent (fully released) and wait up to
-        `timeout_s` for the releases; returns how many did not finish in time (logged)."""
+        """Worker shutdown: let go of every agent (fully released, here: the release queue
+        is no longer consumed) and wait up to `timeout_s` for the releases; returns how many
+        did not finish in time (logged)."""
         with self._guard:
-            gone = [entry.agent for entry in self._entries.values()]
+            gone = [(e.agent, "shutdown", k) for k, e in self._entries.items()]
             self._entries.clear()
             self._current.clear()
             sweeper, self._sweeper = self._sweeper, None
         if sweeper is not None:
             sweeper.stop(0)
-        self._release(gone, "shutdown")
+        self._release(gone)
         began = time.monotonic()
-        left = self.lane.drain(timeout_s) if gone else 0
+        total = self.lane.release_parked("shutdown")
+        left = self.lane.drain(timeout_s) if total else 0
         if left:
             logger.warning("agent cache: %d of %d agents not released within %.1fs; leaving "
-                           "them", left, len(gone), timeout_s)
-        elif gone:
-            logger.info("agent cache: released %d agents in %.2fs", len(gone),
+                           "them", left, total, timeout_s)
+        elif total:
+            logger.info("agent cache: released %d agents in %.2fs", total,
                         time.monotonic() - began)
         return left
 

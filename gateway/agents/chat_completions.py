@@ -8,14 +8,23 @@ on in whichever worker process runs its next turn, and /new (a new generation) s
 empty. Between two pieces of a streamed answer the turn's cancel flag is checked; a stopped
 turn closes the stream (the endpoint stops generating) and nothing is kept or sent. An
 endpoint error raises, which the runner turns into an honest short failure reply.
+
+The factory's `signature()` names the configuration agents are built under (endpoint,
+model, a hash of the key, the system prompt); with `GATEWAY_SYSTEM_PROMPT_FILE` the prompt
+is that file's text, looked at again every few seconds, so editing the file rebuilds the
+agents of every worker process (the agent cache compares signatures) without a restart.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
+import logging
 import os
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +35,11 @@ from gateway.errors import GatewayError
 from gateway.runtime import redis_client
 from gateway.settings import Settings, load_settings
 from gateway.types import Turn
+
+logger = logging.getLogger(__name__)
+
+PROMPT_CHECK_S = 2.0
+"""How often the system prompt file is looked at again."""
 
 
 class EndpointError(GatewayError):
@@ -41,12 +55,14 @@ class LlmConfig:
     history_messages: int
     history_ttl_s: int
     timeout_s: float
+    prompt_file: str = ""
 
     @classmethod
     def from_settings(cls, s: Settings) -> LlmConfig:
         keep = s.history_messages - s.history_messages % 2  # whole exchanges: roles alternate
         return cls(s.openai_base_url, s.openai_api_key.get_secret_value().strip(), s.model,
-                   s.system_prompt, keep, s.history_ttl_s, s.llm_timeout_s)
+                   s.system_prompt, keep, s.history_ttl_s, s.llm_timeout_s,
+                   s.system_prompt_file)
 
     def __repr__(self) -> str:  # the key never prints
         return f"LlmConfig(base_url={self.base_url!r}, model={self.model!r})"
@@ -151,8 +167,60 @@ def error_message(response: httpx.Response) -> str:
     return response.text[:200]
 
 
+class PromptFile:
+    """The system prompt kept in a file: read again when its size or mtime changed, looked
+    at no more than every `PROMPT_CHECK_S`. An unreadable file keeps the last text read (or
+    `fallback`), said once per failure in the log."""
+
+    def __init__(self, path: str, fallback: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = path
+        self._text = fallback
+        self._stamp: tuple[int, int] | None = None
+        self._checked_at = -PROMPT_CHECK_S
+        self._clock = clock
+        self._guard = threading.Lock()
+        self._failing = False
+
+    def text(self) -> str:
+        with self._guard:
+            now = self._clock()
+            if now - self._checked_at >= PROMPT_CHECK_S:
+                self._checked_at = now
+                self._refresh()
+            return self._text
+
+    def _refresh(self) -> None:
+        try:
+            info = os.stat(self.path)
+            stamp = (info.st_mtime_ns, info.st_size)
+            if stamp != self._stamp:
+                with open(self.path, encoding="utf-8") as handle:
+                    self._text = handle.read().strip()
+                self._stamp = stamp
+            self._failing = False
+        except (OSError, UnicodeDecodeError) as error:
+            if not self._failing:
+                logger.warning("GATEWAY_SYSTEM_PROMPT_FILE %s cannot be read (%s); keeping the "
+                               "prompt read before", self.path, error)
+            self._failing = True
+
+
 _shared: dict[int, tuple[LlmConfig, httpx.Client, redis.Redis]] = {}
 _building = threading.Lock()
+_prompts: dict[tuple[int, str], PromptFile] = {}
+
+
+def _prompt(config: LlmConfig, path: str) -> str:
+    """The system prompt now: the settings' one, or the prompt file's current text."""
+    if not path:
+        return config.system_prompt
+    key = (os.getpid(), path)
+    with _building:
+        source = _prompts.get(key)
+        if source is None:
+            source = _prompts[key] = PromptFile(path, config.system_prompt)
+    return source.text()
 
 
 def _process_parts() -> tuple[LlmConfig, httpx.Client, redis.Redis]:
@@ -169,8 +237,30 @@ def _process_parts() -> tuple[LlmConfig, httpx.Client, redis.Redis]:
         return _shared[pid]
 
 
-def factory(session_key: str) -> ChatCompletionsAgent:
-    config, http, client = _process_parts()
-    history = History(client, session_key, keep=config.history_messages,
-                      ttl_s=config.history_ttl_s)
-    return ChatCompletionsAgent(config, http, history)
+def signature_of(config: LlmConfig) -> str:
+    """Which configuration an agent was built under; the key only as a hash."""
+    key_hash = hashlib.sha256(config.api_key.encode()).hexdigest()
+    named = "\0".join(("openai", config.base_url, config.model, key_hash, config.system_prompt))
+    return hashlib.sha256(named.encode()).hexdigest()[:12]
+
+
+class Factory:
+    """`GATEWAY_AGENT=openai`: one agent per session, and the signature of what it is built
+    under (the agent cache rebuilds agents whose signature is no longer the current one)."""
+
+    def _config(self) -> LlmConfig:
+        config = _process_parts()[0]
+        return dataclasses.replace(config, system_prompt=_prompt(config, config.prompt_file))
+
+    def signature(self) -> str:
+        return signature_of(self._config())
+
+    def __call__(self, session_key: str) -> ChatCompletionsAgent:
+        config = self._config()
+        _, http, client = _process_parts()
+        history = History(client, session_key, keep=config.history_messages,
+                          ttl_s=config.history_ttl_s)
+        return ChatCompletionsAgent(config, http, history)
+
+
+factory = Factory()

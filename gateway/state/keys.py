@@ -74,6 +74,11 @@ class ChatKeys:
     def generation(self) -> str:
         return f"{self.prefix}:gen"
 
+    @property
+    def ran(self) -> str:
+        """Which worker process started the chat's last turn (start and complete only)."""
+        return f"{self.prefix}:ran"
+
     def command(self, command_id: str) -> str:
         """What one stop command did (so running it again finishes it, never repeats it)."""
         return f"{self.prefix}:cmd:{command_id}"

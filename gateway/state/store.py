@@ -38,6 +38,9 @@ class StoreConfig:
     durable_ack: Literal["none", "aof", "replica"] = "none"
     """Wait for the admission to be on disk (WAITAOF) or on a replica (WAIT) before ACK."""
     durable_ack_timeout_ms: int = 1000
+    ran_ttl_ms: int = 3_720_000
+    """How long the mark of which process started a chat's last turn lives: as long as an
+    idle agent can stay cached (GATEWAY_AGENT_IDLE_TTL_S and a sweep)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,8 @@ class Started:
     attempt: int
     exhausted: bool = False
     answer: Answer | None = None
+    previous_runner: str = ""
+    """The process that started the chat's turn before this one ('' if unknown)."""
 
 
 class NotDurable(RetryableError):
@@ -138,7 +143,8 @@ def _started(reply: Sequence[Any]) -> Started:
     if reply[4] is not None and reply[5] is not None:
         answer = Answer(_text(reply[4]), tuple(json.loads(_text(reply[5]))))
     return Started(entry_parts(entry)[0], entry_message(entry), int(reply[2]), int(reply[3]),
-                   exhausted=outcome == "poison", answer=answer)
+                   exhausted=outcome == "poison", answer=answer,
+                   previous_runner=_text(reply[6]) if len(reply) > 6 else "")
 
 
 def _admission(chat_id: str, reply: Any) -> Admission:
@@ -152,10 +158,12 @@ def _admission(chat_id: str, reply: Any) -> Admission:
 
 class ChatStore:
     def __init__(self, client: redis.Redis, config: StoreConfig | None = None,
-                 keyspace: Keyspace | None = None) -> None:
-        """`client` is a `redis.Redis`, or a `redis.RedisCluster` with a sharded `keyspace`."""
+                 keyspace: Keyspace | None = None, *, runner: str = "") -> None:
+        """`client` is a `redis.Redis`, or a `redis.RedisCluster` with a sharded `keyspace`.
+        `runner`: this process's id, marked on each turn it starts (workers only)."""
         self.redis = client
         self.config = config or StoreConfig()
+        self.runner = runner
         self.keyspace = keyspace or Keyspace()
         self._scripts = register(client)
 
@@ -164,6 +172,12 @@ class ChatStore:
 
     def _run(self, name: str, chat_id: str, *args: Any) -> Any:
         return self._scripts[name](keys=self.keys(chat_id).all, args=list(args))
+
+    def _run_starting(self, name: str, chat_id: str, *args: Any) -> Any:
+        """A script that may start a turn: it gets the `ran` key and this process's mark."""
+        k = self.keys(chat_id)
+        return self._scripts[name](keys=[*k.all, k.ran],
+                                   args=[*args, self.runner, self.config.ran_ttl_ms])
 
     def _batch(self, name: str, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
         """Run script `name` once per (keys, args) in one round trip (one per master on a
@@ -254,8 +268,9 @@ class ChatStore:
         a first attempt it runs the oldest waiting message (`Started.message_id`), which is
         not `turn.message_id` when an older one arrived after the claim."""
         c = self.config
-        reply = self._run("start", turn.chat_id, turn.fence, task_id, worker, c.running_ttl_ms,
-                          turn.chat_id, c.max_attempts, c.session_ttl_ms)
+        reply = self._run_starting("start", turn.chat_id, turn.fence, task_id, worker,
+                                   c.running_ttl_ms, turn.chat_id, c.max_attempts,
+                                   c.session_ttl_ms)
         return None if _text(reply[0]) == "stale" else _started(reply)
 
     def heartbeat(self, turns: Sequence[Dispatch],
@@ -293,9 +308,9 @@ class ChatStore:
         now: then (its Dispatch, its Started)."""
         c = self.config
         go_on = run_next or ("", "")
-        reply = self._run("complete", turn.chat_id, turn.fence, c.claim_ttl_ms, turn.chat_id,
-                          "1" if run_next else "0", go_on[0], go_on[1], c.running_ttl_ms,
-                          c.max_attempts, c.session_ttl_ms)
+        reply = self._run_starting("complete", turn.chat_id, turn.fence, c.claim_ttl_ms,
+                                   turn.chat_id, "1" if run_next else "0", go_on[0], go_on[1],
+                                   c.running_ttl_ms, c.max_attempts, c.session_ttl_ms)
         outcome = _text(reply[0])
         if outcome == "dispatch":
             return _dispatch(turn.chat_id, reply[1], reply[2])
