@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from gateway.agents.cache import AgentCache, ReleaseLane
+from gateway.agents.release import Parcel
 from gateway.processes import wait_until
 from gateway.types import Turn
 
@@ -207,10 +208,11 @@ def test_an_agent_that_missed_its_session_s_last_turn_is_rebuilt() -> None:
 def test_an_agent_found_stale_while_a_turn_holds_it_is_released_once_let_go() -> None:
     factory = Configured()
     cache = AgentCache(factory, cap=10)
-    with cache.hold("oc_a#0") as held:
+    with cache.hold("oc_a#0"):
         factory.config = "v2"
-        with cache.hold("oc_a#0") as fresh:  # (a late duplicate run of the chat, say)
-            assert fresh is not held
+        with cache.hold("oc_a#0"):  # (a late duplicate run of the chat, say)
+            pass
+        held, fresh = factory.built
         assert held.releases == 0 and not cache.evictions, "not while it is held"
     wait_until(lambda: held.releases == 1, 10, "released once its turn let go")
     assert fresh.releases == 0 and cache.evictions == {"config": 1}
@@ -221,11 +223,11 @@ class Post:
     and tokens handed back."""
 
     def __init__(self, fail: bool = False) -> None:
-        self.sent: list[object] = []
+        self.sent: list[Parcel] = []
         self.handed: list[str] = []
         self.fail = fail
 
-    def send(self, parcel: object) -> None:
+    def send(self, parcel: Parcel) -> None:
         if self.fail:
             raise ConnectionError("broker down")
         self.sent.append(parcel)
@@ -243,7 +245,7 @@ def test_an_agent_let_go_waits_for_its_release_task_and_is_released_once() -> No
         with cache.hold(key):
             pass
     wait_until(lambda: len(post.sent) == 2, 10, "a release task per agent let go")
-    first, second = post.sent  # type: ignore[misc]
+    first, second = post.sent
     assert (first.owner, first.cause, first.session) == ("me", "cap", "oc_a#0")
     assert lane.parked == 2 and lane.released["cap"] == 0, "nothing released before its task"
     assert lane.deliver(first.token), "the task ran in this process"

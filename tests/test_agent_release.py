@@ -114,7 +114,7 @@ def test_new_another_process_s_turn_and_a_config_change_rebuild_on_every_process
     workers = [rig.fleet("worker", concurrency=1, TEST_AGENT_CONFIG=str(config))
                for _ in range(2)]
     switch, chat = Switch(rig, workers), "oc_rebuild"
-    pid_of = {}
+    pid_of: dict[int, int] = {}
 
     def turn(on: int, text: str) -> None:
         switch.to(on)
