@@ -32,5 +32,11 @@ class BenchAgent:
         return f"echo: {turn.text}"
 
 
-def factory(session_key: str) -> BenchAgent:
-    return BenchAgent()
+class BenchFactory:
+    stateless = True  # like echo: nothing of a session is kept between turns
+
+    def __call__(self, session_key: str) -> BenchAgent:
+        return BenchAgent()
+
+
+factory = BenchFactory()

@@ -129,7 +129,7 @@ class TurnRunner:
                     "gave-up"
             else:
                 session = session_key(turn.chat_id, started.generation)
-                missed = started.previous_runner != self.store.runner  # another process ran
+                missed = bool(self.store.runner) and started.previous_runner != self.store.runner
                 answer, outcome = self._ask(lambda t: self._run_agent(session, t, missed),
                                             Turn(message, turn.fence, handle.stopped.is_set))
             if answer is None:

@@ -15,7 +15,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-from gateway.agents import load_factory
+from gateway.agents import is_stateless, load_factory
 from gateway.agents.cache import AgentCache
 from gateway.agents.post import CeleryPost
 from gateway.agents.release import ReleaseLane
@@ -34,6 +34,7 @@ from gateway.state.cancel import Canceller
 from gateway.state.jobs import ControlJobs
 from gateway.state.keys import Keyspace
 from gateway.state.store import ChatStore, StoreConfig
+from gateway.types import AgentFactory
 
 Role = Literal["worker", "listener", "cli"]
 ORPHAN_AFTER_MS = 10_000
@@ -95,9 +96,15 @@ class Runtime:
 
     @cached_property
     def store(self) -> ChatStore:
-        runner = self.process_id if self.role == "worker" else ""
+        # an agent that keeps a session in memory must learn when another process ran a turn
+        marks = self.role == "worker" and not is_stateless(self.factory)
+        runner = self.process_id if marks else ""
         return ChatStore(self.redis, store_config(self.settings), keyspace(self.settings),
                          runner=runner)
+
+    @cached_property
+    def factory(self) -> AgentFactory:
+        return load_factory(self.settings.agent)
 
     @cached_property
     def release_post(self) -> CeleryPost:
@@ -129,7 +136,7 @@ class Runtime:
         s = self.settings
         lane = ReleaseLane(self.process_id, self.release_post,
                            fallback_s=s.agent_release_fallback_s)
-        cache = AgentCache(load_factory(s.agent), s.agent_cache_cap,
+        cache = AgentCache(self.factory, s.agent_cache_cap,
                            idle_ttl_s=s.agent_idle_ttl_s, lane=lane)
         Periodic("gateway-agent-report", self.agent_report.step, EVERY_S).start()
         return cache

@@ -80,9 +80,13 @@ they are joined until the Feishu side renders them as they come); None for no re
 class Agent(Protocol):
     """An agent answers one turn of its session at a time (see README, Agents).
 
-    Optional, called when the gateway lets the agent go (not yet wired: issue 9):
-    `soft_release()` drops clients and in-memory state but keeps what the session's next
-    agent inherits; `release()` tears everything down."""
+    Optional, called on the worker's release lane when the gateway lets the agent go
+    (gateway/agents/release.py): `soft_release()` (over the cap, idle, out of date) drops
+    clients and in-memory state but keeps what the session's next agent inherits;
+    `release()` (/new, shutdown) tears everything down. A factory may have `signature()`
+    (the configuration its agents are built under: agents of another one are rebuilt) and
+    `stateless = True` (its agents keep nothing of a session in memory between turns, so a
+    turn another worker process ran leaves them up to date)."""
 
     def run(self, turn: Turn) -> Reply: ...
 

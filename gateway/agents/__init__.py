@@ -11,6 +11,12 @@ BUILTIN = {"echo": "gateway.agents.echo:factory",
            "openai": "gateway.agents.chat_completions:factory"}
 
 
+def is_stateless(factory: AgentFactory) -> bool:
+    """A factory whose agents keep nothing of a session in memory between turns says so
+    (`stateless = True`); for the others each turn start records which process ran it."""
+    return getattr(factory, "stateless", False) is True
+
+
 def load_factory(spec: str) -> AgentFactory:
     """Resolve `echo` or `package.module:callable`; a bad spec is a SettingsError."""
     target = BUILTIN.get(spec, spec)

@@ -246,7 +246,11 @@ def signature_of(config: LlmConfig) -> str:
 
 class Factory:
     """`GATEWAY_AGENT=openai`: one agent per session, and the signature of what it is built
-    under (the agent cache rebuilds agents whose signature is no longer the current one)."""
+    under (the agent cache rebuilds agents whose signature is no longer the current one).
+    Stateless: a session's history is in Redis, read at each turn, so a turn another process
+    ran never leaves an agent here out of date."""
+
+    stateless = True
 
     def _config(self) -> LlmConfig:
         config = _process_parts()[0]

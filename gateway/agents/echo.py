@@ -10,5 +10,12 @@ class EchoAgent:
         return f"echo: {turn.text}"
 
 
-def factory(session_key: str) -> EchoAgent:
-    return EchoAgent()
+class EchoFactory:
+    stateless = True
+    """Its agents keep nothing of a session between turns (see `Agent`)."""
+
+    def __call__(self, session_key: str) -> EchoAgent:
+        return EchoAgent()
+
+
+factory = EchoFactory()
