@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import contenders, report, sweep
+from bench import contenders, releases, report, sweep
 from bench.stack import stack
 from gateway.processes import REPO
 
@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             step("gateway, 1 and 2 worker processes")
             r["scaling"] = {str(c): contenders.gateway_burst(st, args.burst, c, f"sc{c}")
                             for c in (1, 2)}
+            step("turns behind a backlog of agent releases")
+            r["releases"] = releases.measure(st)
             step(f"mass recovery of {args.sweep_chats:,} chats")
             r["sweep"] = sweep.measure(st, args.sweep_chats, 2)
             step("RSS at 10k and 1M chats")

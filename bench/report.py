@@ -87,6 +87,14 @@ def rows(r: dict[str, Any]) -> list[Row]:
         out.append((f"{sw['chats']:,} expired chats re-dispatched ({sw['sweepers']} sweepers)",
                     value, "<= 60 s, none twice", _ok(sw["took_s"] <= 60 and not left and
                                                      sw["published_twice"] == 0)))
+    if "releases" in r:
+        rel = r["releases"]
+        out.append((f"one message p50 / p99: idle / behind {rel['backlog']} queued releases",
+                    f"{_f(rel['idle_p50_ms'], ' ms')} / {_f(rel['idle_p99_ms'], ' ms')}; "
+                    f"{_f(rel['backlog_p50_ms'], ' ms')} / {_f(rel['backlog_p99_ms'], ' ms')} "
+                    f"({rel['releases_left_after_first_turn']} still queued after the first)",
+                    "never behind the backlog (order)",
+                    _ok(rel["releases_left_after_first_turn"] > 0)))
     return out
 
 
