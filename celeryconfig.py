@@ -2,7 +2,7 @@
 
 from urllib.parse import urlsplit
 
-from kombu.entity import Queue
+from kombu.entity import Exchange, Queue
 
 from gateway.errors import SettingsError
 from gateway.names import ALL_QUEUES, RELEASE_AGENT, RELEASE_QUEUE, RUN_TURN, TURNS_QUEUE
@@ -24,9 +24,13 @@ broker_connection_max_retries = None  # a worker waits for Redis forever, never 
 broker_transport_options = {"visibility_timeout": 3600} if urlsplit(
     broker_url).scheme.startswith(("redis", "unix")) else {}
 
-task_queues = tuple(Queue(name) for name in ALL_QUEUES)
+# each queue its own direct exchange and key: a turn never lands in the release queue, nor a
+# release among the turns
+task_queues = tuple(Queue(name, Exchange(name, type="direct"), routing_key=name)
+                    for name in ALL_QUEUES)
 task_default_queue = TURNS_QUEUE
-task_routes = {RUN_TURN: {"queue": TURNS_QUEUE}, RELEASE_AGENT: {"queue": RELEASE_QUEUE}}
+task_routes = {RUN_TURN: {"queue": TURNS_QUEUE},
+               RELEASE_AGENT: {"queue": RELEASE_QUEUE}}
 
 # A turn that ignores /stop and never returns is killed here (prefork); its lease then
 # expires and the chat goes on (the message counts one attempt, see GATEWAY_MAX_ATTEMPTS).

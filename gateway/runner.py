@@ -114,12 +114,16 @@ class TurnRunner:
         return outcome, following
 
     def _turn(self, turn: Dispatch, started: Started, handle: TurnHandle) -> str:
-        message = started.message
+        message, answer = started.message, started.answer
+        session = session_key(turn.chat_id, started.generation)
+        missed = bool(self.store.runner) and started.previous_runner != self.store.runner
+        if missed and (message is None or answer is not None or started.exhausted):
+            self.agents.retire(session, "missed")  # not asked now, yet another process ran
         if message is None:
             logger.error("message %s of chat %s dropped: its stored entry cannot be read",
                          started.message_id, turn.chat_id)
             return "unreadable"
-        answer, outcome = started.answer, "resent"
+        outcome = "resent"
         if answer is None:
             if started.exhausted:
                 logger.error("message %s of chat %s given up after %d attempts that never "
@@ -128,8 +132,6 @@ class TurnRunner:
                 answer, outcome = Answer("gave-up", (gave_up_reply(started.attempt - 1),)), \
                     "gave-up"
             else:
-                session = session_key(turn.chat_id, started.generation)
-                missed = bool(self.store.runner) and started.previous_runner != self.store.runner
                 answer, outcome = self._ask(lambda t: self._run_agent(session, t, missed),
                                             Turn(message, turn.fence, handle.stopped.is_set))
             if answer is None:

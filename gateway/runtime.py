@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal, cast
+from typing import Literal, TypeVar, cast
 
 import redis
 from redis.backoff import NoBackoff
@@ -37,6 +39,7 @@ from gateway.state.store import ChatStore, StoreConfig
 from gateway.types import AgentFactory
 
 Role = Literal["worker", "listener", "cli"]
+T = TypeVar("T")
 ORPHAN_AFTER_MS = 10_000
 """A control job nobody touched for this long was left by a dead listener (desks touch
 theirs every 2 s)."""
@@ -70,8 +73,10 @@ def store_config(s: Settings) -> StoreConfig:
         requeue_cap_ms=s.requeue_cap_ms, dedupe_ttl_s=s.dedupe_ttl_s, inbox_cap=s.inbox_cap,
         max_attempts=s.max_attempts, durable_ack=s.durable_ack,
         durable_ack_timeout_ms=s.durable_ack_timeout_ms,
-        # the mark outlives any idle agent: its TTL, a sweep round and a minute
-        ran_ttl_ms=int((s.agent_idle_ttl_s + min(60.0, s.agent_idle_ttl_s / 2) + 60) * 1000))
+        # the mark (set as a turn starts) outlives any agent that ran it: the longest turn,
+        # the idle TTL, a sweep round and a minute
+        ran_ttl_ms=int((s.turn_time_limit_s + s.agent_idle_ttl_s
+                        + min(60.0, s.agent_idle_ttl_s / 2) + 60) * 1000))
 
 
 @dataclass
@@ -79,6 +84,8 @@ class Runtime:
     settings: Settings
     sender: TaskSender
     role: Role = "worker"
+    _building: threading.RLock = field(default_factory=threading.RLock, init=False,
+                                       repr=False)
 
     @cached_property
     def redis(self) -> redis.Redis:
@@ -108,7 +115,7 @@ class Runtime:
 
     @cached_property
     def release_post(self) -> CeleryPost:
-        return CeleryPost(self.sender, self.redis)
+        return CeleryPost(self.sender, self.redis, expires_s=self.settings.agent_release_fallback_s)
 
     @cached_property
     def publisher(self) -> Publisher:
@@ -130,23 +137,43 @@ class Runtime:
     def locks(self) -> LockRegistry:
         return LockRegistry(self.settings.lock_registry_cap)
 
-    @cached_property
+    def _once(self, name: str, build: Callable[[], T]) -> T:
+        """Built once even when threads (the threads pool) ask at the same moment."""
+        with self._building:
+            if name not in self.__dict__:
+                self.__dict__[name] = build()
+            return cast(T, self.__dict__[name])
+
+    @property
     def agents(self) -> AgentCache:
         """This process's agents; their figures go to Redis (and the log) every few seconds."""
+        return self.__dict__.get("agents") or self._once("agents", self._build_agents)
+
+    def _build_agents(self) -> AgentCache:
         s = self.settings
         lane = ReleaseLane(self.process_id, self.release_post,
                            fallback_s=s.agent_release_fallback_s)
         cache = AgentCache(self.factory, s.agent_cache_cap,
                            idle_ttl_s=s.agent_idle_ttl_s, lane=lane)
-        Periodic("gateway-agent-report", self.agent_report.step, EVERY_S).start()
+        report = AgentReport(self.redis, self.process_id, cache.stats)
+        self.__dict__["agent_report"] = report
+        self.__dict__["agent_reporter"] = Periodic("gateway-agent-report", report.step,
+                                                   EVERY_S).start()
         return cache
 
-    @cached_property
-    def agent_report(self) -> AgentReport:
-        return AgentReport(self.redis, self.process_id, lambda: self.agents.stats())
+    def close_agents(self) -> None:
+        """Worker shutdown: release every agent (bounded) and withdraw the figures."""
+        if "agents" not in self.__dict__:
+            return  # agents exist only once this process ran a turn
+        self.__dict__["agent_reporter"].stop(1.0)
+        self.agents.close(self.settings.agent_release_timeout_s)
+        self.__dict__["agent_report"].withdraw()
 
-    @cached_property
+    @property
     def runner(self) -> TurnRunner:
+        return self.__dict__.get("runner") or self._once("runner", self._build_runner)
+
+    def _build_runner(self) -> TurnRunner:
         return TurnRunner(
             store=self.store, locks=self.locks, heartbeats=self.heartbeats,
             agents=self.agents, replies=self.replies, publisher=self.publisher,

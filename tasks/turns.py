@@ -110,10 +110,9 @@ def _start_sweeper(**_: Any) -> None:
 def _release_agents(**_: Any) -> None:
     """Warm shutdown: every agent this process built is released, within a bounded time."""
     built = _built.get(os.getpid())
-    if built is not None and "agents" in vars(built):  # agents exist only once it ran a turn
-        built.agents.close(built.settings.agent_release_timeout_s)
+    if built is not None:
         try:
-            built.agent_report.withdraw()
+            built.close_agents()
         except redis.RedisError as error:
             logger.warning("agent figures of this process not withdrawn: %s", error)
 

@@ -224,7 +224,8 @@ class Post:
 
     def __init__(self, fail: bool = False) -> None:
         self.sent: list[Parcel] = []
-        self.handed: list[str] = []
+        self._handed: list[str] = []
+        self._guard = threading.Lock()
         self.fail = fail
 
     def send(self, parcel: Parcel) -> None:
@@ -232,8 +233,13 @@ class Post:
             raise ConnectionError("broker down")
         self.sent.append(parcel)
 
+    def hand_back(self, token: str) -> None:
+        with self._guard:
+            self._handed.append(token)
+
     def take(self, owner: str) -> list[str]:
-        taken, self.handed = self.handed, []
+        with self._guard:
+            taken, self._handed = self._handed, []
         return taken
 
 
@@ -249,7 +255,7 @@ def test_an_agent_let_go_waits_for_its_release_task_and_is_released_once() -> No
     assert (first.owner, first.cause, first.session) == ("me", "cap", "oc_a#0")
     assert lane.parked == 2 and lane.released["cap"] == 0, "nothing released before its task"
     assert lane.deliver(first.token), "the task ran in this process"
-    post.handed.append(second.token)  # the task ran in another process: handed back
+    post.hand_back(second.token)  # the task ran in another process: handed back
     wait_until(lambda: lane.released["cap"] == 2, 10, "both released on the lane")
     assert not lane.deliver(first.token), "a second delivery of a task releases nothing"
     assert lane.parked == 0 and lane.released["in-place"] == 0

@@ -107,7 +107,8 @@ class AgentCache:
                     self._entries.move_to_end(session_key)
         self._release(outdated)
         if entry is None:
-            self.built += 1
+            with self._guard:
+                self.built += 1
             entry = self._insert(session_key, self._factory(session_key), signature)
         try:
             yield entry.agent
@@ -190,22 +191,37 @@ class AgentCache:
         self._release(gone)
         return len(gone)
 
-    def _release(self, agents: list[tuple[Agent, str, str]]) -> None:
+    def _release(self, agents: list[tuple[Agent, str, str]], *, direct: bool = False) -> None:
+        if not agents:
+            return
+        with self._guard:
+            for _, cause, _ in agents:
+                self.evictions[cause] += 1
         for agent, cause, key in agents:
-            self.evictions[cause] += 1
-            self.lane.submit(agent, cause, key)
+            self.lane.submit(agent, cause, key, direct=direct)
+
+    def retire(self, session_key: str, cause: str) -> bool:
+        """Let go of the session's agent now (or once its turn lets go): e.g. a turn that
+        did not ask it (a kept answer resent) while another process ran the one before."""
+        with self._guard:
+            if session_key not in self._entries:
+                return False
+            gone = self._retire(session_key, cause)
+        self._release(gone)
+        return True
 
     def stats(self) -> dict[str, Any]:
         """What `feishu-gateway status` shows of this process's agents."""
         with self._guard:
             size, held = len(self._entries), sum(1 for e in self._entries.values() if e.users)
-        released = self.lane.released
-        return {"size": size, "cap": self.cap, "held": held, "built": self.built,
-                "evictions": dict(self.evictions),
+            built, evictions = self.built, dict(self.evictions)
+        released = self.lane.counts()
+        return {"size": size, "cap": self.cap, "held": held, "built": built,
+                "evictions": evictions,
                 "soft": sum(n for c, n in released.items() if c not in HARD
                             and c not in ("failed", "in-place")),
                 "hard": sum(n for c, n in released.items() if c in HARD),
-                "failed": released["failed"], "in_place": released["in-place"],
+                "failed": released.get("failed", 0), "in_place": released.get("in-place", 0),
                 "parked": self.lane.parked, "release_s_max": round(self.lane.release_s_max, 3),
                 "release_s_total": round(self.lane.release_s_total, 3),
                 "signature": self.signature()}
@@ -221,10 +237,10 @@ class AgentCache:
             sweeper, self._sweeper = self._sweeper, None
         if sweeper is not None:
             sweeper.stop(0)
-        self._release(gone)
         began = time.monotonic()
-        total = self.lane.release_parked("shutdown")
-        left = self.lane.drain(timeout_s) if total else 0
+        total = len(gone) + self.lane.release_parked("shutdown")  # those waiting for a task
+        self._release(gone, direct=True)  # no tasks: the release queue is no longer consumed
+        left = self.lane.drain(timeout_s)  # (also one that was running already)
         if left:
             logger.warning("agent cache: %d of %d agents not released within %.1fs; leaving "
                            "them", left, total, timeout_s)

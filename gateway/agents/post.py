@@ -24,13 +24,17 @@ def tokens_key(owner: str) -> str:
 
 
 class CeleryPost:
-    def __init__(self, sender: TaskSender, client: redis.Redis) -> None:
+    def __init__(self, sender: TaskSender, client: redis.Redis, *, expires_s: float) -> None:
+        """`expires_s`: a task not run by then is dropped by the worker that gets it (the
+        owner released the agent in place meanwhile)."""
         self._sender = sender
         self._redis = client
+        self._expires_s = expires_s
 
     def send(self, parcel: Parcel) -> None:
         self._sender.send_task(RELEASE_AGENT, queue=RELEASE_QUEUE, kwargs=asdict(parcel),
-                               task_id=f"release:{parcel.session}:{parcel.token}")
+                               task_id=f"release:{parcel.session}:{parcel.token}",
+                               expires=self._expires_s)
 
     def hand_back(self, owner: str, token: str) -> None:
         """What a `release_agent` task run in another process does with the token."""

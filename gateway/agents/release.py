@@ -94,6 +94,10 @@ class ReleaseLane:
         self._pending = 0
         """Agents submitted and not yet released (parked or about to be)."""
         self._thread: threading.Thread | None = None
+        self._outbox: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._sender: threading.Thread | None = None
+        """Sends the tasks on a thread of its own: a broker that hangs never holds up a
+        release, the reading of handed-back tokens or the in-place fallback."""
         self._polled_at = 0.0
 
     @property
@@ -101,14 +105,23 @@ class ReleaseLane:
         with self._guard:
             return len(self._parked)
 
-    def submit(self, agent: Agent, cause: str, session: str = "") -> None:
+    def submit(self, agent: Agent, cause: str, session: str = "", *,
+               direct: bool = False) -> None:
         """Let `agent` go: released fully (`release()`) for a cause in HARD, else softly,
-        once its task comes back (or at once without a post)."""
+        once its task comes back (at once without a post, or `direct`: at shutdown)."""
         token = uuid.uuid4().hex[:12]
         with self._guard:
             self._pending += 1  # counted before the lane can see it, so drain() never misses it
             self._parked[token] = _Parked(agent, cause, session, self.clock())
-            self._jobs.put(("send" if self.post is not None else "release", token))
+            if self.post is None or direct:
+                self._jobs.put(("release", token))
+            else:
+                self._outbox.put(token)
+                self._jobs.put(("wake", token))  # the lane now reads handed-back tokens
+                if self._sender is None or not self._sender.is_alive():
+                    self._sender = threading.Thread(target=self._send_all, daemon=True,
+                                                    name=f"{self.name}-tasks")
+                    self._sender.start()
             self._ensure_thread()
 
     def deliver(self, token: str) -> bool:
@@ -131,6 +144,17 @@ class ReleaseLane:
             if self._parked:
                 self._ensure_thread()
             return len(self._parked)
+
+    @property
+    def pending(self) -> int:
+        """Agents let go and not released yet."""
+        with self._guard:
+            return self._pending
+
+    def counts(self) -> dict[str, int]:
+        """A copy of `released`, safe while the lane counts."""
+        with self._guard:
+            return dict(self.released)
 
     def drain(self, timeout_s: float) -> int:
         """Wait until every submitted release is done, up to `timeout_s`; how many are not."""
@@ -163,17 +187,20 @@ class ReleaseLane:
     def _handle(self, what: str, token: str) -> None:
         if what == "release":
             self._release(token)
-            return
-        with self._guard:
-            parked = self._parked.get(token)
-        if parked is None or self.post is None:
-            return
-        try:
-            self.post.send(Parcel(self.owner, token, parked.cause, parked.session))
-        except Exception as error:  # noqa: BLE001 (any broker error: released in place later)
-            logger.warning("agent release task for %s not sent (%s); it is released here "
-                           "within %.0fs", parked.session or "an agent", describe(error),
-                           self.fallback_s)
+
+    def _send_all(self) -> None:
+        while True:
+            token = self._outbox.get()
+            with self._guard:
+                parked = self._parked.get(token)
+            if parked is None or self.post is None:
+                continue  # released meanwhile (shutdown)
+            try:
+                self.post.send(Parcel(self.owner, token, parked.cause, parked.session))
+            except Exception as error:  # noqa: BLE001 (any broker error: released in place later)
+                logger.warning("agent release task for %s not sent (%s); it is released here "
+                               "within %.0fs", parked.session or "an agent", describe(error),
+                               self.fallback_s)
 
     def _collect(self) -> None:
         """Tokens handed back by other processes' tasks, and parcels whose task is overdue."""
@@ -217,16 +244,18 @@ class ReleaseLane:
             if callable(release):
                 release()
         except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
-            self.released["failed"] += 1
+            with self._guard:
+                self.released["failed"] += 1
             logger.warning("agent release (%s) of %s failed: %s", cause,
                            parked.session or "an agent", describe(error))
             return
         took = time.monotonic() - began
-        self.released[cause] += 1
-        if in_place:
-            self.released["in-place"] += 1
-        self.release_s_total += took
-        self.release_s_max = max(self.release_s_max, took)
+        with self._guard:
+            self.released[cause] += 1
+            if in_place:
+                self.released["in-place"] += 1
+            self.release_s_total += took
+            self.release_s_max = max(self.release_s_max, took)
         level = logging.INFO if took >= SLOW_RELEASE_S else logging.DEBUG
         logger.log(level, "agent of %s released (%s) in %.3fs", parked.session or "a session",
                    cause, took)
