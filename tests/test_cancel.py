@@ -107,8 +107,9 @@ def test_stop_with_nothing_running_twice_and_from_another_chat(
     assert reply_of(feishu, other, elsewhere) == "Nothing was running."
     assert reply_of(feishu, chat_id, long_turn, timeout_s=10) == "echo: sleep 3"
     second, third = feishu.send_text(chat_id, "/STOP"), feishu.send_text(chat_id, "/stop")
-    assert reply_of(feishu, chat_id, second) == "Nothing was running."
-    assert reply_of(feishu, chat_id, third) == "Already stopped.", "a double tap acts once"
+    # a double tap acts once: the desk may take the two in either order (both are honest)
+    assert sorted([reply_of(feishu, chat_id, second), reply_of(feishu, chat_id, third)]) == [
+        "Already stopped.", "Nothing was running."]
 
 
 def test_three_messages_queued_behind_a_stuck_turn_are_answered_in_order_after_stop(
