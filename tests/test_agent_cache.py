@@ -289,3 +289,32 @@ def test_shutdown_releases_parked_agents_fully_without_their_tasks() -> None:
     assert cache.close(10) == 0
     assert lane.released["shutdown"] == 2 and lane.parked == 0
     assert [a.releases for a in built] == [1, 1], "each once (no `release()`: the soft one)"
+
+
+def test_cap_and_idle_sweeps_over_10_000_sessions_release_each_agent_once_via_its_task(
+        ) -> None:
+    """Every agent let go goes through the task path (handed back by a task run
+    elsewhere), is released once, and the cache never grows past its cap."""
+    now = [0.0]
+    built: list[Agent] = []
+
+    def factory(key: str) -> Agent:
+        built.append(Agent(key))
+        return built[-1]
+
+    class Relay(Post):
+        def send(self, parcel: Parcel) -> None:  # the task ran at once, in another process
+            self.hand_back(parcel.token)
+
+    lane = ReleaseLane("me", Relay(), fallback_s=600, clock=lambda: now[0])
+    cache = AgentCache(factory, cap=50, idle_ttl_s=5, lane=lane, clock=lambda: now[0])
+    for n in range(10_000):
+        with cache.hold(f"oc_{n}#0"):
+            assert len(cache) <= 50
+        if n % 1000 == 999:
+            now[0] += 10  # everything cached is idle now
+            assert cache.sweep_idle() == 50 and len(cache) == 0
+    wait_until(lambda: lane.pending == 0, 60, "every release")
+    assert all(a.releases == 1 for a in built) and len(built) == 10_000
+    assert cache.evictions == {"cap": 10_000 - 10 * 50, "idle": 10 * 50}
+    assert lane.counts().get("in-place", 0) == 0

@@ -204,16 +204,19 @@ class ReleaseLane:
 
     def _collect(self) -> None:
         """Tokens handed back by other processes' tasks, and parcels whose task is overdue."""
-        now = self.clock()
-        if now - self._polled_at >= POLL_S and self.post is not None:
-            self._polled_at = now
-            try:
-                tokens = self.post.take(self.owner)
-            except Exception as error:  # noqa: BLE001 (Redis away: the fallback covers it)
-                logger.debug("release tokens not read: %s", describe(error))
-                tokens = []
-            for token in tokens:
-                self._release(token)
+        now, tick = self.clock(), time.monotonic()
+        if tick - self._polled_at >= POLL_S and self.post is not None:
+            self._polled_at = tick
+            for _ in range(50):  # until none is left (a batch at a time), within bounds
+                try:
+                    tokens = self.post.take(self.owner)
+                except Exception as error:  # noqa: BLE001 (Redis away: the fallback covers it)
+                    logger.debug("release tokens not read: %s", describe(error))
+                    break
+                if not tokens:
+                    break
+                for token in tokens:
+                    self._release(token)
         with self._guard:
             overdue = [t for t, p in self._parked.items() if now - p.parked_at >= self.fallback_s]
         for token in overdue:
