@@ -63,15 +63,8 @@ def _burst_and_singles(st: Stack, tag: str, burst: int, singles: int) -> Figures
     done = load.reply_times(st.sim, sent, 300)
     commands = st.command_calls() / burst
     breakdown = st.command_breakdown()
-    single_chat = f"oc_{tag}_single"
-    singles_ms = []
     st.reset_stats()
-    for n in range(singles):
-        at = time.time()
-        message_id = st.sim.send_text(single_chat, f"single {n}")
-        replies = st.sim.wait_for_messages(n + 1, chat_id=single_chat, timeout_s=30)
-        reply = next(m for m in replies if m.reply_to == message_id)
-        singles_ms.append((reply.at - at) * 1000)
+    singles_ms = load.one_at_a_time(st.sim, f"oc_{tag}_single", singles)
     return {"msgs_per_s": load.throughput(sent, done), "answered": len(done),
             "burst": _summary(load.latencies_ms(sent, done)), "single": _summary(singles_ms),
             "redis_commands_per_msg": commands, "redis_commands": breakdown,

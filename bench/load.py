@@ -28,6 +28,19 @@ def burst(sim: Simulator, chat_ids: Sequence[str], count: int, tag: str) -> list
     return out
 
 
+def one_at_a_time(sim: Simulator, chat_id: str, count: int) -> list[float]:
+    """`count` messages to one chat, each sent once the one before was answered; the round
+    trip of each (ms, by the simulator's clock of the reply)."""
+    took = []
+    for n in range(count):
+        at = time.time()
+        message_id = sim.send_text(chat_id, f"single {n}")
+        replies = sim.wait_for_messages(n + 1, chat_id=chat_id, timeout_s=30)
+        reply = next(m for m in replies if m.reply_to == message_id)
+        took.append((reply.at - at) * 1000)
+    return took
+
+
 def paced(sim: Simulator, chat_ids: Sequence[str], rate: float, duration_s: float,
           tag: str) -> list[Sent]:
     """Messages at `rate` per second for `duration_s`, on a fixed schedule (no drift)."""

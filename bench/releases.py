@@ -6,28 +6,16 @@ releases are still queued); the delay it does see is measured."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 from bench import raw
-from bench.load import percentile
+from bench.load import one_at_a_time, percentile
 from bench.stack import Stack
 from gateway.names import RELEASE_AGENT, RELEASE_QUEUE
 from gateway.processes import wait_until
 
 Figures = dict[str, Any]
-
-
-def _singles(st: Stack, chat: str, count: int) -> list[float]:
-    took = []
-    for n in range(count):
-        at = time.time()
-        message_id = st.sim.send_text(chat, f"single {n}")
-        replies = st.sim.wait_for_messages(n + 1, chat_id=chat, timeout_s=30)
-        reply = next(m for m in replies if m.reply_to == message_id)
-        took.append((reply.at - at) * 1000)
-    return took
 
 
 def _queue_releases(count: int) -> None:
@@ -41,13 +29,13 @@ def measure(st: Stack, backlog: int = 500, singles: int = 20) -> Figures:
     worker = st.worker(1)  # one worker slot: a turn could only wait behind the releases
     listener = st.listener()
     try:
-        _singles(st, "oc_rel_warm", 5)
-        idle = _singles(st, "oc_rel_idle", singles)
+        one_at_a_time(st.sim, "oc_rel_warm", 5)
+        idle = one_at_a_time(st.sim, "oc_rel_idle", singles)
         _queue_releases(backlog)
         queued_at_start = st.client.llen(RELEASE_QUEUE)
         during, left = [], []
         for n in range(singles):
-            during += _singles(st, f"oc_rel_busy_{n}", 1)
+            during += one_at_a_time(st.sim, f"oc_rel_busy_{n}", 1)
             left.append(st.client.llen(RELEASE_QUEUE))
         wait_until(lambda: st.client.llen(RELEASE_QUEUE) == 0, 120, "the release backlog")
         assert left[0] > 0, "a turn waited behind the whole release backlog"
