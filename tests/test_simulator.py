@@ -32,14 +32,14 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 )
 from websockets.sync.client import connect as ws_connect
 
-from gateway.simulator import SendFaults, Simulator
-from gateway.simulator.frames import (
+from gateway.feishu.frames import (
     METHOD_DATA,
     build_data_frames,
     encode_frame,
     parse_frame,
     split_payload,
 )
+from gateway.simulator import SendFaults, Simulator
 from tests.simulator_fixtures import Inbox, SdkClientFactory, SdkWsClient, message_handler
 from tests.simulator_fixtures import sdk_ws_client as sdk_ws_client_fixture  # noqa: F401
 from tests.simulator_fixtures import simulator as simulator_fixture  # noqa: F401

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from gateway.feishu import frames
 from gateway.simulator import config as c
-from gateway.simulator import frames
 from gateway.simulator.config import SimConfig
 from gateway.simulator.faults import FaultPlan
 from gateway.simulator.openapi import ApiError, OpenApi, json_body

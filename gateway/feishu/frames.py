@@ -1,4 +1,5 @@
-"""Pure helpers to build and parse the long-connection protobuf frames (pbbp2.Frame)."""
+"""The long connection's wire format: pbbp2 frames (lark-oapi's protobuf), built and parsed
+by pure functions shared by our client and the simulator."""
 
 from __future__ import annotations
 
