@@ -112,8 +112,33 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  {record.get('message_id')} in chat {record.get('chat_id')} "
               f"({record.get('purpose')}): {record.get('error')}")
     if not args.chat_id:
+        _print_connections(store.redis)
         _print_agents(store.redis)
     return 0
+
+
+def _ago(now: float, at: float) -> str:
+    return "never" if not at else f"{now - at:.0f}s ago"
+
+
+def _print_connections(client: redis.Redis) -> None:
+    """Each live listener's long connections (gateway/feishu/listener.py)."""
+    import time
+
+    from gateway.feishu.listener import read_connections
+
+    connections = read_connections(client)
+    if not connections:
+        print("connections: no listener reported")
+        return
+    now = time.time()
+    print(f"connections, per listener and app ({len(connections)}):")
+    for owner, c in sorted(connections.items()):
+        detail = f" ({c['detail']})" if c.get("detail") else ""
+        print(f"  {owner}: {c.get('state')} since {_ago(now, float(c.get('since', 0)))}"
+              f"{detail}; last frame {_ago(now, float(c.get('last_frame_at', 0)))}, "
+              f"last event {_ago(now, float(c.get('last_event_at', 0)))}, "
+              f"{c.get('reconnects', 0)} reconnects")
 
 
 def _print_agents(client: redis.Redis) -> None:

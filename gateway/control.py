@@ -22,6 +22,7 @@ from functools import partial
 
 import redis
 
+from gateway.approvals.verdicts import Verdicts
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
 from gateway.loops import describe
@@ -35,6 +36,10 @@ logger = logging.getLogger(__name__)
 PRUNE_EVERY_S = 600.0
 
 
+LATE_NOTICE = ("This message arrived late (the connection to Feishu was down for a while), "
+               "so it was not answered. Please send it again if it still matters.")
+
+
 def full_inbox_notice(waiting: int) -> str:
     return (f"This message was not queued: {waiting} messages of this chat are already "
             "waiting. Please send it again once the bot has caught up.")
@@ -42,8 +47,9 @@ def full_inbox_notice(waiting: int) -> str:
 
 class ControlDesk:
     def __init__(self, jobs: ControlJobs, canceller: Canceller, replies: Replies,
-                 store: ChatStore, *, threads: int = 4, block_ms: int = 500,
-                 touch_every_s: float = 2.0) -> None:
+                 store: ChatStore, *, verdicts: Verdicts | None = None, threads: int = 4,
+                 block_ms: int = 500, touch_every_s: float = 2.0) -> None:
+        self._verdicts = verdicts
         self._jobs = jobs
         self._canceller = canceller
         self._replies = replies
@@ -196,7 +202,14 @@ class ControlDesk:
         if message is None:
             logger.error("control job %s dropped: its message cannot be read", job.job_id)
             return True
-        if job.kind == "command":
+        if job.kind == "command" and job.command in ("approve", "deny"):
+            if self._verdicts is None:
+                logger.error("/%s in chat %s dropped: approvals are off", job.command,
+                             job.chat_id)
+                return True
+            decision = "once" if job.command == "approve" else "deny"
+            self._say(message, self._verdicts.by_text(message, decision), job.command)
+        elif job.kind == "command":
             begun = self._canceller.begin(job.chat_id, message.message_id,
                                           new_session=job.command == "new", target=job.target,
                                           renewed=job.renewed)
@@ -207,6 +220,8 @@ class ControlDesk:
             self._say(message, begun.user_reply(), "command")
         elif job.kind == "inbox-full":
             self._say(message, full_inbox_notice(job.waiting), "inbox-full")
+        elif job.kind == "late":
+            self._say(message, LATE_NOTICE, "late")
         else:
             logger.error("control job %s dropped: unknown kind %r", job.job_id, job.kind)
         return True
@@ -221,7 +236,7 @@ class ControlDesk:
     def _say(self, message: Message, text: str, purpose: str) -> None:
         """Send the desk's reply; a stopping desk abandons it (Abandoned: the job stays)."""
         try:
-            self._replies.send_text(message.message_id, text,
+            self._replies.send_text(message.message_id, text, app_id=message.app_id,
                                     uuid=reply_uuid(message.message_id, purpose),
                                     may_send=lambda: not self._stopping.is_set(),
                                     stopped=self._stopping)

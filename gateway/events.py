@@ -143,10 +143,11 @@ def is_from_bot(payload: Mapping[str, Any]) -> bool:
     return isinstance(sender, Mapping) and sender.get("sender_type") == "app"
 
 
-COMMANDS = {"/stop": "stop", "/new": "new", "/reset": "new"}
+COMMANDS = {"/stop": "stop", "/new": "new", "/reset": "new", "/approve": "approve",
+            "/deny": "deny"}
 
 
 def parse_command(text: str) -> str | None:
-    """`stop` or `new` when the message is a control command, else None."""
+    """`stop`, `new`, `approve` or `deny` when the message is a control command, else None."""
     words = text.split()
     return COMMANDS.get(words[0].lower()) if len(words) == 1 else None

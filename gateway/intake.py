@@ -1,50 +1,115 @@
-"""The listener's one step per event: normalise, admit in one Redis step, hand off.
+"""The listener's one step per event: decode, normalise, admit in one Redis step, hand off.
 
-Runs on the SDK's event loop, so it does exactly one Redis round trip and never touches
-the broker or Feishu's APIs: publishing goes to the outbox thread; commands and notices are
-recorded in Redis by that same step, and the control desk acts on them.
+Runs on a connection's ingest thread (the ACK waits for it), so it does exactly one Redis
+round trip and never touches the broker or Feishu's APIs: publishing goes to the outbox
+thread; commands and notices ("late", "inbox full") are recorded in Redis by that same step,
+and the control desk acts on them.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Literal
+
+import redis
 
 from gateway.dispatch import Publisher
-from gateway.errors import MalformedEvent
+from gateway.errors import MalformedEvent, RetryableError
 from gateway.events import is_from_bot, parse_command, parse_message
 from gateway.outbox import Outbox
 from gateway.state.store import ChatStore, Dispatch, NotDurable
 
 logger = logging.getLogger(__name__)
 
+MESSAGE_EVENT = "im.message.receive_v1"
+CARD_EVENT = "card.action.trigger"
+CardHandler = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+
+
+def decode_event(payload: bytes) -> tuple[str, Mapping[str, Any]] | None:
+    """(event_type, event) of a frame's JSON payload, or None (logged) when it is not one."""
+    try:
+        event = json.loads(payload)
+    except (UnicodeDecodeError, ValueError) as error:
+        logger.warning("event frame dropped: not JSON (%s)", error)
+        return None
+    if not isinstance(event, dict):
+        logger.warning("event frame dropped: not a JSON object")
+        return None
+    header = event.get("header")
+    kind = header.get("event_type") if isinstance(header, dict) else None
+    if not isinstance(kind, str):
+        logger.warning("event frame dropped: no header.event_type")
+        return None
+    return kind, event
+
 
 class Intake:
     def __init__(self, store: ChatStore, publisher: Publisher, outbox: Outbox, *,
-                 max_text_chars: int, bot_open_id: str = "") -> None:
+                 max_text_chars: int, primary_app_id: str = "", late_after_s: float = 0.0,
+                 late_events: Literal["note", "drop"] = "note",
+                 cards: CardHandler | None = None,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self._store = store
         self._publisher = publisher
         self._outbox = outbox
         self.max_text_chars = max_text_chars
-        self.bot_open_id = bot_open_id
+        self.primary_app_id = primary_app_id
+        self.bot_open_ids: dict[str, str] = {}
+        self.late_after_ms = int(late_after_s * 1000)
+        self.late_events = late_events
+        self.cards = cards
+        self._clock_ms = clock_ms
 
-    def accept(self, payload: Mapping[str, Any]) -> str:
+    def on_frame(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
+        """A connection's frame handler: a message event is admitted, a card click goes to
+        `cards` (its answer is the callback's answer); anything else is ACKed and dropped
+        with one line."""
+        decoded = decode_event(payload)
+        if decoded is None:
+            return None
+        event_type, event = decoded
+        try:
+            if event_type == MESSAGE_EVENT:
+                self.accept(event, app_id=app_id)
+                return None
+            if event_type == CARD_EVENT and self.cards is not None:
+                return self.cards(app_id, event)
+        except redis.RedisError as error:  # ACK 500: Feishu delivers it again
+            raise RetryableError(f"Redis unavailable: {error}") from None
+        logger.info("event of type %r ignored (frame type %s)", event_type, kind)
+        return None
+
+    def accept(self, payload: Mapping[str, Any], *, app_id: str = "") -> str:
         """Admit one `im.message.receive_v1` payload; returns what happened to it.
 
         A malformed event is logged in one line and dropped (its ACK still goes back);
-        a Redis failure propagates, so the SDK answers 500 and Feishu redelivers."""
+        a Redis failure propagates, so the ACK says 500 and Feishu redelivers."""
         event_id = str((payload.get("header") or {}).get("event_id", "?"))
         if is_from_bot(payload):
             logger.debug("event %s from a bot ignored", event_id)
             return "ignored"
         try:
-            message = parse_message(payload, bot_open_id=self.bot_open_id,
+            message = parse_message(payload, bot_open_id=self.bot_open_ids.get(app_id, ""),
                                     max_text_chars=self.max_text_chars)
         except MalformedEvent as error:
             logger.warning("event %s dropped: %s", event_id, error)
             return "malformed"
+        if app_id and app_id != self.primary_app_id:
+            message = replace(message, app_id=app_id)
         command = parse_command(message.text) or ""
+        age_ms = self._clock_ms() - message.create_time_ms
+        if self.late_after_ms and message.create_time_ms and age_ms > self.late_after_ms:
+            logger.warning("message %s of chat %s arrived %.0f min late: %s", message.message_id,
+                           message.chat_id, age_ms / 60_000,
+                           "dropped" if self.late_events == "drop" else "told so, not run")
+            if self.late_events == "drop":
+                return "late"
+            command = "~late"
         try:
             admission = self._store.ingest(message, command)
         except NotDurable as error:  # ACK 500 (Feishu redelivers), but publish what it did

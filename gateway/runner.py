@@ -10,6 +10,7 @@ second answer onto a first.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import redis
 
 from gateway.agents.cache import AgentCache, session_key
+from gateway.approvals.asking import Asker
 from gateway.chunking import chunk_text
 from gateway.dispatch import Publisher
 from gateway.errors import GatewayError
@@ -49,6 +51,19 @@ class TurnRunner:
     """Turns one task may run for its chat (the first included) when more are waiting."""
     drain_budget_s: float = 0.0
     """No further turn starts in a task once it ran this long."""
+    asker: Asker | None = None
+    """Opens approval requests for `Turn.approve` (none: every ask is denied)."""
+
+    def _agent_turn(self, message: Message, fence: int, stopped: threading.Event) -> Turn:
+        asker = self.asker
+        if asker is None:
+            return Turn(message, fence, stopped.is_set)
+
+        def approve(prompt: str, timeout_s: float, key: str | None) -> str:
+            assert asker is not None
+            return asker.ask(message, prompt, timeout_s, key, stopped.is_set)
+
+        return Turn(message, fence, stopped.is_set, approve)
 
     def run(self, turn: Dispatch, *, task_id: str, worker: str) -> str:
         """Run `turn`, then the chat's next ones while they are already waiting (up to
@@ -133,7 +148,7 @@ class TurnRunner:
                     "gave-up"
             else:
                 answer, outcome = self._ask(lambda t: self._run_agent(session, t, missed),
-                                            Turn(message, turn.fence, handle.stopped.is_set))
+                                            self._agent_turn(message, turn.fence, handle.stopped))
             if answer is None:
                 return "stopped" if handle.stopped.is_set() else outcome
             if handle.stopped.is_set() or not self.store.keep_answer(turn, answer):
@@ -177,7 +192,7 @@ class TurnRunner:
         for index, chunk in enumerate(answer.chunks):
             try:
                 self.replies.send_text(
-                    message.message_id, chunk,
+                    message.message_id, chunk, app_id=message.app_id,
                     uuid=reply_uuid(message.message_id, answer.kind, index),
                     in_thread=bool(message.thread_id), may_send=may_send,
                     stopped=handle.stopped)

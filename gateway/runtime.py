@@ -22,6 +22,9 @@ from gateway.agents.cache import AgentCache
 from gateway.agents.post import CeleryPost
 from gateway.agents.release import ReleaseLane
 from gateway.agents.report import EVERY_S, AgentReport
+from gateway.approvals.asking import Asker
+from gateway.approvals.book import ApprovalBook
+from gateway.approvals.verdicts import Verdicts
 from gateway.dispatch import Publisher, TaskSender
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Replies, RetryPolicy
@@ -124,8 +127,11 @@ class Runtime:
     @cached_property
     def replies(self) -> Replies:
         s = self.settings
-        api = OpenApi(s.feishu_domain, s.feishu_app_id, s.feishu_app_secret)
-        return Replies(api, RetryPolicy(budget_s=s.reply_retry_budget_s))
+        apis = [OpenApi(s.feishu_domain, app_id, secret) for app_id, secret in s.apps]
+        first = apis[0] if apis else OpenApi(s.feishu_domain, s.feishu_app_id,
+                                             s.feishu_app_secret)
+        return Replies(first, RetryPolicy(budget_s=s.reply_retry_budget_s),
+                       others={api.app_id: api for api in apis[1:]})
 
     @cached_property
     def heartbeats(self) -> Heartbeater:
@@ -178,7 +184,8 @@ class Runtime:
             store=self.store, locks=self.locks, heartbeats=self.heartbeats,
             agents=self.agents, replies=self.replies, publisher=self.publisher,
             reply_chunk_chars=self.settings.reply_chunk_chars,
-            drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s)
+            drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s,
+            asker=Asker(self.approvals, self.replies))
 
     def revoke(self, task_id: str, terminate: bool) -> None:
         """Celery's revoke broadcast; terminate kills the pool process (prefork only)."""
@@ -190,6 +197,16 @@ class Runtime:
         return Canceller(self.store, self.publisher.publish, self.publisher.hand_over,
                          self.revoke, timeout_s=s.cancel_timeout_s, lease_ttl_ms=s.lease_ttl_ms,
                          debounce_s=s.stop_debounce_s, terminate=s.cancel_terminate)
+
+    @cached_property
+    def approvals(self) -> ApprovalBook:
+        return ApprovalBook(self.redis, keyspace(self.settings))
+
+    @cached_property
+    def verdicts(self) -> Verdicts:
+        """Card clicks and /approve, /deny (listeners)."""
+        s = self.settings
+        return Verdicts(self.approvals, admins=s.admin_ids, allowed=s.allowed_user_ids)
 
     @cached_property
     def control_jobs(self) -> ControlJobs:

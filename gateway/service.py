@@ -9,7 +9,8 @@ import redis
 from gateway.control import ControlDesk
 from gateway.dispatch import TaskSender
 from gateway.errors import CredentialsRefused, GatewayError, RetryableError
-from gateway.feishu.listener import Listener
+from gateway.feishu.connection import ConnectionStatus
+from gateway.feishu.listener import Listener, StatusBoard
 from gateway.feishu.openapi import OpenApi
 from gateway.intake import Intake
 from gateway.logs import masked_url
@@ -51,10 +52,16 @@ class ListenerService:
         self.settings = settings
         self.runtime = rt = Runtime(settings, sender, role="listener")
         self.outbox = Outbox()
-        self.desk = ControlDesk(rt.control_jobs, rt.canceller, rt.replies, rt.store)
+        self.desk = ControlDesk(rt.control_jobs, rt.canceller, rt.replies, rt.store,
+                                verdicts=rt.verdicts)
         self.intake = Intake(rt.store, rt.publisher, self.outbox,
-                             max_text_chars=settings.max_text_chars)
-        self.listener = Listener(settings, self.intake.accept)
+                             max_text_chars=settings.max_text_chars,
+                             primary_app_id=settings.primary_app_id,
+                             late_after_s=settings.late_after_s,
+                             late_events=settings.late_events, cards=rt.verdicts.on_click)
+        self.board: StatusBoard | None = None
+        self.listener = Listener(settings, self.intake.on_frame, on_change=self._changed)
+        self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
         self.sweeper = Sweeper(rt.store, rt.publisher, settings.sweep_interval_s)
 
     def start(self) -> ListenerService:
@@ -65,18 +72,28 @@ class ListenerService:
         except redis.RedisError as error:
             raise GatewayError(f"cannot reach Redis at {masked_url(self.settings.redis_url)}: "
                                f"{error}") from None
-        self.intake.bot_open_id = fetch_bot_open_id(self.runtime.replies.api)
+        replies = self.runtime.replies
+        for app_id, _ in self.settings.apps:
+            self.intake.bot_open_ids[app_id] = fetch_bot_open_id(replies.api_for(app_id))
         self.outbox.start()
         self.desk.start()
         self.sweeper.start()
+        if self.board is not None:
+            self.board.start()
         self.listener.start()
         logger.info("listening to %s (app %s)", self.settings.feishu_domain,
-                    self.settings.feishu_app_id)
+                    ", ".join(app_id for app_id, _ in self.settings.apps))
         return self
 
+    def _changed(self, status: ConnectionStatus) -> None:
+        if self.board is not None:
+            self.board.changed(status)
+
     def stop(self) -> None:
-        """Close the connection first (no new events), then drain the outbox and the desk."""
+        """Close the connections first (no new events), then drain the outbox and the desk."""
         self.listener.stop()
+        if self.board is not None:
+            self.board.stop()
         self.sweeper.stop()
         self.outbox.stop()
         self.desk.stop()

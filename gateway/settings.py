@@ -35,8 +35,15 @@ class Settings(BaseSettings):
     lease_ttl_s: float = Field(30.0, validation_alias="GATEWAY_LEASE_TTL_S", gt=0)
     claim_ttl_s: float = Field(15.0, validation_alias="GATEWAY_CLAIM_TTL_S", gt=0)
     queued_ttl_s: float = Field(900.0, validation_alias="GATEWAY_QUEUED_TTL_S", gt=0)
-    reconnect_deadline_s: float = Field(180.0, validation_alias="GATEWAY_RECONNECT_DEADLINE_S",
-                                        gt=0)
+    feishu_apps: SecretStr = Field(SecretStr(""), validation_alias="FEISHU_APPS")
+    """More apps for one listener: `app_id:app_secret` pairs, comma-separated."""
+    ws_ping_interval_s: float = Field(30.0, validation_alias="FEISHU_WS_PING_INTERVAL", gt=0)
+    ws_ping_timeout_s: float = Field(10.0, validation_alias="FEISHU_WS_PING_TIMEOUT", gt=0)
+    late_after_s: float = Field(1800.0, validation_alias="FEISHU_LATE_AFTER_S", ge=0)
+    """A message whose create_time is older than this when it arrives is late (0: never)."""
+    late_events: Literal["note", "drop"] = Field("note", validation_alias="FEISHU_LATE_EVENTS")
+    admins: str = Field("", validation_alias="FEISHU_ADMINS")
+    allowed_users: str = Field("", validation_alias="FEISHU_ALLOWED_USERS")
     max_attempts: int = Field(3, validation_alias="GATEWAY_MAX_ATTEMPTS", ge=1)
     turn_time_limit_s: float = Field(1800.0, validation_alias="GATEWAY_TURN_TIME_LIMIT_S", gt=0)
     sweep_interval_s: float = Field(2.0, validation_alias="GATEWAY_SWEEP_INTERVAL_S", gt=0)
@@ -123,6 +130,17 @@ class Settings(BaseSettings):
             raise ValueError("GATEWAY_DURABLE_ACK is not supported on a Redis Cluster yet")
         return value
 
+    @field_validator("feishu_apps")
+    @classmethod
+    def _check_apps(cls, value: SecretStr) -> SecretStr:
+        parse_apps(value.get_secret_value())
+        return value
+
+    @field_validator("admins", "allowed_users")
+    @classmethod
+    def _check_ids(cls, value: str) -> str:
+        return ",".join(id_list(value))
+
     @field_validator("log_level")
     @classmethod
     def _check_level(cls, value: str) -> str:
@@ -154,8 +172,50 @@ class Settings(BaseSettings):
         return self.celery_broker_url or self.redis_url
 
     @property
+    def apps(self) -> tuple[tuple[str, SecretStr], ...]:
+        """Every app this process serves, (app_id, app_secret): FEISHU_APP_ID first, then
+        FEISHU_APPS (an id listed twice counts once)."""
+        found: dict[str, SecretStr] = {}
+        if self.feishu_app_id and self.feishu_app_secret.get_secret_value():
+            found[self.feishu_app_id] = self.feishu_app_secret
+        for app_id, secret in parse_apps(self.feishu_apps.get_secret_value()):
+            found.setdefault(app_id, SecretStr(secret))
+        return tuple(found.items())
+
+    @property
+    def primary_app_id(self) -> str:
+        """The app a message without an app id belongs to (the first of `apps`)."""
+        apps = self.apps
+        return apps[0][0] if apps else self.feishu_app_id
+
+    @property
+    def admin_ids(self) -> frozenset[str]:
+        return frozenset(id_list(self.admins))
+
+    @property
+    def allowed_user_ids(self) -> frozenset[str]:
+        return frozenset(id_list(self.allowed_users))
+
+    @property
     def has_credentials(self) -> bool:
-        return bool(self.feishu_app_id and self.feishu_app_secret.get_secret_value())
+        return bool(self.apps)
+
+
+def id_list(raw: str) -> list[str]:
+    """"ou_a, ou_b" -> ["ou_a", "ou_b"] (pure)."""
+    return [part.strip() for part in raw.replace(";", ",").split(",") if part.strip()]
+
+
+def parse_apps(raw: str) -> list[tuple[str, str]]:
+    """"cli_a:secret_a,cli_b:secret_b" -> [(id, secret), ...]; ValueError naming the bad
+    entry by its position (never its secret)."""
+    apps = []
+    for index, entry in enumerate(id_list(raw), 1):
+        app_id, sep, secret = entry.partition(":")
+        if not sep or not app_id.strip() or not secret.strip():
+            raise ValueError(f"entry {index} is not app_id:app_secret")
+        apps.append((app_id.strip(), secret.strip()))
+    return apps
 
 
 def _describe(error: ValidationError) -> str:
@@ -166,7 +226,8 @@ def _describe(error: ValidationError) -> str:
     alias = info.validation_alias if info is not None else None
     name = alias if isinstance(alias, str) else field.upper()
     got = first.get("input")
-    shown = "" if name in ("FEISHU_APP_SECRET", "OPENAI_API_KEY") else f", got {got!r}"
+    secret = name in ("FEISHU_APP_SECRET", "FEISHU_APPS", "OPENAI_API_KEY")
+    shown = "" if secret else f", got {got!r}"
     return f"bad setting {name}: {first['msg']}{shown}"
 
 

@@ -22,9 +22,15 @@ class Message:
     thread_id: str = ""
     root_id: str = ""
     mentioned_open_ids: tuple[str, ...] = ()
+    app_id: str = ""
+    """The app the message came to, when the listener serves several and it is not the
+    first (FEISHU_APPS); replies go out as that app."""
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        data = asdict(self)
+        if not self.app_id:
+            del data["app_id"]
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Message:
@@ -47,6 +53,14 @@ def _never() -> bool:
     return False
 
 
+Approver = Callable[[str, float, "str | None"], str]
+"""(prompt, timeout_s, key) → "once" | "session" | "always" | "deny" | "expired"."""
+
+
+def _no_approver(prompt: str, timeout_s: float, key: str | None) -> str:
+    return "deny"
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """What an agent sees: one message of one chat, and a way to learn it was cancelled."""
@@ -54,6 +68,15 @@ class Turn:
     message: Message
     fence: int
     cancelled: Callable[[], bool] = field(default=_never)
+    approver: Approver = field(default=_no_approver)
+
+    def approve(self, prompt: str, timeout_s: float = 300.0, *, key: str | None = None) -> str:
+        """Ask the chat to allow something (an interactive card in reply to this turn's
+        message; /approve and /deny work too) and wait up to `timeout_s`: "once",
+        "session", "always", "deny" or "expired"; "deny" when the turn is stopped meanwhile.
+        A "session" or "always" answer is remembered for `key` (default: the prompt), so
+        the next ask of this session (or chat) returns it at once."""
+        return self.approver(prompt, timeout_s, key)
 
     @property
     def chat_id(self) -> str:

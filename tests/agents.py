@@ -6,6 +6,8 @@
 - `whoami`       replies with its session key and how many turns this agent object saw
 - `long N`       replies N characters that start with a nonce new on every run (an LLM
                  never answers the same twice): a stitched answer shows two nonces
+- `approve S K P` asks the chat to approve prompt P (timeout S s, remembered under key K)
+                 and replies `decision: <outcome>`
 - `boom ...`     raises
 - `silent ...`   returns None
 - anything else  replies `echo: <text>`
@@ -68,6 +70,9 @@ class ScriptedAgent:
             word, _, rest = turn.text.partition(" ")
             if word == "crash":
                 os.kill(os.getpid(), signal.SIGKILL)
+            if word == "approve":
+                timeout_s, key, prompt = rest.split(" ", 2)
+                return f"decision: {turn.approve(prompt, float(timeout_s), key=key)}"
             if word == "whoami":
                 return f"session {self.session_key} turn {self.turns} pid {os.getpid()}"
             if word == "long":

@@ -117,21 +117,23 @@ def test_two_listeners_share_the_app_and_every_message_is_answered_once(
         wait_until(lambda: feishu.connection_count == 1, 10, "one listener again")
 
 
-def test_a_deaf_client_is_rebuilt_and_hears_again(
+def test_a_refused_reconnect_is_retried_until_it_succeeds(
         feishu: Simulator, listener: GatewayProcess, spawn: Spawn, chat_id: str) -> None:
-    """The SDK gives up for good when a reconnect is refused with a final code, while its
-    start() blocks on: the listener must notice and build a new client."""
+    """A final code on a reconnect (not at start-up) is retried with backoff, forever: the
+    listener never ends up online but deaf, as lark-oapi's client did."""
     feishu.refuse_endpoint(1000040350)  # "too many connections": final for the SDK
     try:
         feishu.drop_connections()
-        wait_until(lambda: "the client is deaf" in spawn.logs("listener"), 15,
-                   "the listener to notice it is deaf")
+        wait_until(lambda: spawn.logs("listener").count("code 1000040350") >= 2, 20,
+                   "the listener to retry the refused endpoint")
+        assert feishu.connection_count == 0
     finally:
         feishu.refuse_endpoint(None)
     feishu.wait_connected(1, timeout_s=30)
     message_id = feishu.send_text(chat_id, "can you hear me")
     wait_until(lambda: message_id in replies_to(feishu, chat_id), 20, "the reply")
     assert replies_to(feishu, chat_id)[message_id] == ["echo: can you hear me"]
+    assert "connected" in spawn.logs("listener").rsplit("code 1000040350", 1)[1]
 
 
 def test_worker_killed_mid_turn_is_answered_once_after_the_lease_expires(

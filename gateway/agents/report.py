@@ -4,18 +4,19 @@ One hash, `gw:agents`: field = the process's id, value = its figures as JSON wit
 they were taken. A process writes its field every few seconds and deletes it when it shuts
 down; a reader skips (and deletes) fields older than `STALE_S`, left by a process that died.
 
-May import: nothing of the gateway.
+May import: gateway.presence.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 import redis
+
+from gateway.presence import publish, read_live
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +40,7 @@ class AgentReport:
 
     def step(self) -> None:
         figures = self._figures()
-        record = {**figures, "at": time.time()}
-        self._redis.hset(AGENTS_KEY, self.owner, json.dumps(record, separators=(",", ":")))
+        publish(self._redis, AGENTS_KEY, self.owner, figures)
         self._log(figures)
 
     def _log(self, f: dict[str, Any]) -> None:
@@ -67,19 +67,4 @@ def summary(f: dict[str, Any]) -> str:
 
 def read_reports(client: redis.Redis) -> dict[str, dict[str, Any]]:
     """Every live process's figures, by process id; stale and unreadable fields are dropped."""
-    now = time.time()
-    live, dead = {}, []
-    for raw_owner, raw in client.hgetall(AGENTS_KEY).items():
-        owner = raw_owner.decode() if isinstance(raw_owner, bytes) else str(raw_owner)
-        try:
-            record = json.loads(raw)
-            fresh = now - float(record["at"]) < STALE_S
-        except (ValueError, KeyError, TypeError):
-            fresh = False
-        if fresh:
-            live[owner] = record
-        else:
-            dead.append(owner)
-    if dead:
-        client.hdel(AGENTS_KEY, *dead)
-    return live
+    return read_live(client, AGENTS_KEY, STALE_S)

@@ -7,8 +7,9 @@ import logging
 import random
 import threading
 import uuid as uuidlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay
 
@@ -17,6 +18,7 @@ from gateway.feishu.openapi import OpenApi
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 _NAMESPACE = uuidlib.UUID("6f1d3c1e-5b0a-4e55-9a51-9d3c8a1f0b7e")
 
 
@@ -52,20 +54,52 @@ def _always() -> bool:
 
 
 class Replies:
-    """Replies to messages; thread-safe (one per process)."""
+    """Replies to messages; thread-safe (one per process). `api` is the first app's open
+    API; `others` those of further apps (FEISHU_APPS), by app id."""
 
-    def __init__(self, api: OpenApi, policy: RetryPolicy | None = None) -> None:
+    def __init__(self, api: OpenApi, policy: RetryPolicy | None = None, *,
+                 others: Mapping[str, OpenApi] | None = None) -> None:
         self.api = api
+        self.others = dict(others or {})
         self.policy = policy or RetryPolicy()
 
+    def api_for(self, app_id: str) -> OpenApi:
+        """The open API of `app_id` ("" or unknown: the first app's)."""
+        if app_id and app_id not in self.others and app_id != self.api.app_id:
+            logger.warning("no credentials for app %s (FEISHU_APPS); replying as %s", app_id,
+                           self.api.app_id)
+        return self.others.get(app_id, self.api)
+
     def send_text(self, message_id: str, text: str, *, uuid: str, in_thread: bool = False,
-                  may_send: Callable[[], bool] = _always,
+                  app_id: str = "", may_send: Callable[[], bool] = _always,
                   stopped: threading.Event | None = None) -> str:
         """Reply with `text`; returns the new message id.
 
         Raises RejectedError (Feishu refused it: not retried), RetryableError (still failing
         when the budget ran out) or Abandoned (`may_send` said no before an attempt; a set
         `stopped` event cuts a backoff wait short)."""
+        return self.send(message_id, "text", {"text": text}, uuid=uuid, in_thread=in_thread,
+                         app_id=app_id, may_send=may_send, stopped=stopped)
+
+    def send(self, message_id: str, msg_type: str, content: dict[str, Any], *, uuid: str,
+             in_thread: bool = False, app_id: str = "", may_send: Callable[[], bool] = _always,
+             stopped: threading.Event | None = None) -> str:
+        """Reply with a message of any type (a card: "interactive"); see `send_text`."""
+        api = self.api_for(app_id)
+        return self._retrying(f"reply to {message_id}", lambda: api.reply(
+            message_id, msg_type=msg_type, content=content, uuid=uuid, in_thread=in_thread),
+            may_send=may_send, stopped=stopped)
+
+    def update_card(self, card_message_id: str, card: dict[str, Any], *, app_id: str = "",
+                    stopped: threading.Event | None = None) -> None:
+        """Replace the content of a card the bot sent (PATCH), retried like a reply."""
+        api = self.api_for(app_id)
+        self._retrying(f"card {card_message_id}", lambda: api.patch_card(card_message_id, card),
+                       stopped=stopped)
+
+    def _retrying(self, what: str, call: Callable[[], T], *,
+                  may_send: Callable[[], bool] = _always,
+                  stopped: threading.Event | None = None) -> T:
         attempts = 0
         policy = self.policy
 
@@ -76,7 +110,7 @@ class Replies:
 
         def log_retry(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome is not None else None
-            logger.warning("reply to %s failed (%s); retry %d in %.1fs", message_id, error,
+            logger.warning("%s failed (%s); retry %d in %.1fs", what, error,
                            state.attempt_number, state.upcoming_sleep)
 
         interrupt = stopped if stopped is not None else threading.Event()
@@ -92,10 +126,9 @@ class Replies:
                 with attempt:
                     attempts += 1
                     if not may_send():
-                        raise Abandoned(f"reply to {message_id} abandoned: the turn was "
-                                        "stopped or lost its lease")
-                    return self.api.reply(message_id, msg_type="text", content={"text": text},
-                                          uuid=uuid, in_thread=in_thread)
+                        raise Abandoned(f"{what} abandoned: the turn was stopped or lost "
+                                        "its lease")
+                    return call()
         except RetryableError as error:
             raise RetryableError(f"{error} (gave up after {attempts} attempts)",
                                  code=error.code) from None

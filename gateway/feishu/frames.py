@@ -170,3 +170,31 @@ def parse_ack_payload(payload: bytes) -> AckPayload:
         return AckPayload(code=code, data={"raw": raw})
     data = decoded if isinstance(decoded, dict) else {"value": decoded}
     return AckPayload(code=code, data=data)
+
+
+def build_ping(service: int) -> bytes:
+    """The client's ping control frame."""
+    return encode_frame(method=METHOD_CONTROL, service=service, headers={HEADER_TYPE: "ping"})
+
+
+def build_ack(frame: ParsedFrame, *, code: int, data: Mapping[str, Any] | None,
+              biz_rt_ms: int) -> bytes:
+    """The ACK of a data frame: the same frame back with a `biz_rt` header and the answer
+    `{"code": 200}`, plus `"data"` (base64 JSON) for a callback's answer."""
+    body: dict[str, Any] = {"code": code}
+    if data is not None:
+        raw = json.dumps(dict(data), ensure_ascii=False, separators=(",", ":")).encode()
+        body["data"] = base64.b64encode(raw).decode("ascii")
+    headers = {key: value for key, value in frame.headers.items() if key != HEADER_BIZ_RT}
+    headers[HEADER_BIZ_RT] = str(biz_rt_ms)
+    return encode_frame(method=frame.method, service=frame.service, headers=headers,
+                        payload=json.dumps(body, separators=(",", ":")).encode(),
+                        seq_id=frame.seq_id, log_id=frame.log_id)
+
+
+def parse_json(payload: bytes) -> Any:
+    """A frame payload's JSON value, or None when it is not JSON."""
+    try:
+        return json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None

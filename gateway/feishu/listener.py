@@ -1,190 +1,169 @@
-"""The Feishu long connection: the real `lark.ws.Client` on its own thread and loop.
+"""The listener's long connections: one `Connection` per app, all on one asyncio loop on a
+thread of their own, and their states in Redis for `feishu-gateway status`.
 
-The SDK captures a module-level event loop at import and runs handlers on it, so
-each client thread installs a fresh loop into the SDK module before it builds the
-client. The handler is one call (`on_event`). A supervisor watches the client: when
-its thread dies, or the connection stays down longer than the reconnect deadline (the
-SDK's receive task can die during a reconnect while `start()` blocks on: a deaf
-client), it stops the client and builds a new one. `stop()` closes the websocket with
-a close frame.
+May import: gateway.feishu.connection, gateway.presence, gateway.settings.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
+import functools
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from typing import Any
 
-import lark_oapi as lark
-import lark_oapi.ws.client as lark_ws_client
-from lark_oapi.ws.exception import ClientException
+import redis
 
+from gateway.feishu.connection import (
+    AppCredentials,
+    Connection,
+    ConnectionOptions,
+    ConnectionStatus,
+)
+from gateway.presence import publish, read_live
 from gateway.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-EventSink = Callable[[Mapping[str, Any]], object]
-MAX_BACKOFF_S = 60.0
-MESSAGE_EVENT = "im.message.receive_v1"
+AppHandler = Callable[[str, str, bytes], Mapping[str, Any] | None]
+"""(app_id, frame type, payload) → the callback's answer; see connection.FrameHandler."""
+CONNECTIONS_KEY = "gw:connections"
+REPORT_EVERY_S = 5.0
+STALE_S = 30.0
+RESTART_AFTER_S = 1.0
 
 
-class RawEvents(lark.EventDispatcherHandler):  # type: ignore[misc]
-    """The SDK's event handler, minus its object model: each event frame's payload reaches
-    `sink` as parsed JSON (about 27 µs instead of 330 µs for the SDK's unmarshal and our
-    marshal back). `_do_without_validation` is the one method lark-oapi 1.7's ws client
-    calls per event frame (its deprecation note for the public name points there).
-    Anything but a message event, or a frame that is not JSON, is ACKed and dropped with
-    one line; a sink error still means ACK 500 (Feishu redelivers)."""
-
-    def __init__(self, sink: EventSink) -> None:
-        super().__init__()
-        self._sink = sink
-
-    def _do_without_validation(self, payload: bytes) -> None:
-        event = decode_event(payload)
-        if event is not None:
-            self._sink(event)
-
-
-def decode_event(payload: bytes) -> Mapping[str, Any] | None:
-    """The payload of a message event, or None (logged) for anything else."""
-    try:
-        event = json.loads(payload)
-    except ValueError as error:
-        logger.warning("event frame dropped: not JSON (%s)", error)
-        return None
-    if not isinstance(event, dict):
-        logger.warning("event frame dropped: not a JSON object")
-        return None
-    header = event.get("header")
-    kind = header.get("event_type") if isinstance(header, dict) else None
-    if kind != MESSAGE_EVENT:
-        logger.info("event of type %r ignored (only %s is handled)", kind, MESSAGE_EVENT)
-        return None
-    return event
+def options_for(settings: Settings) -> ConnectionOptions:
+    return ConnectionOptions(domain=settings.feishu_domain,
+                             ping_interval_s=settings.ws_ping_interval_s,
+                             ping_timeout_s=settings.ws_ping_timeout_s)
 
 
 class Listener:
-    def __init__(self, settings: Settings, on_event: EventSink, *,
-                 check_interval_s: float = 1.0, restart_backoff_s: float = 1.0) -> None:
-        self._settings = settings
-        self._on_event = on_event
-        self.deadline_s = settings.reconnect_deadline_s
-        self.check_interval_s = check_interval_s
-        self.restart_backoff_s = restart_backoff_s
-        self._stopping = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: lark.ws.Client | None = None
-        self._ever_connected = False
-        self.restarts = 0
-        self.fatal: str | None = None
-        self._supervisor = threading.Thread(target=self._supervise, name="gateway-listener",
-                                            daemon=True)
+    """Starts a connection per app; `fatal` says why the listener gave up (only when Feishu
+    refused an app's very first connection for good)."""
 
-    @property
-    def connected(self) -> bool:
-        client = self._client
-        return client is not None and client._conn is not None
+    def __init__(self, settings: Settings, handler: AppHandler, *,
+                 on_change: Callable[[ConnectionStatus], None] = lambda status: None) -> None:
+        options = options_for(settings)
+        self.connections = [
+            Connection(AppCredentials(app_id, secret), options,
+                       functools.partial(handler, app_id), on_change=on_change)
+            for app_id, secret in settings.apps]
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = threading.Event()
+        self._stopping = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gateway-ws", daemon=True)
+        self.fatal: str | None = None
 
     def start(self) -> Listener:
-        self._supervisor.start()
+        self._thread.start()
+        self._started.wait(5.0)
         return self
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Block until the listener stopped (by stop() or a fatal error)."""
-        return self._stopping.wait(timeout_s)
+        """Block until the listener stopped (by stop() or a fatal refusal)."""
+        return self._done.wait(timeout_s)
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Close the websocket (with a close frame) and end the client thread."""
+    def statuses(self) -> list[ConnectionStatus]:
+        return [connection.status for connection in self.connections]
+
+    @property
+    def connected(self) -> bool:
+        return all(status.state == "connected" for status in self.statuses())
+
+    def stop(self, timeout_s: float = 8.0) -> None:
+        """A close frame on every connection, no reconnect; returns within `timeout_s`."""
         self._stopping.set()
-        self._close_client(timeout_s)
-        self._supervisor.join(timeout_s)
-
-    def _run_client(self) -> None:
-        """Build a client on a fresh loop and run it until it stops or fails."""
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        lark_ws_client.loop = loop  # the SDK reads this module global everywhere
-        handler = RawEvents(self._on_event)
-        client = lark.ws.Client(
-            self._settings.feishu_app_id, self._settings.feishu_app_secret.get_secret_value(),
-            event_handler=handler, domain=self._settings.feishu_domain,
-            log_level=lark.LogLevel.INFO)
-        self._loop, self._client = loop, client
-        try:
-            client.start()
-        except asyncio.CancelledError:
-            pass  # our own _close_client() ended start()'s wait
-        except ClientException as error:  # refused for good (credentials, limits)
-            if not self._ever_connected:
-                self.fatal = f"feishu refused the long connection: {error}"
-            logger.error("feishu refused the long connection: %s", error)
-        except Exception:  # the client thread's boundary: the supervisor builds a new one
-            logger.exception("feishu long connection failed")
-        finally:
-            self._client = None
-            with contextlib.suppress(RuntimeError):
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-    def _supervise(self) -> None:
-        backoff_s = self.restart_backoff_s
-        while not self._stopping.is_set():
-            thread = threading.Thread(target=self._run_client, name="gateway-ws", daemon=True)
-            thread.start()
-            if self._watch(thread):
-                backoff_s = self.restart_backoff_s
-            thread.join()
-            if self.fatal is not None:
-                self._stopping.set()
-                return
-            if self._stopping.wait(backoff_s):
-                return
-            backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
-            self.restarts += 1
-            logger.warning("rebuilding the feishu long connection (restart %d)", self.restarts)
-
-    def _watch(self, thread: threading.Thread) -> bool:
-        """Wait while the client lives; end it once it was down past the deadline.
-        Returns True when the client had connected at some point."""
-        down_since = time.monotonic()
-        had_connection = False
-        while thread.is_alive() and not self._stopping.wait(self.check_interval_s):
-            if self.connected:
-                down_since, had_connection = time.monotonic(), True
-                self._ever_connected = True
-            elif time.monotonic() - down_since > self.deadline_s:
-                logger.warning("long connection down for over %.0fs; the client is deaf",
-                               self.deadline_s)
-                self._close_client(5.0)
-                break
-        return had_connection
-
-    def _close_client(self, timeout_s: float) -> None:
-        loop, client = self._loop, self._client
-        if loop is None or client is None or loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            future = asyncio.run_coroutine_threadsafe(_shutdown(client), loop)
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+        loop = self._loop
+        if loop is not None and not self._done.is_set():
+            future = asyncio.run_coroutine_threadsafe(self._close_all(), loop)
+            try:
                 future.result(timeout_s)
+            except (TimeoutError, RuntimeError) as error:
+                logger.warning("long connections did not close in %.0fs (%r)", timeout_s,
+                               error)
+        self._thread.join(timeout_s)
+
+    async def _close_all(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.connections), return_exceptions=True)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        finally:
+            self._done.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._started.set()
+        if self._stopping.is_set():
+            return
+        await asyncio.gather(*(self._keep(c) for c in self.connections))
+
+    async def _keep(self, connection: Connection) -> None:
+        """Run one connection; a bug that escapes it restarts it, a fatal refusal ends
+        the listener."""
+        while not self._stopping.is_set():
+            try:
+                await connection.run()
+            except Exception:  # the connection's boundary: it is started again
+                logger.exception("long connection of app %s failed; starting it again",
+                                 connection.app.app_id)
+                await asyncio.sleep(RESTART_AFTER_S)
+                continue
+            if connection.fatal is not None:
+                self.fatal = connection.fatal
+                self._stopping.set()
+                await self._close_all()
+            return
 
 
-async def _shutdown(client: lark.ws.Client) -> None:
-    """The clean stop lark-oapi 1.7.5 lacks: no reconnect, close frame, end start()."""
-    client._auto_reconnect = False
-    current = asyncio.current_task()
-    others = [t for t in asyncio.all_tasks() if t is not current]
-    waiter = [t for t in others if getattr(t.get_coro(), "__name__", "") == "_select"]
-    workers = [t for t in others if t not in waiter]
-    for task in workers:
-        task.cancel()
-    await asyncio.gather(*workers, return_exceptions=True)
-    await client._disconnect()
-    for task in waiter:
-        task.cancel()
+class StatusBoard:
+    """Publishes a listener's connection states to `gw:connections` every few seconds and
+    at once when one changes (from a thread of its own: never a Redis call on the loop)."""
+
+    def __init__(self, client: redis.Redis, owner: str,
+                 statuses: Callable[[], list[ConnectionStatus]]) -> None:
+        self._redis, self.owner, self._statuses = client, owner, statuses
+        self._poke = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gateway-ws-status", daemon=True)
+
+    def start(self) -> StatusBoard:
+        self._thread.start()
+        return self
+
+    def changed(self, status: ConnectionStatus) -> None:
+        self._poke.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._poke.set()
+        self._thread.join(5.0)
+        try:
+            self._publish()
+        except redis.RedisError as error:
+            logger.info("connection states not published at stop: %s", error)
+
+    def _publish(self) -> None:
+        for status in self._statuses():
+            publish(self._redis, CONNECTIONS_KEY, f"{self.owner}|{status.app_id}",
+                    asdict(status))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._poke.wait(REPORT_EVERY_S)
+            self._poke.clear()
+            try:
+                self._publish()
+            except redis.RedisError as error:
+                logger.debug("connection states not published: %s", error)
+
+
+def read_connections(client: redis.Redis) -> dict[str, dict[str, Any]]:
+    """Every live listener's connection states, by `process|app_id`."""
+    return read_live(client, CONNECTIONS_KEY, STALE_S)

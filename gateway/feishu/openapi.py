@@ -70,7 +70,7 @@ class OpenApi:
 
     def __init__(self, domain: str, app_id: str, app_secret: SecretStr, *,
                  timeout_s: float = 10.0, http: httpx.Client | None = None) -> None:
-        self._app_id = app_id
+        self.app_id = app_id
         self._secret = app_secret
         self._http = http or httpx.Client(
             base_url=domain, timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
@@ -99,7 +99,7 @@ class OpenApi:
                 return self._token
             try:
                 body = self._call("POST", TOKEN_PATH, "tenant token", body={
-                    "app_id": self._app_id, "app_secret": self._secret.get_secret_value()})
+                    "app_id": self.app_id, "app_secret": self._secret.get_secret_value()})
             except RejectedError as error:
                 raise CredentialsRefused(f"feishu refused the app credentials: {error}",
                                          code=error.code) from None
@@ -130,6 +130,12 @@ class OpenApi:
         data = self._authorized("POST", f"/open-apis/im/v1/messages/{message_id}/reply",
                                 f"reply to {message_id}", body=body)
         return str((data.get("data") or {}).get("message_id", ""))
+
+    def patch_card(self, message_id: str, card: dict[str, Any]) -> None:
+        """Replace a sent card's content (one attempt)."""
+        self._authorized("PATCH", f"/open-apis/im/v1/messages/{message_id}",
+                         f"card {message_id}", body={"content": json.dumps(card,
+                                                                         ensure_ascii=False)})
 
     def bot_info(self) -> dict[str, Any]:
         """The bot's identity; note Feishu puts it under `bot`, not `data`."""

@@ -2,7 +2,7 @@
 
 from gateway.simulator.cli import serve_forever
 from gateway.simulator.faults import SendFaults
+from gateway.simulator.records import Ack, CardResponse, SentMessage
 from gateway.simulator.simulator import Simulator
-from gateway.simulator.state import Ack, SentMessage
 
-__all__ = ["Ack", "SendFaults", "SentMessage", "Simulator", "serve_forever"]
+__all__ = ["Ack", "CardResponse", "SendFaults", "SentMessage", "Simulator", "serve_forever"]

@@ -21,6 +21,8 @@ CODE_SYSTEM_BUSY = 1
 TEXT_LIMIT_BYTES = 150 * 1024
 CARD_LIMIT_BYTES = 30 * 1024
 TOKEN_EXPIRE_S = 7200
+CARD_ANSWER_LIMIT_MS = 3000.0
+"""Feishu waits this long for the answer to a card callback, then shows the clicker an error."""
 
 
 @dataclass(frozen=True)

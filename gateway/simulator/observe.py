@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from gateway.simulator.records import Ack, CardResponse, SentMessage, card_response, to_sent_message
 from gateway.simulator.redelivery import REDELIVERIES, WATCHED
-from gateway.simulator.state import Ack, SentMessage, SimState
+from gateway.simulator.state import SimState
 
 
 class Observations:
     """What happened on the simulator; every wait polls the state with a deadline."""
 
     state: SimState
+    card_answer_limit_ms: float
 
     @property
     def connection_count(self) -> int:
+        """Live long connections of every app; silent ones (see go_silent) not included."""
         return self.state.connection_count
+
+    @property
+    def silent_connection_count(self) -> int:
+        """Connections made silent by go_silent that the client has not closed yet."""
+        return self.state.silent_count
 
     @property
     def close_codes(self) -> list[int | None]:
@@ -25,9 +33,17 @@ class Observations:
     def acks(self) -> list[Ack]:
         return self.state.acks
 
-    def sent_messages(self, chat_id: str | None = None) -> list[SentMessage]:
-        """Everything the bot sent or replied, in order, with current content."""
-        return self.state.bot_messages(chat_id)
+    def sent_messages(self, chat_id: str | None = None, *,
+                      app_id: str | None = None) -> list[SentMessage]:
+        """Everything the bots sent or replied, in order, with current content; optionally
+        of one chat and/or one app's bot (None: every app)."""
+        return self.state.bot_messages(chat_id, app_id)
+
+    def get_message(self, message_id: str) -> SentMessage | None:
+        """Any message the simulator knows (the bot's or a user's), current content parsed;
+        None when unknown or withdrawn."""
+        rec = self.state.get_message(message_id)
+        return None if rec is None else to_sent_message(rec)
 
     def reactions(self, message_id: str) -> list[str]:
         return self.state.reactions(message_id)
@@ -35,11 +51,14 @@ class Observations:
     def requests_count(self, path_prefix: str) -> int:
         return self.state.requests_count(path_prefix)
 
-    def wait_connected(self, count: int = 1, timeout_s: float = 10) -> None:
+    def wait_connected(self, count: int = 1, timeout_s: float = 10,
+                       app_id: str | None = None) -> None:
+        """Wait for at least `count` live connections of `app_id` (None: of every app)."""
         self.state.wait_for(
-            lambda: True if self.state.connection_count >= count else None, timeout_s,
-            lambda: (f"waiting for {count} connection(s), have {self.connection_count}; "
-                     f"endpoint calls: {self.requests_count('/callback/ws/endpoint')}"))
+            lambda: True if self.state.connections_of(app_id) >= count else None, timeout_s,
+            lambda: (f"waiting for {count} connection(s) of app {app_id or '*'}, have "
+                     f"{self.state.connections_of(app_id)}; endpoint calls: "
+                     f"{self.requests_count('/callback/ws/endpoint')}"))
 
     def wait_for_acks(self, count: int, timeout_s: float = 10) -> list[Ack]:
         return self.state.wait_for(
@@ -61,14 +80,22 @@ class Observations:
                     f"{self.requests_count(path_prefix)}")
 
     def wait_for_messages(self, count: int, *, chat_id: str | None = None,
-                          timeout_s: float = 10) -> list[SentMessage]:
+                          timeout_s: float = 10, app_id: str | None = None) -> list[SentMessage]:
+        """Wait for at least `count` bot messages (of one chat / one app); returns them."""
+        def describe() -> str:
+            have = [(m.chat_id, m.text[:40]) for m in self.sent_messages(chat_id, app_id=app_id)]
+            return (f"waiting for {count} bot message(s) in chat {chat_id or '*'} of app "
+                    f"{app_id or '*'}, have {have}")
+
         return self.state.wait_for(
-            lambda: (self.sent_messages(chat_id)
-                     if self.state.count_bot_messages(chat_id) >= count else None), timeout_s,
-            lambda: (f"waiting for {count} bot message(s) in chat {chat_id or '*'}, have "
-                     f"{[(m.chat_id, m.text[:40]) for m in self.sent_messages(chat_id)]}"))
+            lambda: (self.sent_messages(chat_id, app_id=app_id)
+                     if self.state.count_bot_messages(chat_id, app_id) >= count else None),
+            timeout_s, describe)
 
-
+    def card_response(self, frame_id: str, timeout_s: float = 10) -> CardResponse:
+        """Wait for the ACK of a card callback frame (the id send_card_action returned) and
+        judge it as Feishu does: `late` when it came after `card_answer_limit_ms`."""
+        return card_response(self.wait_for_ack(frame_id, timeout_s), self.card_answer_limit_ms)
 
     # faults and redelivery
     @property

@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.simulator import config as c
+from gateway.simulator.apps import AppRegistry
 from gateway.simulator.config import SimConfig
 from gateway.simulator.faults import RESET, FaultPlan, abort_connection, fault_response
 from gateway.simulator.payloads import api_message_object, new_id, now_ms
@@ -90,11 +91,12 @@ def check_content(msg_type: str, content: str) -> None:
 
 
 class OpenApi:
-    """Route handlers sharing the simulator's config and state."""
+    """Route handlers sharing the simulator's apps and state. Every call acts as the app
+    its Bearer token was issued to."""
 
-    def __init__(self, config: SimConfig, state: SimState,
+    def __init__(self, apps: AppRegistry, state: SimState,
                  faults: FaultPlan | None = None) -> None:
-        self.config, self.state = config, state
+        self.apps, self.state = apps, state
         self.faults = faults or FaultPlan()
 
     def routes(self) -> list[web.RouteDef]:
@@ -139,13 +141,15 @@ class OpenApi:
             return fault_response(fault)
         return faulty
 
-    def _token(self) -> str:
-        return self.config.tenant_token(self.state.token_generation)
-
-    def _authorize(self, request: web.Request) -> None:
-        if request.headers.get("Authorization", "") != f"Bearer {self._token()}":
+    def _authorize(self, request: web.Request) -> SimConfig:
+        """The app whose current tenant token the request carries, or ApiError 99991663."""
+        header = request.headers.get("Authorization", "")
+        token = header.removeprefix("Bearer ") if header.startswith("Bearer ") else ""
+        app = self.apps.by_token(token, self.state.token_generation) if token else None
+        if app is None:
             raise ApiError(c.CODE_INVALID_TOKEN, "Invalid access token for authorization. "
                            "Please make a request with token attached.")
+        return app
 
     def _known(self, message_id: str) -> MessageRecord:
         rec = self.state.get_message(message_id)
@@ -154,9 +158,9 @@ class OpenApi:
                            f"The message is not found or has been withdrawn: {message_id}")
         return rec
 
-    def _bot_message(self, message_id: str) -> MessageRecord:
+    def _bot_message(self, message_id: str, app: SimConfig) -> MessageRecord:
         rec = self._known(message_id)
-        if not rec.from_bot:
+        if not rec.from_bot or rec.app_id != app.app_id:
             raise ApiError(c.CODE_NO_PERMISSION, "Lack of necessary permissions: "
                            "the bot can only edit messages it sent")
         return rec
@@ -164,28 +168,31 @@ class OpenApi:
     def _object(self, rec: MessageRecord) -> dict[str, Any]:
         return api_message_object(
             message_id=rec.message_id, chat_id=rec.chat_id, msg_type=rec.msg_type,
-            content=rec.content, app_id=self.config.app_id, create_time_ms=rec.create_time_ms,
+            content=rec.content, app_id=rec.app_id or self.apps.primary.app_id,
+            create_time_ms=rec.create_time_ms,
             update_time_ms=rec.update_time_ms, root_id=rec.root_id, parent_id=rec.parent_id,
             thread_id=rec.thread_id, updated=rec.updated,
         )
 
     async def tenant_token(self, request: web.Request) -> web.Response:
         body = await json_body(request)
-        if body.get("app_id") != self.config.app_id:
+        app = self.apps.find(body.get("app_id"))
+        if app is None:
             raise ApiError(c.CODE_INVALID_PARAM, "invalid param: app_id not found")
-        if body.get("app_secret") != self.config.app_secret:
+        if body.get("app_secret") != app.app_secret:
             raise ApiError(c.CODE_BAD_SECRET, "app secret invalid")
-        token = self._token()
+        token = app.tenant_token(self.state.token_generation)
         return web.json_response({"code": 0, "msg": "ok", "tenant_access_token": token,
                                   "app_access_token": token, "expire": c.TOKEN_EXPIRE_S})
 
     async def bot_info(self, request: web.Request) -> web.Response:
-        self._authorize(request)
-        bot = {"open_id": self.config.bot_open_id, "app_name": self.config.app_name,
+        app = self._authorize(request)
+        bot = {"open_id": app.bot_open_id, "app_name": app.app_name,
                "activate_status": 2, "avatar_url": "", "ip_white_list": []}
         return web.json_response({"code": 0, "msg": "ok", "bot": bot})
 
-    def _new_bot_message(self, body: dict[str, Any], chat_id: str, **links: Any) -> MessageRecord:
+    def _new_bot_message(self, app: SimConfig, body: dict[str, Any], chat_id: str,
+                         **links: Any) -> MessageRecord:
         msg_type, content = require_str(body, "msg_type"), require_str(body, "content")
         check_content(msg_type, content)
         uuid = body.get("uuid")
@@ -193,24 +200,31 @@ class OpenApi:
         return MessageRecord(
             message_id=new_id("om_"), chat_id=chat_id, msg_type=msg_type, content=content,
             from_bot=True, create_time_ms=created, update_time_ms=created, at=time.time(),
-            uuid=uuid if isinstance(uuid, str) and uuid else None, **links,
+            uuid=uuid if isinstance(uuid, str) and uuid else None, app_id=app.app_id, **links,
         )
 
+    def _p2p_chat(self, app: SimConfig, open_id: str) -> str:
+        known = self.state.p2p_chat(app.app_id, open_id)
+        if known is not None:
+            return known
+        if app.app_id == self.apps.primary.app_id:
+            return f"oc_p2p_{open_id}"
+        return f"oc_p2p_{app.app_id}_{open_id}"
+
     async def create_message(self, request: web.Request) -> web.Response:
-        self._authorize(request)
+        app = self._authorize(request)
         id_type = request.query.get("receive_id_type", "")
         if id_type not in RECEIVE_ID_TYPES:
             raise ApiError(c.CODE_FIELD_VALIDATION,
                            f"field validation failed: receive_id_type={id_type!r}")
         body = await json_body(request)
         receive_id = require_str(body, "receive_id")
-        chat_id = receive_id if id_type == "chat_id" else (
-            self.state.p2p_chat(receive_id) or f"oc_p2p_{receive_id}")
-        rec, _ = self.state.add_bot_message(self._new_bot_message(body, chat_id))
+        chat_id = receive_id if id_type == "chat_id" else self._p2p_chat(app, receive_id)
+        rec, _ = self.state.add_bot_message(self._new_bot_message(app, body, chat_id))
         return ok(self._object(rec))
 
     async def reply_message(self, request: web.Request) -> web.Response:
-        self._authorize(request)
+        app = self._authorize(request)
         body = await json_body(request)
         parent = self._known(request.match_info["message_id"])
         in_thread = body.get("reply_in_thread") is True
@@ -218,7 +232,7 @@ class OpenApi:
         if in_thread and thread_id is None:
             thread_id = new_id("omt_")
         rec = self._new_bot_message(
-            body, parent.chat_id, root_id=parent.root_id or parent.message_id,
+            app, body, parent.chat_id, root_id=parent.root_id or parent.message_id,
             parent_id=parent.message_id, thread_id=thread_id,
             in_thread=in_thread or parent.thread_id is not None,
         )
@@ -228,10 +242,10 @@ class OpenApi:
         return ok(self._object(rec))
 
     async def update_message(self, request: web.Request) -> web.Response:
-        self._authorize(request)
+        app = self._authorize(request)
         body = await json_body(request)
         msg_type, content = require_str(body, "msg_type"), require_str(body, "content")
-        rec = self._bot_message(request.match_info["message_id"])
+        rec = self._bot_message(request.match_info["message_id"], app)
         if msg_type not in ("text", "post"):
             raise ApiError(c.CODE_INVALID_MESSAGE, "only text and post messages can be updated")
         check_content(msg_type, content)
@@ -239,23 +253,23 @@ class OpenApi:
         return ok(self._object(new or rec))
 
     async def patch_message(self, request: web.Request) -> web.Response:
-        self._authorize(request)
+        app = self._authorize(request)
         body = await json_body(request)
         content = require_str(body, "content")
-        rec = self._bot_message(request.match_info["message_id"])
+        rec = self._bot_message(request.match_info["message_id"], app)
         if rec.msg_type != "interactive":
             raise ApiError(c.CODE_INVALID_MESSAGE, "the message is not an interactive card")
         check_content("interactive", content)
         self.state.edit_message(rec.message_id, "interactive", content)
         return ok({})
 
-    def _reaction(self, reaction_id: str, emoji: str) -> dict[str, Any]:
+    def _reaction(self, app: SimConfig, reaction_id: str, emoji: str) -> dict[str, Any]:
         return {"reaction_id": reaction_id, "action_time": str(now_ms()),
-                "operator": {"operator_id": self.config.app_id, "operator_type": "app"},
+                "operator": {"operator_id": app.app_id, "operator_type": "app"},
                 "reaction_type": {"emoji_type": emoji}}
 
     async def add_reaction(self, request: web.Request) -> web.Response:
-        self._authorize(request)
+        app = self._authorize(request)
         body = await json_body(request)
         kind = body.get("reaction_type")
         emoji = kind.get("emoji_type") if isinstance(kind, dict) else None
@@ -265,13 +279,13 @@ class OpenApi:
         rec = self._known(request.match_info["message_id"])
         reaction_id = new_id("rc_")
         self.state.add_reaction(rec.message_id, reaction_id, emoji)
-        return ok(self._reaction(reaction_id, emoji))
+        return ok(self._reaction(app, reaction_id, emoji))
 
     async def delete_reaction(self, request: web.Request) -> web.Response:
-        self._authorize(request)
+        app = self._authorize(request)
         rec = self._known(request.match_info["message_id"])
         reaction_id = request.match_info["reaction_id"]
         emoji = self.state.delete_reaction(rec.message_id, reaction_id)
         if emoji is None:
             raise ApiError(c.CODE_REACTION_NOT_FOUND, f"reaction not found: {reaction_id}")
-        return ok(self._reaction(reaction_id, emoji))
+        return ok(self._reaction(app, reaction_id, emoji))

@@ -117,8 +117,10 @@ def card_action_event(
     value: dict[str, Any],
     tag: str = "button",
     form_value: dict[str, Any] | None = None,
+    token: str | None = None,
 ) -> dict[str, Any]:
-    """Build a card.action.trigger callback payload (delivered as a type=event frame)."""
+    """Build a card.action.trigger callback payload (delivered as a type=event frame);
+    event.token is fresh unless `token` is given."""
     operator = {"tenant_key": TENANT_KEY, **user_ids(operator_open_id)}
     action: dict[str, Any] = {"value": value, "tag": tag}
     if form_value is not None:
@@ -128,7 +130,7 @@ def card_action_event(
         "header": event_header("card.action.trigger", app_id),
         "event": {
             "operator": operator,
-            "token": new_id("c-"),
+            "token": token or new_id("c-"),
             "action": action,
             "host": "im_message",
             "context": {"open_message_id": open_message_id, "open_chat_id": chat_id},

@@ -42,6 +42,8 @@ class _Event:
     frame_type: str
     parts: int
     message_id: str | None
+    app_id: str | None = None
+    card_message_id: str | None = None
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -57,15 +59,18 @@ class Redeliverer:
         hub.ack_listener = self.on_ack
 
     async def deliver(self, payload: bytes, *, frame_id: str, event_key: str, frame_type: str,
-                      parts: int, message_id: str | None, timeout_s: float) -> None:
-        """Deliver one frame now (raising as the hub does), then watch its event."""
+                      parts: int, message_id: str | None, timeout_s: float,
+                      app_id: str | None = None, card_message_id: str | None = None) -> None:
+        """Deliver one frame now to a client of `app_id` (raising as the hub does), then
+        watch its event; redeliveries go to the same app."""
         event = self._events.get(event_key)
         if event is None:
-            event = _Event(event_key, payload, frame_type, parts, message_id)
+            event = _Event(event_key, payload, frame_type, parts, message_id, app_id,
+                           card_message_id)
             self._events[event_key] = event
         self._frame_event[frame_id] = event_key  # before sending: the ACK may come first
         await self.hub.deliver(payload, frame_id=frame_id, frame_type=frame_type, parts=parts,
-                               timeout_s=timeout_s)
+                               timeout_s=timeout_s, app_id=app_id)
         idle = event.task is None or event.task.done()
         if self.policy.after_s is not None and idle and not event.settled.is_set():
             self.state.bump(WATCHED)
@@ -101,11 +106,12 @@ class Redeliverer:
 
     async def _redeliver(self, event: _Event) -> None:
         frame_id = uuid.uuid4().hex
-        self.state.record_frame(frame_id, event.payload, event.message_id, event.key)
+        self.state.record_frame(frame_id, event.payload, event.message_id, event.key,
+                                app_id=event.app_id, card_message_id=event.card_message_id)
         self._frame_event[frame_id] = event.key
         # No deadline: wait for a client to (re)connect; other work goes on meanwhile.
         await self.hub.deliver(event.payload, frame_id=frame_id, frame_type=event.frame_type,
-                               parts=event.parts, timeout_s=None)
+                               parts=event.parts, timeout_s=None, app_id=event.app_id)
         self.state.bump(REDELIVERIES)
         logger.info("redelivered event %s as frame %s", event.key, frame_id)
 

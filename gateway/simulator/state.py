@@ -3,103 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gateway.simulator.payloads import flatten_text
+from gateway.simulator.records import Ack as Ack
+from gateway.simulator.records import MessageRecord as MessageRecord
+from gateway.simulator.records import SentFrame as SentFrame
+from gateway.simulator.records import SentMessage as SentMessage
+from gateway.simulator.records import to_sent_message
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class SentMessage:
-    """A message the bot sent or replied through the open APIs (current content)."""
-
-    message_id: str
-    chat_id: str
-    msg_type: str
-    content: dict[str, Any]
-    text: str
-    reply_to: str | None = None
-    uuid: str | None = None
-    in_thread: bool = False
-    updated: bool = False
-    root_id: str | None = None
-    thread_id: str | None = None
-    history: tuple[dict[str, Any], ...] = ()
-    at: float = 0.0
-    """When the open API created it (time.time(), for latency figures)."""
-
-
-@dataclass(frozen=True)
-class Ack:
-    """A data-frame ACK the client sent back; data is the decoded handler return, if any."""
-
-    frame_message_id: str
-    code: int
-    latency_ms: float
-    data: dict[str, Any] | None = None
-    biz_rt_ms: int | None = None
-    message_id: str | None = None
-    at: float = 0.0
-    """When the ACK arrived (time.time())."""
-
-
-@dataclass(frozen=True)
-class MessageRecord:
-    """Any message the simulator knows: delivered to the bot or sent by it."""
-
-    message_id: str
-    chat_id: str
-    msg_type: str
-    content: str
-    from_bot: bool
-    create_time_ms: int
-    update_time_ms: int
-    chat_type: str = "group"
-    root_id: str | None = None
-    parent_id: str | None = None
-    thread_id: str | None = None
-    uuid: str | None = None
-    in_thread: bool = False
-    updated: bool = False
-    history: tuple[str, ...] = ()
-    at: float = 0.0
-
-
-def _parse_content(content: str) -> dict[str, Any]:
-    try:
-        value = json.loads(content)
-    except json.JSONDecodeError:
-        return {"raw": content}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def to_sent_message(rec: MessageRecord) -> SentMessage:
-    """The public, parsed view of a bot message."""
-    content = _parse_content(rec.content)
-    return SentMessage(
-        message_id=rec.message_id, chat_id=rec.chat_id, msg_type=rec.msg_type,
-        content=content, text=flatten_text(rec.msg_type, content), reply_to=rec.parent_id,
-        uuid=rec.uuid, in_thread=rec.in_thread, updated=rec.updated, root_id=rec.root_id,
-        thread_id=rec.thread_id, history=tuple(_parse_content(c) for c in rec.history),
-        at=rec.at,
-    )
-
-
-@dataclass(frozen=True)
-class SentFrame:
-    """One delivered frame: its payload, when it was sent, and the event it belongs to."""
-
-    payload: bytes
-    sent_at: float
-    message_id: str | None
-    event_key: str
 
 
 class SimState:
@@ -109,15 +25,16 @@ class SimState:
         self._cond = threading.Condition()
         self._messages: dict[str, MessageRecord] = {}
         self._bot_order: list[str] = []
-        self._uuids: dict[str, str] = {}
+        self._uuids: dict[tuple[str | None, str], str] = {}
         self._reactions: dict[str, dict[str, str]] = {}
         self._acks: list[Ack] = []
         self._frames: dict[str, SentFrame] = {}
         self._counters: Counter[str] = Counter()
         self._requests: Counter[str] = Counter()
-        self._connections = 0
+        self._connections: dict[str, int] = {}
+        self._silent = 0
         self._close_codes: list[int | None] = []
-        self._p2p_chats: dict[str, str] = {}
+        self._p2p_chats: dict[tuple[str, str], str] = {}
         self._token_generation = 0
 
     def _notify(self) -> None:
@@ -147,15 +64,30 @@ class SimState:
         with self._cond:
             return sum(n for p, n in self._requests.items() if p.startswith(path_prefix))
 
-    def set_connection_count(self, count: int) -> None:
+    def set_connections(self, per_app: dict[str, int], silent: int) -> None:
+        """Live (not silent) connections per app id, and how many silent ones are open."""
         with self._cond:
-            self._connections = count
+            self._connections, self._silent = dict(per_app), silent
             self._notify()
 
     @property
     def connection_count(self) -> int:
+        """Live connections of every app; silent ones are not counted."""
         with self._cond:
-            return self._connections
+            return sum(self._connections.values())
+
+    def connections_of(self, app_id: str | None) -> int:
+        """Live connections of one app (None: of every app)."""
+        with self._cond:
+            if app_id is None:
+                return sum(self._connections.values())
+            return self._connections.get(app_id, 0)
+
+    @property
+    def silent_count(self) -> int:
+        """Connections that went silent and are still open."""
+        with self._cond:
+            return self._silent
 
     def record_close(self, code: int | None) -> None:
         """A connection ended: the client's close code, None when it sent no close frame."""
@@ -177,13 +109,14 @@ class SimState:
         with self._cond:
             self._token_generation += 1
 
-    def remember_p2p_chat(self, open_id: str, chat_id: str) -> None:
+    def remember_p2p_chat(self, app_id: str, open_id: str, chat_id: str) -> None:
+        """The p2p chat between a user and one app's bot."""
         with self._cond:
-            self._p2p_chats[open_id] = chat_id
+            self._p2p_chats[(app_id, open_id)] = chat_id
 
-    def p2p_chat(self, open_id: str) -> str | None:
+    def p2p_chat(self, app_id: str, open_id: str) -> str | None:
         with self._cond:
-            return self._p2p_chats.get(open_id)
+            return self._p2p_chats.get((app_id, open_id))
 
     # counters (faults, send attempts, redeliveries)
     def bump(self, name: str, by: int = 1) -> None:
@@ -203,11 +136,20 @@ class SimState:
 
     # frames and ACKs
     def record_frame(self, frame_id: str, payload: bytes, message_id: str | None,
-                     event_key: str | None = None) -> None:
-        """Remember a frame; `event_key` groups redeliveries (default: this frame's id)."""
+                     event_key: str | None = None, *, app_id: str | None = None,
+                     card_message_id: str | None = None) -> None:
+        """Remember a frame; `event_key` groups redeliveries (default: this frame's id);
+        `card_message_id` marks a card callback (the clicked message)."""
         with self._cond:
             self._frames[frame_id] = SentFrame(payload, time.monotonic(), message_id,
-                                               event_key or frame_id)
+                                               event_key or frame_id, app_id, card_message_id)
+
+    def mark_sent(self, frame_id: str) -> None:
+        """The frame is being written to a connection now: ACK latency counts from here."""
+        with self._cond:
+            frame = self._frames.get(frame_id)
+            if frame is not None:
+                self._frames[frame_id] = dataclasses.replace(frame, sent_at=time.monotonic())
 
     def find_frame(self, key: str) -> SentFrame | None:
         """The frame with this id, or the last frame sent for this Feishu message id."""
@@ -255,12 +197,14 @@ class SimState:
             return self._messages.get(message_id)
 
     def add_bot_message(self, rec: MessageRecord) -> tuple[MessageRecord, bool]:
-        """Store a bot message unless its uuid was seen: then return the original, False."""
+        """Store a bot message unless its app already sent one with its uuid: then return
+        the original, False."""
         with self._cond:
-            if rec.uuid is not None and rec.uuid in self._uuids:
-                return self._messages[self._uuids[rec.uuid]], False
+            key = (rec.app_id, rec.uuid or "")
+            if rec.uuid is not None and key in self._uuids:
+                return self._messages[self._uuids[key]], False
             if rec.uuid is not None:
-                self._uuids[rec.uuid] = rec.message_id
+                self._uuids[key] = rec.message_id
             self._messages[rec.message_id] = rec
             self._bot_order.append(rec.message_id)
             self._notify()
@@ -280,15 +224,21 @@ class SimState:
             self._notify()
             return new
 
-    def bot_messages(self, chat_id: str | None = None) -> list[SentMessage]:
-        with self._cond:
-            recs = [self._messages[m] for m in self._bot_order]
-        return [to_sent_message(r) for r in recs if chat_id is None or r.chat_id == chat_id]
+    def _bot_records(self, chat_id: str | None, app_id: str | None) -> list[MessageRecord]:
+        recs = (self._messages[m] for m in self._bot_order if m in self._messages)
+        return [r for r in recs if (chat_id is None or r.chat_id == chat_id)
+                and (app_id is None or r.app_id == app_id)]
 
-    def count_bot_messages(self, chat_id: str | None) -> int:
-        """Caller must hold the lock (used inside wait_for probes)."""
-        return sum(1 for m in self._bot_order
-                   if chat_id is None or self._messages[m].chat_id == chat_id)
+    def bot_messages(self, chat_id: str | None = None,
+                     app_id: str | None = None) -> list[SentMessage]:
+        """Bot messages in order, optionally of one chat and/or sent by one app."""
+        with self._cond:
+            recs = self._bot_records(chat_id, app_id)
+        return [to_sent_message(r) for r in recs]
+
+    def count_bot_messages(self, chat_id: str | None, app_id: str | None = None) -> int:
+        with self._cond:
+            return len(self._bot_records(chat_id, app_id))
 
     # reactions
     def add_reaction(self, message_id: str, reaction_id: str, emoji_type: str) -> None:

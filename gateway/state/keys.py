@@ -79,6 +79,24 @@ class ChatKeys:
         """Which worker process started the chat's last turn (start and complete only)."""
         return f"{self.prefix}:ran"
 
+    def ask(self, request_id: str) -> str:
+        """One approval request (gateway/approvals)."""
+        return f"{self.prefix}:ask:{request_id}"
+
+    @property
+    def asking(self) -> str:
+        """The id of the chat's pending approval request, for /approve and /deny."""
+        return f"{self.prefix}:asking"
+
+    @property
+    def allow(self) -> str:
+        """What the chat allowed for good ("always") or for a session."""
+        return f"{self.prefix}:allow"
+
+    def click(self, token: str) -> str:
+        """One card click's (or /approve's) token, so a redelivered one counts once."""
+        return f"{self.prefix}:click:{token}"
+
     def command(self, command_id: str) -> str:
         """What one stop command did (so running it again finishes it, never repeats it)."""
         return f"{self.prefix}:cmd:{command_id}"

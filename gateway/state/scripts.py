@@ -12,7 +12,7 @@ from redis.commands.core import Script
 _INCLUDE = re.compile(r"^--!include (\S+)$", re.MULTILINE)
 
 NAMES = ("ingest", "confirm", "start", "heartbeat", "answer", "complete", "recover", "cancel",
-         "due")
+         "due", "ask", "decide", "settle")
 
 
 def _read(name: str) -> str:

@@ -54,7 +54,7 @@ class Dispatch:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    outcome: Literal["dispatch", "queued", "duplicate", "full", "command"]
+    outcome: Literal["dispatch", "queued", "duplicate", "full", "command", "late"]
     waiting: int = 0
     dispatch: Dispatch | None = None
 

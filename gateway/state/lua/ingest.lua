@@ -2,7 +2,8 @@
 -- ingest: dedupe + admit one message, atomically. KEYS: chat.lua's, then 10 seen:<message_id>.
 -- ARGV: 1 message_id  2 create_ms  3 message json  4 dedupe_ttl_s  5 inbox_cap  6 claim_ttl_ms
 --       7 chat_id  8 command ('' for a message)  9 control stream cap  10 session_ttl_ms
--- → {'duplicate'} | {'command'} | {'full', waiting} | {'queued', waiting}
+-- ARGV 8 may also be '~late': a message that arrived too late to be run (a 'late' notice).
+-- → {'duplicate'} | {'command'} | {'late'} | {'full', waiting} | {'queued', waiting}
 --   | {'dispatch', waiting, fence, entry}
 -- Commands and the "not queued" notice go to the control stream in the same step, so no crash
 -- can mark them seen without something durable to act on; a command carries the fence that
@@ -11,6 +12,11 @@
 -- `renewed`: the desk does not renew it again).
 if not redis.call('SET', KEYS[10], '1', 'NX', 'EX', ARGV[4]) then return {'duplicate'} end
 local now_us, now_ms = clock()
+if ARGV[8] == '~late' then
+  redis.call('XADD', K.control, 'MAXLEN', '~', ARGV[9], '*', 'kind', 'late', 'chat', ARGV[7],
+             'message', ARGV[3])
+  return {'late'}
+end
 if ARGV[8] ~= '' then
   local renewed = '0'
   if ARGV[8] == 'new' then

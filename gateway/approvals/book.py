@@ -1,0 +1,102 @@
+"""Approval requests in Redis: opened by a turn, decided by any listener, settled by the
+turn (lua/ask.lua, decide.lua, settle.lua; keys in gateway/state/keys.py).
+
+May import: gateway.state, gateway.types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from gateway.state.keys import Keyspace
+from gateway.state.scripts import source
+from gateway.types import Message
+
+KEEP_S = 86_400
+"""A request is remembered this long (a late click is told it expired or was decided)."""
+REMEMBER_S = 30 * 86_400
+""""always" and "session" decisions are remembered this long after the last one."""
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class Request:
+    request_id: str
+    chat_id: str
+    state: str
+    prompt: str = ""
+    requester: str = ""
+    chat_type: str = ""
+    message_id: str = ""
+    app_id: str = ""
+    by: str = ""
+    via: str = ""
+    card: str = ""
+
+    @classmethod
+    def from_hash(cls, request_id: str, chat_id: str, raw: dict[Any, Any]) -> Request:
+        data = {_text(k): _text(v) for k, v in raw.items()}
+        return cls(request_id, chat_id, data.get("state", ""), data.get("prompt", ""),
+                   data.get("requester", ""), data.get("chat_type", ""),
+                   data.get("message_id", ""), data.get("app_id", ""), data.get("by", ""),
+                   data.get("via", ""), data.get("card", ""))
+
+
+class ApprovalBook:
+    def __init__(self, client: redis.Redis, keyspace: Keyspace | None = None, *,
+                 keep_s: int = KEEP_S, remember_s: int = REMEMBER_S) -> None:
+        self.redis = client
+        self.keyspace = keyspace or Keyspace()
+        self.keep_s, self.remember_s = keep_s, remember_s
+        self._scripts = {name: client.register_script(source(name))
+                         for name in ("ask", "decide", "settle")}
+
+    def open(self, message: Message, request_id: str, key: str, prompt: str,
+             timeout_ms: int) -> tuple[str, str]:
+        """('remembered', 'always' | 'session') or ('asked', expires_ms)."""
+        k = self.keyspace.chat(message.chat_id)
+        reply = self._scripts["ask"](
+            keys=[k.ask(request_id), k.asking, k.allow, k.generation],
+            args=[request_id, key, prompt, message.sender_open_id, message.chat_type,
+                  message.message_id, timeout_ms, self.keep_s, message.app_id,
+                  message.chat_id])
+        return _text(reply[0]), _text(reply[1])
+
+    def get(self, chat_id: str, request_id: str) -> Request | None:
+        raw = self.redis.hgetall(self.keyspace.chat(chat_id).ask(request_id))
+        return Request.from_hash(request_id, chat_id, raw) if raw else None
+
+    def pending(self, chat_id: str) -> Request | None:
+        """The chat's pending request (for /approve and /deny), if any."""
+        request_id = self.redis.get(self.keyspace.chat(chat_id).asking)
+        return None if request_id is None else self.get(chat_id, _text(request_id))
+
+    def decide(self, chat_id: str, request_id: str, decision: str, by: str, via: str,
+               token: str) -> tuple[str, str, str]:
+        """(outcome, state, by): decided | duplicate | already | expired | unknown."""
+        k = self.keyspace.chat(chat_id)
+        reply = [_text(x) for x in self._scripts["decide"](
+            keys=[k.ask(request_id), k.asking, k.allow, k.click(token)],
+            args=[request_id, decision, by, via, self.keep_s, self.remember_s])]
+        reply += [""] * (3 - len(reply))
+        return reply[0], reply[1], reply[2]
+
+    def settle(self, chat_id: str, request_id: str, state: str) -> tuple[str, str, str]:
+        """(state, by, via) the request ended as: `state` unless a decision came first."""
+        k = self.keyspace.chat(chat_id)
+        reply = self._scripts["settle"](keys=[k.ask(request_id), k.asking],
+                                        args=[request_id, state])
+        return _text(reply[0]), _text(reply[1]), _text(reply[2])
+
+    def state(self, chat_id: str, request_id: str) -> str:
+        value = self.redis.hget(self.keyspace.chat(chat_id).ask(request_id), "state")
+        return "" if value is None else _text(value)
+
+    def set_card(self, chat_id: str, request_id: str, card_message_id: str) -> None:
+        self.redis.hset(self.keyspace.chat(chat_id).ask(request_id), "card", card_message_id)

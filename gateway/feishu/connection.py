@@ -1,0 +1,215 @@
+"""One app's long connection to Feishu, owned end to end on asyncio and `websockets`.
+
+The endpoint call, the websocket, Feishu's ping frames and the websocket's own keepalive,
+multi-part payloads, ACKs with `biz_rt`, reconnects with jittered backoff, and a clean
+close. The handler (one event's Redis step) runs on a thread of the connection's own, one
+event at a time in arrival order, so pings, pongs and other frames never wait behind it;
+its ACK goes back as soon as it returns.
+
+May import: gateway.errors, gateway.feishu.endpoint, gateway.feishu.frames,
+gateway.feishu.link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.protocol import State
+
+from gateway.errors import GatewayError, RetryableError
+from gateway.feishu import frames as f
+from gateway.feishu.endpoint import (
+    EndpointRefused,
+    ServerConfig,
+    backoff_s,
+    fetch_endpoint,
+)
+from gateway.feishu.link import ConnectionDead, Link
+
+logger = logging.getLogger(__name__)
+
+FrameHandler = Callable[[str, bytes], Mapping[str, Any] | None]
+"""(frame type "event" | "card", payload) → the callback's answer (None: a plain ACK).
+Raising means ACK 500: Feishu delivers the frame again later."""
+
+ENDPOINT_TIMEOUT_S = 10.0
+CLOSE_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class AppCredentials:
+    app_id: str
+    app_secret: SecretStr
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    domain: str
+    ping_interval_s: float = 30.0
+    ping_timeout_s: float = 10.0
+    max_frame_bytes: int = 16 * 1024 * 1024
+
+
+@dataclass
+class ConnectionStatus:
+    """What `feishu-gateway status` shows for one app (wall-clock seconds)."""
+
+    app_id: str
+    state: str = "starting"
+    since: float = 0.0
+    last_frame_at: float = 0.0
+    last_event_at: float = 0.0
+    reconnects: int = 0
+    detail: str = ""
+
+
+class Connection:
+    """Holds one app's long connection until `close()`: reconnects forever, except when
+    Feishu refuses the very first connection for good (`fatal` then says why)."""
+
+    def __init__(self, app: AppCredentials, options: ConnectionOptions,
+                 handler: FrameHandler, *, on_change: Callable[[ConnectionStatus], None]
+                 = lambda status: None, rng: random.Random | None = None) -> None:
+        self.app, self.options = app, options
+        self._handler = handler
+        self._on_change = on_change
+        self._rng = rng or random.Random()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"gateway-ingest-{app.app_id}")
+        self._stop = asyncio.Event()
+        self._link: Link | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+        self._ever_connected = False
+        self.server = ServerConfig()
+        self.status = ConnectionStatus(app.app_id, since=time.time())
+        self.fatal: str | None = None
+
+    def _set(self, state: str, detail: str = "") -> None:
+        """Record (and log, once per change) a state change."""
+        status = self.status
+        if status.state == state and status.detail == detail:
+            return
+        status.state, status.detail, status.since = state, detail, time.time()
+        level = logging.WARNING if state in ("reconnecting", "refused") else logging.INFO
+        logger.log(level, "feishu app %s: %s%s", self.app.app_id, state,
+                   f" ({detail})" if detail else "")
+        self._on_change(status)
+
+    async def run(self) -> None:
+        """Connect, serve, reconnect with backoff; returns after close() or a fatal refusal."""
+        attempt = 0
+        async with httpx.AsyncClient(timeout=ENDPOINT_TIMEOUT_S, trust_env=False) as http:
+            while not self._stop.is_set():
+                self._set("connecting" if attempt == 0 else "reconnecting",
+                          self.status.detail if attempt else "")
+                try:
+                    endpoint = await fetch_endpoint(
+                        http, self.options.domain, self.app.app_id,
+                        self.app.app_secret.get_secret_value(), self.server)
+                    self.server = endpoint.config
+                    await self._serve(endpoint.url, endpoint.service_id)
+                    attempt = 0
+                    reason = "connection closed"
+                except EndpointRefused as error:
+                    if not self._ever_connected:
+                        self.fatal = str(error)
+                        self._set("refused", str(error))
+                        return
+                    reason = str(error)
+                except (RetryableError, ConnectionDead) as error:
+                    reason = str(error)
+                except ConnectionClosed as error:
+                    reason = f"websocket closed: {error}"
+                except (InvalidHandshake, OSError, TimeoutError) as error:
+                    reason = f"{type(error).__name__}: {error}"
+                if self._stop.is_set():
+                    break
+                delay_s = backoff_s(attempt, self.server, self._rng)
+                attempt += 1
+                self.status.reconnects += 1
+                self._set("reconnecting", f"{reason}; retry in {delay_s:.1f}s")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay_s)
+        self._set("stopped")
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _serve(self, url: str, service_id: int) -> None:
+        o = self.options
+        ws = await connect(url, ping_interval=o.ping_interval_s, ping_timeout=o.ping_timeout_s,
+                           close_timeout=CLOSE_TIMEOUT_S, open_timeout=ENDPOINT_TIMEOUT_S,
+                           max_size=o.max_frame_bytes, proxy=None, compression=None)
+        link = Link(ws, service_id, self._on_frame,
+                    ping_interval_s=min(o.ping_interval_s, self.server.ping_interval_s),
+                    ping_timeout_s=o.ping_timeout_s)
+        self._link = link
+        self._ever_connected = True
+        self._set("connected")
+        try:
+            await link.serve(self._stop)  # a clean stop closes it, with a close frame
+        finally:
+            self._link = None
+            if ws.state is not State.CLOSED:
+                # a dead peer never answers a close frame: close in the background, so the
+                # new connection does not wait out the close timeout
+                closing = asyncio.create_task(ws.close())
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+
+    async def _on_frame(self, ws: ClientConnection, frame: f.ParsedFrame) -> None:
+        """One complete data frame (parts joined): the handler off the loop, then the ACK."""
+        self.status.last_frame_at = time.time()
+        kind = frame.frame_type
+        if frame.method == f.METHOD_CONTROL:
+            if kind == "pong" and frame.payload:
+                self.server = self.server.merged(f.parse_json(frame.payload))
+            return
+        if kind not in ("event", "card"):
+            logger.warning("feishu app %s: data frame of type %r dropped", self.app.app_id, kind)
+            return
+        self.status.last_event_at = time.time()
+        loop = asyncio.get_running_loop()
+        timed = [0.0]
+        try:
+            answer = await loop.run_in_executor(self._executor, self._timed, timed, kind,
+                                                frame.payload)
+            code = 200
+        except GatewayError as error:
+            logger.error("frame %s not taken (%s): ACK 500, Feishu delivers it again",
+                         frame.headers.get(f.HEADER_MESSAGE_ID, "?"), error)
+            answer, code = None, 500
+        except Exception:  # the frame handler's boundary: the connection goes on
+            logger.exception("frame %s failed: ACK 500, Feishu delivers it again",
+                             frame.headers.get(f.HEADER_MESSAGE_ID, "?"))
+            answer, code = None, 500
+        ack = f.build_ack(frame, code=code, data=answer, biz_rt_ms=int(timed[0] * 1000))
+        try:
+            await ws.send(ack)
+        except ConnectionClosed:
+            logger.info("ACK of frame %s lost with its connection (Feishu delivers it again)",
+                        frame.headers.get(f.HEADER_MESSAGE_ID, "?"))
+
+    def _timed(self, timed: list[float], kind: str, payload: bytes) -> Mapping[str, Any] | None:
+        """The handler, on the ingest thread; `timed[0]` gets its run time (`biz_rt`)."""
+        started = time.monotonic()
+        try:
+            return self._handler(kind, payload)
+        finally:
+            timed[0] = time.monotonic() - started
+
+    async def close(self) -> None:
+        """No reconnect; a close frame on the open connection (if any)."""
+        self._stop.set()
+        link = self._link
+        if link is not None:
+            await link.close()

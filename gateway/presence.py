@@ -1,0 +1,40 @@
+"""Live records of running processes in one Redis hash, for `feishu-gateway status`.
+
+Field = who (a process, or a process and an app), value = JSON with the time it was taken
+(`at`). Writers refresh their fields every few seconds and delete them when they stop; a
+reader skips (and deletes) fields older than `stale_s`, left by a process that died.
+
+May import: nothing of the gateway.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+
+
+def publish(client: redis.Redis, key: str, field: str, record: dict[str, Any]) -> None:
+    client.hset(key, field, json.dumps({**record, "at": time.time()}, separators=(",", ":")))
+
+
+def read_live(client: redis.Redis, key: str, stale_s: float) -> dict[str, dict[str, Any]]:
+    """Every fresh record by field; stale and unreadable fields are dropped."""
+    now = time.time()
+    live, dead = {}, []
+    for raw_field, raw in client.hgetall(key).items():
+        field = raw_field.decode() if isinstance(raw_field, bytes) else str(raw_field)
+        try:
+            record = json.loads(raw)
+            fresh = now - float(record["at"]) < stale_s
+        except (ValueError, KeyError, TypeError):
+            fresh = False
+        if fresh:
+            live[field] = record
+        else:
+            dead.append(field)
+    if dead:
+        client.hdel(key, *dead)
+    return live

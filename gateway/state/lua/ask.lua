@@ -1,0 +1,23 @@
+--!include clock.lua
+-- ask: open an approval request, unless the chat already allowed its key ("always") or the
+-- session did ("session").
+-- KEYS: 1 ask:<id> (hash: state key prompt requester chat_type message_id chat_id app_id
+--       expires_ms gen; later by via card)  2 asking (string: the chat's pending request id)
+--       3 allow (hash: 'a:<key>' always, 's:<gen>:<key>' this session)  4 gen (the chat's
+--       session generation, chat.lua's KEYS[7])
+-- ARGV: 1 id  2 key  3 prompt  4 requester  5 chat_type  6 message_id  7 timeout_ms
+--       8 keep_s (how long the request is remembered)  9 app_id  10 chat_id
+-- → {'remembered', 'always'|'session'} | {'asked', expires_ms}
+local gen = redis.call('GET', KEYS[4]) or '0'
+if redis.call('HEXISTS', KEYS[3], 'a:' .. ARGV[2]) == 1 then return {'remembered', 'always'} end
+if redis.call('HEXISTS', KEYS[3], 's:' .. gen .. ':' .. ARGV[2]) == 1 then
+  return {'remembered', 'session'}
+end
+local _, now_ms = clock()
+local expires = str(now_ms + tonumber(ARGV[7]))
+redis.call('HSET', KEYS[1], 'state', 'pending', 'key', ARGV[2], 'prompt', ARGV[3],
+           'requester', ARGV[4], 'chat_type', ARGV[5], 'message_id', ARGV[6],
+           'expires_ms', expires, 'gen', gen, 'app_id', ARGV[9], 'chat_id', ARGV[10])
+redis.call('EXPIRE', KEYS[1], ARGV[8])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[7])
+return {'asked', expires}

@@ -1,0 +1,186 @@
+"""Approval cards end to end: an agent's `turn.approve` on a worker, the card in the chat,
+clicks from the requester, an admin, an allowlisted user and strangers on any listener,
+expiry, double clicks, /approve and /deny, and /stop while the turn waits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gateway.processes import wait_until
+from gateway.simulator import Simulator
+from gateway.simulator.records import SentMessage
+from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
+from tests.test_pipeline import replies_to
+
+REQUESTER, ADMIN, ALLOWED, STRANGER = "ou_requester", "ou_admin", "ou_allowed", "ou_stranger"
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    rig = Rig(tmp_path_factory, FEISHU_ADMINS=ADMIN, FEISHU_ALLOWED_USERS=ALLOWED)
+    rig.up()
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+@pytest.fixture(scope="module")
+def open_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """Neither FEISHU_ADMINS nor FEISHU_ALLOWED_USERS."""
+    rig = Rig(tmp_path_factory)
+    rig.up()
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+def ask(sim: Simulator, chat: str, *, timeout_s: float = 60, key: str = "tool",
+        who: str = REQUESTER, chat_type: str = "group") -> tuple[str, SentMessage]:
+    """A message whose turn asks for approval; returns it and the card the bot sent."""
+    message_id = sim.send_text(chat, f"approve {timeout_s:g} {key} May I run the tool?",
+                               sender_open_id=who, chat_type=chat_type)
+    card = wait_until(lambda: next((m for m in sim.sent_messages(chat)
+                                    if m.reply_to == message_id and m.msg_type == "interactive"),
+                                   None), 30, "the approval card")
+    assert isinstance(card, SentMessage)
+    return message_id, card
+
+
+def button(card: SentMessage, decision: str) -> dict[str, Any]:
+    for element in card.content["elements"]:
+        for action in element.get("actions", ()):
+            if action["value"]["decision"] == decision:
+                return dict(action["value"])
+    raise AssertionError(f"no {decision} button in {card.content}")
+
+
+def click(sim: Simulator, chat: str, card: SentMessage, decision: str, who: str,
+          token: str | None = None) -> Any:
+    frame = sim.send_card_action(chat, card.message_id, who, button(card, decision),
+                                 token=token)
+    response = sim.card_response(frame, timeout_s=10)
+    assert not response.late, f"answered in {response.latency_ms:.0f} ms, over Feishu's 3 s"
+    return response
+
+
+def decision_reply(sim: Simulator, chat: str, message_id: str) -> str:
+    texts = wait_until(lambda: [t for t in replies_to(sim, chat).get(message_id, [])
+                                if t.startswith("decision:")], 30, "the turn's answer")
+    assert isinstance(texts, list) and len(texts) == 1, texts
+    return str(texts[0])
+
+
+def card_text(sim: Simulator, card: SentMessage) -> str:
+    current = sim.get_message(card.message_id)
+    assert current is not None
+    return str(current.content)
+
+
+def test_the_requester_allows_once_and_a_second_click_is_told_it_was_decided(
+        rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_approve_requester"
+    message_id, card = ask(sim, chat)
+    first = click(sim, chat, card, "once", REQUESTER)
+    assert first.toast["type"] == "success"
+    assert decision_reply(sim, chat, message_id) == "decision: once"
+    assert "Allowed once" in card_text(sim, card) and REQUESTER in card_text(sim, card)
+    second = click(sim, chat, card, "deny", REQUESTER)
+    assert "Already decided" in second.toast["content"]
+    assert "Allowed once" in card_text(sim, card)
+
+
+def test_a_stranger_is_refused_and_changes_nothing_then_an_admin_decides(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_approve_admin"
+    message_id, card = ask(sim, chat)
+    refused = click(sim, chat, card, "once", STRANGER)
+    assert "may not" in refused.toast["content"] and refused.card is None
+    assert "Approval needed" in card_text(sim, card)
+    assert "may not decide it; refused" in rig.fleet.logs("listener")
+    click(sim, chat, card, "deny", ADMIN)
+    assert decision_reply(sim, chat, message_id) == "decision: deny"
+
+
+def test_an_allowlisted_user_allows_always_and_the_chat_is_not_asked_again(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_approve_allowed"
+    message_id, card = ask(sim, chat, key="deploy")
+    click(sim, chat, card, "always", ALLOWED)
+    assert decision_reply(sim, chat, message_id) == "decision: always"
+    again = sim.send_text(chat, "approve 60 deploy May I deploy again?",
+                          sender_open_id=REQUESTER, chat_type="group")
+    assert decision_reply(sim, chat, again) == "decision: always"
+    cards = [m for m in sim.sent_messages(chat) if m.msg_type == "interactive"]
+    assert [m.message_id for m in cards] == [card.message_id], "asked once"
+
+
+def test_an_unanswered_request_expires_and_a_late_click_is_told_so(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_approve_expiry"
+    message_id, card = ask(sim, chat, timeout_s=1.5)
+    assert decision_reply(sim, chat, message_id) == "decision: expired"
+    wait_until(lambda: "expired" in card_text(sim, card), 10, "the card to say expired")
+    late = click(sim, chat, card, "once", REQUESTER)
+    assert "expired" in late.toast["content"].lower()
+
+
+def test_text_commands_decide_with_the_same_rule(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_approve_text"
+    message_id, card = ask(sim, chat)
+    refused = sim.send_text(chat, "/approve", sender_open_id=STRANGER, chat_type="group")
+    wait_until(lambda: refused in replies_to(sim, chat), 20, "the refusal")
+    assert replies_to(sim, chat)[refused] == ["You may not decide this approval request."]
+    approved = sim.send_text(chat, "/approve", sender_open_id=REQUESTER, chat_type="group")
+    assert decision_reply(sim, chat, message_id) == "decision: once"
+    wait_until(lambda: approved in replies_to(sim, chat), 20, "the confirmation")
+    assert replies_to(sim, chat)[approved] == ["Allowed once."]
+    wait_until(lambda: "Allowed once" in card_text(sim, card), 10, "the card updated")
+
+
+def test_stop_during_a_pending_approval_ends_the_turn_within_the_cancel_timeout(
+        rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_approve_stop"
+    message_id, card = ask(sim, chat, timeout_s=120)
+    clock = time.monotonic()
+    stop = sim.send_text(chat, "/stop", sender_open_id=REQUESTER, chat_type="group")
+    wait_until(lambda: stop in replies_to(sim, chat), TEST_CANCEL_TIMEOUT_S + 15, "/stop's reply")
+    assert time.monotonic() - clock < TEST_CANCEL_TIMEOUT_S + 10
+    wait_until(lambda: "stopped" in card_text(sim, card).lower(), 10, "the card to say stopped")
+    after = sim.send_text(chat, "next", sender_open_id=REQUESTER, chat_type="group")
+    wait_until(lambda: after in replies_to(sim, chat), 20, "the next turn")
+    assert replies_to(sim, chat)[after] == ["echo: next"]
+    assert "decision:" not in str(replies_to(sim, chat).get(message_id, []))
+
+
+def test_a_click_on_another_listener_reaches_the_turn_waiting_on_the_worker(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_approve_elsewhere"
+    message_id, card = ask(sim, chat)
+    first = [p for p in rig.fleet.started if p.name.startswith("listener") and p.alive]
+    second = rig.fleet("listener")
+    sim.wait_connected(2, timeout_s=30)
+    for proc in first:
+        proc.stop()
+    wait_until(lambda: sim.connection_count == 1, 10, "only the new listener")
+    click(sim, chat, card, "session", REQUESTER)
+    assert decision_reply(sim, chat, message_id) == "decision: session"
+    assert "session by" in second.log()
+
+
+def test_in_a_dm_with_no_lists_the_dm_user_decides(open_rig: Rig) -> None:
+    sim, chat = open_rig.sim, "oc_approve_dm"
+    message_id, card = ask(sim, chat, who="ou_dm_user", chat_type="p2p")
+    assert "may not" in click(sim, chat, card, "once", STRANGER).toast["content"]
+    click(sim, chat, card, "once", "ou_dm_user")
+    assert decision_reply(sim, chat, message_id) == "decision: once"
+
+
+def test_in_a_group_with_no_lists_only_the_requester_decides(open_rig: Rig) -> None:
+    sim, chat = open_rig.sim, "oc_approve_group"
+    message_id, card = ask(sim, chat)
+    for other in (ADMIN, ALLOWED, STRANGER):
+        assert "may not" in click(sim, chat, card, "once", other).toast["content"]
+    click(sim, chat, card, "deny", REQUESTER)
+    assert decision_reply(sim, chat, message_id) == "decision: deny"
