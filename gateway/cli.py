@@ -23,7 +23,8 @@ def cmd_listen(args: argparse.Namespace) -> int:
     settings = load_settings()
     setup_logging(settings.log_level)
     if not settings.has_credentials:
-        raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET must be set for `listen`")
+        raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET (or FEISHU_APPS) must be set "
+                           "for `listen`")
     from gateway.dispatch import bound_publishing
     from gateway.service import ListenerService
     from tasks import app

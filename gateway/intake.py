@@ -50,7 +50,8 @@ def decode_event(payload: bytes) -> tuple[str, Mapping[str, Any]] | None:
 
 class Intake:
     def __init__(self, store: ChatStore, publisher: Publisher, outbox: Outbox, *,
-                 max_text_chars: int, primary_app_id: str = "", late_after_s: float = 0.0,
+                 max_text_chars: int, primary_app_id: str = "", several_apps: bool = False,
+                 late_after_s: float = 0.0,
                  late_events: Literal["note", "drop"] = "note",
                  cards: CardHandler | None = None,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
@@ -59,6 +60,9 @@ class Intake:
         self._outbox = outbox
         self.max_text_chars = max_text_chars
         self.primary_app_id = primary_app_id
+        self.several_apps = several_apps
+        """Tag every message with its app (not only those of the further apps), so a worker
+        configured with another first app still replies as the right one."""
         self.bot_open_ids: dict[str, str] = {}
         self.late_after_ms = int(late_after_s * 1000)
         self.late_events = late_events
@@ -99,7 +103,7 @@ class Intake:
         except MalformedEvent as error:
             logger.warning("event %s dropped: %s", event_id, error)
             return "malformed"
-        if app_id and app_id != self.primary_app_id:
+        if app_id and (self.several_apps or app_id != self.primary_app_id):
             message = replace(message, app_id=app_id)
         command = parse_command(message.text) or ""
         age_ms = self._clock_ms() - message.create_time_ms

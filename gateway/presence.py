@@ -1,8 +1,9 @@
 """Live records of running processes in one Redis hash, for `feishu-gateway status`.
 
 Field = who (a process, or a process and an app), value = JSON with the time it was taken
-(`at`). Writers refresh their fields every few seconds and delete them when they stop; a
-reader skips (and deletes) fields older than `stale_s`, left by a process that died.
+(`at`). Writers refresh their fields every few seconds (and the hash's TTL, so the hash
+of a fleet that is gone goes too); a reader skips (and deletes) fields older than
+`stale_s`, left by a process that died or stopped.
 
 May import: nothing of the gateway.
 """
@@ -16,8 +17,12 @@ from typing import Any
 import redis
 
 
-def publish(client: redis.Redis, key: str, field: str, record: dict[str, Any]) -> None:
-    client.hset(key, field, json.dumps({**record, "at": time.time()}, separators=(",", ":")))
+def publish(client: redis.Redis, key: str, field: str, record: dict[str, Any], *,
+            ttl_s: int = 3600) -> None:
+    with client.pipeline(transaction=False) as pipe:
+        pipe.hset(key, field, json.dumps({**record, "at": time.time()}, separators=(",", ":")))
+        pipe.expire(key, ttl_s)
+        pipe.execute()
 
 
 def read_live(client: redis.Redis, key: str, stale_s: float) -> dict[str, dict[str, Any]]:

@@ -61,7 +61,7 @@ class TurnRunner:
 
         def approve(prompt: str, timeout_s: float, key: str | None) -> str:
             assert asker is not None
-            return asker.ask(message, prompt, timeout_s, key, stopped.is_set)
+            return asker.ask(message, prompt, timeout_s, key, stopped)
 
         return Turn(message, fence, stopped.is_set, approve)
 

@@ -57,6 +57,7 @@ class ListenerService:
         self.intake = Intake(rt.store, rt.publisher, self.outbox,
                              max_text_chars=settings.max_text_chars,
                              primary_app_id=settings.primary_app_id,
+                             several_apps=len(settings.apps) > 1,
                              late_after_s=settings.late_after_s,
                              late_events=settings.late_events, cards=rt.verdicts.on_click)
         self.board: StatusBoard | None = None

@@ -13,8 +13,9 @@ import pytest
 from gateway.processes import wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.records import SentMessage
-from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
-from tests.test_pipeline import replies_to
+from gateway.state.store import ChatStore
+from tests.conftest import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig
+from tests.test_pipeline import agent_events, replies_to
 
 REQUESTER, ADMIN, ALLOWED, STRANGER = "ou_requester", "ou_admin", "ou_allowed", "ou_stranger"
 
@@ -86,6 +87,11 @@ def test_the_requester_allows_once_and_a_second_click_is_told_it_was_decided(
         rig: Rig) -> None:
     sim, chat = rig.sim, "oc_approve_requester"
     message_id, card = ask(sim, chat)
+    store = ChatStore(rig.client())
+    fence = store.lease(chat).get("fence")
+    time.sleep(2 * TEST_LEASE_TTL_S)  # the wait outlives the lease TTL: not synchronisation
+    assert store.lease(chat).get("fence") == fence, "the heartbeat kept the turn's lease"
+    assert not [e for e in agent_events(rig.client(), chat) if e["event"] == "end"]
     first = click(sim, chat, card, "once", REQUESTER)
     assert first.toast["type"] == "success"
     assert decision_reply(sim, chat, message_id) == "decision: once"

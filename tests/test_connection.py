@@ -60,6 +60,23 @@ def test_a_silent_connection_is_declared_dead_rebuilt_and_nothing_after_is_lost(
     assert [replies[m] for m in after] == [[f"echo: after {n}"] for n in range(5)]
 
 
+def test_a_silent_connection_whose_reconnect_is_refused_heals_once_feishu_accepts(
+        rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_silent_refused"
+    sim.refuse_endpoint(1000040350)
+    try:
+        sim.go_silent()
+        wait_until(lambda: rig.fleet.logs("listener").count("code 1000040350") >= 4, 30,
+                   "both apps to retry the refused endpoint")
+        assert sim.connection_count == 0
+    finally:
+        sim.refuse_endpoint(None)
+    sim.wait_connected(2, timeout_s=30)
+    after = [sim.send_text(chat, f"after {n}") for n in range(3)]
+    answered(sim, chat, after)
+    assert [replies_to(sim, chat)[m] for m in after] == [[f"echo: after {n}"] for n in range(3)]
+
+
 def test_two_apps_in_one_listener_both_deliver_and_each_replies_as_itself(rig: Rig) -> None:
     sim = rig.sim
     first = sim.send_text("oc_app_one", "to the first app")

@@ -106,3 +106,37 @@ def test_task_events_are_opt_in(value: str | None, expected: str) -> None:
          "print(c.worker_send_task_events, c.task_send_sent_event)"],
         cwd=REPO, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == expected
+
+
+def test_several_apps_first_app_first_and_secrets_never_shown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEISHU_APP_ID", "cli_one")
+    monkeypatch.setenv("FEISHU_APP_SECRET", "secret-one")
+    monkeypatch.setenv("FEISHU_APPS", " cli_two:secret-two , cli_one:other ,cli_three:s3")
+    settings = load_settings(_env_file=None)
+    assert [app_id for app_id, _ in settings.apps] == ["cli_one", "cli_two", "cli_three"]
+    assert settings.apps[0][1].get_secret_value() == "secret-one", "FEISHU_APP_ID's own secret"
+    assert settings.primary_app_id == "cli_one" and settings.has_credentials
+    assert "secret-two" not in repr(settings)
+    monkeypatch.setenv("FEISHU_APPS", "cli_two:secret-two,cli_bad-no-secret")
+    with pytest.raises(SettingsError) as refused:
+        load_settings(_env_file=None)
+    assert str(refused.value).startswith("bad setting FEISHU_APPS:")
+    assert "entry 2 is not app_id:app_secret" in str(refused.value)
+    assert "secret-two" not in str(refused.value)
+
+
+def test_admin_and_allowed_lists_and_ping_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEISHU_ADMINS", "ou_a, ou_b;ou_c")
+    monkeypatch.setenv("FEISHU_WS_PING_INTERVAL", "15")
+    settings = load_settings(_env_file=None)
+    assert settings.admin_ids == frozenset({"ou_a", "ou_b", "ou_c"})
+    assert settings.allowed_user_ids == frozenset()
+    assert (settings.ws_ping_interval_s, settings.ws_ping_timeout_s) == (15.0, 10.0)
+    monkeypatch.setenv("FEISHU_WS_PING_TIMEOUT", "0")
+    with pytest.raises(SettingsError, match="FEISHU_WS_PING_TIMEOUT"):
+        load_settings(_env_file=None)
+    monkeypatch.setenv("FEISHU_WS_PING_TIMEOUT", "5")
+    monkeypatch.setenv("FEISHU_LATE_EVENTS", "replay")
+    with pytest.raises(SettingsError, match="FEISHU_LATE_EVENTS"):
+        load_settings(_env_file=None)

@@ -17,10 +17,10 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import SecretStr
@@ -44,8 +44,14 @@ FrameHandler = Callable[[str, bytes], Mapping[str, Any] | None]
 """(frame type "event" | "card", payload) → the callback's answer (None: a plain ACK).
 Raising means ACK 500: Feishu delivers the frame again later."""
 
+T = TypeVar("T")
 ENDPOINT_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class _Stopped(Exception):
+    """close() was called while connecting."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ class Connection:
         self._stop = asyncio.Event()
         self._link: Link | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        self._heard_last = False
         self._ever_connected = False
         self.server = ServerConfig()
         self.status = ConnectionStatus(app.app_id, since=time.time())
@@ -113,14 +120,12 @@ class Connection:
             while not self._stop.is_set():
                 self._set("connecting" if attempt == 0 else "reconnecting",
                           self.status.detail if attempt else "")
+                heard = False
                 try:
-                    endpoint = await fetch_endpoint(
-                        http, self.options.domain, self.app.app_id,
-                        self.app.app_secret.get_secret_value(), self.server)
-                    self.server = endpoint.config
-                    await self._serve(endpoint.url, endpoint.service_id)
-                    attempt = 0
+                    heard = await self._session(http)
                     reason = "connection closed"
+                except _Stopped:
+                    break
                 except EndpointRefused as error:
                     if not self._ever_connected:
                         self.fatal = str(error)
@@ -128,13 +133,18 @@ class Connection:
                         return
                     reason = str(error)
                 except (RetryableError, ConnectionDead) as error:
-                    reason = str(error)
+                    reason, heard = str(error), self._heard_last
                 except ConnectionClosed as error:
-                    reason = f"websocket closed: {error}"
+                    reason, heard = f"websocket closed: {error}", self._heard_last
                 except (InvalidHandshake, OSError, TimeoutError) as error:
+                    reason = f"{type(error).__name__}: {error}"
+                except Exception as error:  # the connection's boundary: back off, try again
+                    logger.exception("feishu app %s: connection failed", self.app.app_id)
                     reason = f"{type(error).__name__}: {error}"
                 if self._stop.is_set():
                     break
+                if heard:
+                    attempt = 0  # it worked for a while: start the backoff over
                 delay_s = backoff_s(attempt, self.server, self._rng)
                 attempt += 1
                 self.status.reconnects += 1
@@ -144,27 +154,53 @@ class Connection:
         self._set("stopped")
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    async def _serve(self, url: str, service_id: int) -> None:
+    async def _session(self, http: httpx.AsyncClient) -> bool:
+        """One endpoint call and one websocket, until it ends; True if it heard anything.
+        Raises _Stopped as soon as close() is called while connecting."""
+        self._heard_last = False
+        endpoint = await self._unless_stopped(fetch_endpoint(
+            http, self.options.domain, self.app.app_id, self.app.app_secret.get_secret_value(),
+            self.server))
+        self.server = endpoint.config
         o = self.options
-        ws = await connect(url, ping_interval=o.ping_interval_s, ping_timeout=o.ping_timeout_s,
-                           close_timeout=CLOSE_TIMEOUT_S, open_timeout=ENDPOINT_TIMEOUT_S,
-                           max_size=o.max_frame_bytes, proxy=None, compression=None)
-        link = Link(ws, service_id, self._on_frame,
+        ws = await self._unless_stopped(connect(
+            endpoint.url, ping_interval=o.ping_interval_s, ping_timeout=o.ping_timeout_s,
+            close_timeout=CLOSE_TIMEOUT_S, open_timeout=ENDPOINT_TIMEOUT_S,
+            max_size=o.max_frame_bytes, proxy=None, compression=None))
+        link = Link(ws, endpoint.service_id, self._on_frame,
                     ping_interval_s=min(o.ping_interval_s, self.server.ping_interval_s),
                     ping_timeout_s=o.ping_timeout_s)
-        self._link = link
+        self._link, self._heard_last = link, False
         self._ever_connected = True
         self._set("connected")
         try:
             await link.serve(self._stop)  # a clean stop closes it, with a close frame
         finally:
-            self._link = None
+            self._link, self._heard_last = None, link.heard
             if ws.state is not State.CLOSED:
                 # a dead peer never answers a close frame: close in the background, so the
                 # new connection does not wait out the close timeout
                 closing = asyncio.create_task(ws.close())
                 self._closing.add(closing)
                 closing.add_done_callback(self._closing.discard)
+        return link.heard
+
+    async def _unless_stopped(self, step: Awaitable[T]) -> T:
+        """`step`, cancelled the moment close() is called (then _Stopped)."""
+        task = asyncio.ensure_future(step)
+        stop = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                result = await task
+                if isinstance(result, ClientConnection):
+                    await result.close()
+            raise _Stopped
+        return task.result()
 
     async def _on_frame(self, ws: ClientConnection, frame: f.ParsedFrame) -> None:
         """One complete data frame (parts joined): the handler off the loop, then the ACK."""
@@ -213,3 +249,8 @@ class Connection:
         link = self._link
         if link is not None:
             await link.close()
+
+    def drain(self) -> None:
+        """Wait for the ingest thread's step in progress (bounded by the Redis timeout);
+        frames still queued are dropped unacknowledged (Feishu delivers them again)."""
+        self._executor.shutdown(wait=True, cancel_futures=True)

@@ -91,17 +91,19 @@ class Replies:
             may_send=may_send, stopped=stopped)
 
     def update_card(self, card_message_id: str, card: dict[str, Any], *, app_id: str = "",
-                    stopped: threading.Event | None = None) -> None:
-        """Replace the content of a card the bot sent (PATCH), retried like a reply."""
+                    budget_s: float | None = None) -> None:
+        """Replace the content of a card the bot sent (PATCH), retried like a reply (for
+        `budget_s`, when given)."""
         api = self.api_for(app_id)
         self._retrying(f"card {card_message_id}", lambda: api.patch_card(card_message_id, card),
-                       stopped=stopped)
+                       budget_s=budget_s)
 
     def _retrying(self, what: str, call: Callable[[], T], *,
                   may_send: Callable[[], bool] = _always,
-                  stopped: threading.Event | None = None) -> T:
+                  stopped: threading.Event | None = None, budget_s: float | None = None) -> T:
         attempts = 0
-        policy = self.policy
+        policy = self.policy if budget_s is None else RetryPolicy(
+            budget_s, self.policy.base_s, self.policy.cap_s)
 
         def wait(state: RetryCallState) -> float:
             error = state.outcome.exception() if state.outcome is not None else None

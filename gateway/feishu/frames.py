@@ -34,6 +34,9 @@ class ParsedFrame:
     method: int
     headers: dict[str, str] = field(default_factory=dict)
     payload: bytes = b""
+    payload_encoding: str = ""
+    payload_type: str = ""
+    log_id_new: str = ""
 
     @property
     def frame_type(self) -> str:
@@ -57,11 +60,20 @@ def encode_frame(
     payload: bytes | None = None,
     seq_id: int = 0,
     log_id: int = 0,
+    payload_encoding: str = "",
+    payload_type: str = "",
+    log_id_new: str = "",
 ) -> bytes:
     """Serialize one frame; headers keep their insertion order."""
     frame = Frame()
     frame.SeqID = seq_id
     frame.LogID = log_id
+    if payload_encoding:
+        frame.payload_encoding = payload_encoding
+    if payload_type:
+        frame.payload_type = payload_type
+    if log_id_new:
+        frame.LogIDNew = log_id_new
     frame.service = service
     frame.method = method
     for key, value in headers.items():
@@ -91,6 +103,9 @@ def parse_frame(data: bytes) -> ParsedFrame:
         method=int(frame.method),
         headers=headers,
         payload=bytes(frame.payload),
+        payload_encoding=str(frame.payload_encoding),
+        payload_type=str(frame.payload_type),
+        log_id_new=str(frame.LogIDNew),
     )
 
 
@@ -179,8 +194,9 @@ def build_ping(service: int) -> bytes:
 
 def build_ack(frame: ParsedFrame, *, code: int, data: Mapping[str, Any] | None,
               biz_rt_ms: int) -> bytes:
-    """The ACK of a data frame: the same frame back with a `biz_rt` header and the answer
-    `{"code": 200}`, plus `"data"` (base64 JSON) for a callback's answer."""
+    """The ACK of a data frame: the same frame back (every field Feishu sent, as the SDK
+    does) with a `biz_rt` header and the answer `{"code": 200}`, plus `"data"` (base64
+    JSON) for a callback's answer."""
     body: dict[str, Any] = {"code": code}
     if data is not None:
         raw = json.dumps(dict(data), ensure_ascii=False, separators=(",", ":")).encode()
@@ -189,7 +205,9 @@ def build_ack(frame: ParsedFrame, *, code: int, data: Mapping[str, Any] | None,
     headers[HEADER_BIZ_RT] = str(biz_rt_ms)
     return encode_frame(method=frame.method, service=frame.service, headers=headers,
                         payload=json.dumps(body, separators=(",", ":")).encode(),
-                        seq_id=frame.seq_id, log_id=frame.log_id)
+                        seq_id=frame.seq_id, log_id=frame.log_id,
+                        payload_encoding=frame.payload_encoding,
+                        payload_type=frame.payload_type, log_id_new=frame.log_id_new)
 
 
 def parse_json(payload: bytes) -> Any:

@@ -12,6 +12,7 @@ May import: gateway.feishu.frames.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -26,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 OnFrame = Callable[[ClientConnection, f.ParsedFrame], Coroutine[Any, Any, None]]
 PARTS_KEPT_S = 5.0
+CLOSE_WAIT_S = 3.0
 
 
 class ConnectionDead(Exception):
@@ -73,6 +75,8 @@ class Link:
         self._heard = asyncio.Event()
         self._parts = Parts()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.heard = False
+        """Whether any frame came: a connection that worked (the backoff starts over)."""
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Until the connection ends (ConnectionClosed / ConnectionDead raised) or `stop`
@@ -95,13 +99,17 @@ class Link:
     async def close(self) -> None:
         """A close frame (going away), waiting briefly for Feishu's; then the handlers'
         last ACKs are moot (Feishu delivers unacknowledged frames again)."""
-        await self._ws.close(1000, "client stopping")
+        try:
+            await asyncio.wait_for(self._ws.close(1000, "client stopping"), CLOSE_WAIT_S)
+        except TimeoutError:
+            logger.warning("the close frame could not be sent in %.0fs", CLOSE_WAIT_S)
         for task in list(self._tasks):
             task.cancel()
 
     async def _receive(self) -> None:
         async for message in self._ws:
             self._heard.set()
+            self.heard = True
             if not isinstance(message, bytes):
                 logger.warning("feishu sent a text websocket message; ignored")
                 continue
@@ -134,15 +142,14 @@ class Link:
             return None
         if payload is None:
             return None
-        return f.ParsedFrame(frame.seq_id, frame.log_id, frame.service, frame.method,
-                             dict(h), payload)
+        return dataclasses.replace(frame, headers=dict(h), payload=payload)
 
     async def _ping(self) -> None:
         ping = f.build_ping(self._service_id)
         while True:
             self._heard.clear()
-            await self._ws.send(ping)
-            try:
+            try:  # a write that cannot go out (a full buffer to a dead peer) is death too
+                await asyncio.wait_for(self._ws.send(ping), self.ping_timeout_s)
                 await asyncio.wait_for(self._heard.wait(), self.ping_timeout_s)
             except TimeoutError:
                 raise ConnectionDead(

@@ -10,6 +10,7 @@ import asyncio
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
@@ -75,8 +76,11 @@ class Listener:
     def connected(self) -> bool:
         return all(status.state == "connected" for status in self.statuses())
 
-    def stop(self, timeout_s: float = 8.0) -> None:
-        """A close frame on every connection, no reconnect; returns within `timeout_s`."""
+    def stop(self, timeout_s: float = 6.0) -> None:
+        """A close frame on every connection, no reconnect; then the ingest steps in
+        progress finish (so what they admitted is published). Within about `timeout_s`
+        plus one Redis timeout."""
+        deadline = time.monotonic() + timeout_s
         self._stopping.set()
         loop = self._loop
         if loop is not None and not self._done.is_set():
@@ -86,7 +90,9 @@ class Listener:
             except (TimeoutError, RuntimeError) as error:
                 logger.warning("long connections did not close in %.0fs (%r)", timeout_s,
                                error)
-        self._thread.join(timeout_s)
+        self._thread.join(max(deadline - time.monotonic(), 0.1))
+        for connection in self.connections:
+            connection.drain()
 
     async def _close_all(self) -> None:
         await asyncio.gather(*(c.close() for c in self.connections), return_exceptions=True)

@@ -1,16 +1,19 @@
 --!include clock.lua
--- ask: open an approval request, unless the chat already allowed its key ("always") or the
--- session did ("session").
+-- ask: open an approval request, unless its requester already allowed its key in this chat
+-- ("always") or in this session ("session"). Per requester: in a group, one member's
+-- "always" never answers another member's request.
 -- KEYS: 1 ask:<id> (hash: state key prompt requester chat_type message_id chat_id app_id
 --       expires_ms gen; later by via card)  2 asking (string: the chat's pending request id)
---       3 allow (hash: 'a:<key>' always, 's:<gen>:<key>' this session)  4 gen (the chat's
+--       3 allow (hash: 'a:<requester>:<key>' always, 's:<gen>:<requester>:<key>' this
+--       session)  4 gen (the chat's
 --       session generation, chat.lua's KEYS[7])
 -- ARGV: 1 id  2 key  3 prompt  4 requester  5 chat_type  6 message_id  7 timeout_ms
 --       8 keep_s (how long the request is remembered)  9 app_id  10 chat_id
 -- → {'remembered', 'always'|'session'} | {'asked', expires_ms}
 local gen = redis.call('GET', KEYS[4]) or '0'
-if redis.call('HEXISTS', KEYS[3], 'a:' .. ARGV[2]) == 1 then return {'remembered', 'always'} end
-if redis.call('HEXISTS', KEYS[3], 's:' .. gen .. ':' .. ARGV[2]) == 1 then
+local who = ARGV[4] .. ':' .. ARGV[2]
+if redis.call('HEXISTS', KEYS[3], 'a:' .. who) == 1 then return {'remembered', 'always'} end
+if redis.call('HEXISTS', KEYS[3], 's:' .. gen .. ':' .. who) == 1 then
   return {'remembered', 'session'}
 end
 local _, now_ms = clock()
