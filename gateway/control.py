@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 PRUNE_EVERY_S = 600.0
 
 
+REFUSED_NOTICE = ("Sorry, this bot does not take direct messages from you. Ask an "
+                  "admin of this bot if you think you should have access.")
 LATE_NOTICE = ("This message arrived late (the connection to Feishu was down for a while), "
                "so it was not answered. Please send it again if it still matters.")
 
@@ -222,6 +224,8 @@ class ControlDesk:
             self._say(message, full_inbox_notice(job.waiting), "inbox-full")
         elif job.kind == "late":
             self._say(message, LATE_NOTICE, "late")
+        elif job.kind == "refused":
+            self._say(message, REFUSED_NOTICE, "refused")
         else:
             logger.error("control job %s dropped: unknown kind %r", job.job_id, job.kind)
         return True

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.errors import MalformedEvent
+from gateway.feishu.admission import Arrival
 from gateway.types import Message
 
 PLACEHOLDER_TYPES = {
@@ -136,11 +137,31 @@ def parse_message(
     )
 
 
-def is_from_bot(payload: Mapping[str, Any]) -> bool:
-    """True for messages sent by an app (our own replies included): never a turn."""
-    event = payload.get("event", payload)
-    sender = event.get("sender") if isinstance(event, Mapping) else None
-    return isinstance(sender, Mapping) and sender.get("sender_type") == "app"
+def _loose(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def arrival_of(payload: Mapping[str, Any]) -> Arrival:
+    """What admission looks at, read leniently from a message event (missing parts are
+    empty: admission then refuses what it cannot tell apart)."""
+    event = _loose(payload.get("event", payload))
+    message, sender = _loose(event.get("message")), _loose(event.get("sender"))
+    sender_id = _loose(sender.get("sender_id"))
+    ids, everyone = [], False
+    for mention in message.get("mentions") or ():
+        if not isinstance(mention, Mapping):
+            continue
+        everyone = everyone or mention.get("key") == "@_all"
+        ident = mention.get("id")
+        if isinstance(ident, Mapping) and ident.get("open_id"):
+            ids.append(str(ident["open_id"]))
+    content = message.get("content")
+    everyone = everyone or (isinstance(content, str) and "@_all" in content)
+    return Arrival(chat_id=str(message.get("chat_id") or ""),
+                   chat_type=str(message.get("chat_type") or "p2p"),
+                   sender_open_id=str(sender_id.get("open_id") or ""),
+                   sender_type=str(sender.get("sender_type") or "user"),
+                   mentioned_open_ids=tuple(ids), mentions_all=everyone)
 
 
 COMMANDS = {"/stop": "stop", "/new": "new", "/reset": "new", "/approve": "approve",

@@ -19,7 +19,8 @@ import redis
 
 from gateway.dispatch import Publisher
 from gateway.errors import MalformedEvent, RetryableError
-from gateway.events import is_from_bot, parse_command, parse_message
+from gateway.events import arrival_of, parse_command, parse_message
+from gateway.feishu.admission import Arrival, Rules, admit
 from gateway.outbox import Outbox
 from gateway.state.store import ChatStore, Dispatch, NotDurable
 
@@ -53,7 +54,8 @@ class Intake:
                  max_text_chars: int, primary_app_id: str = "", several_apps: bool = False,
                  late_after_s: float = 0.0,
                  late_events: Literal["note", "drop"] = "note",
-                 cards: CardHandler | None = None,
+                 cards: CardHandler | None = None, rules: Rules | None = None,
+                 refusal_notice_every_s: int = 86_400,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self._store = store
         self._publisher = publisher
@@ -67,6 +69,8 @@ class Intake:
         self.late_after_ms = int(late_after_s * 1000)
         self.late_events = late_events
         self.cards = cards
+        self.rules = rules or Rules(require_mention=False)
+        self.refusal_notice_every_s = refusal_notice_every_s
         self._clock_ms = clock_ms
 
     def on_frame(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
@@ -94,11 +98,14 @@ class Intake:
         A malformed event is logged in one line and dropped (its ACK still goes back);
         a Redis failure propagates, so the ACK says 500 and Feishu redelivers."""
         event_id = str((payload.get("header") or {}).get("event_id", "?"))
-        if is_from_bot(payload):
-            logger.debug("event %s from a bot ignored", event_id)
-            return "ignored"
+        bot_open_id = self.bot_open_ids.get(app_id, "")
+        arrival = arrival_of(payload)
+        verdict = admit(arrival, self.rules, bot_open_id)
+        if not verdict.admitted:
+            return self._refused(payload, event_id, arrival, verdict.reason, verdict.tell,
+                                 bot_open_id)
         try:
-            message = parse_message(payload, bot_open_id=self.bot_open_ids.get(app_id, ""),
+            message = parse_message(payload, bot_open_id=bot_open_id,
                                     max_text_chars=self.max_text_chars)
         except MalformedEvent as error:
             logger.warning("event %s dropped: %s", event_id, error)
@@ -129,6 +136,23 @@ class Intake:
         if admission.dispatch is not None:
             self._publish(admission.dispatch)
         return admission.outcome
+
+    def _refused(self, payload: Mapping[str, Any], event_id: str, arrival: Arrival,
+                 reason: str, tell: bool, bot_open_id: str) -> str:
+        """One line (DEBUG for group chatter that did not address the bot, INFO else);
+        a refused person in a DM is told so, at most once per `refusal_notice_every_s`."""
+        level = logging.DEBUG if "without an @mention" in reason or arrival.sender_type != \
+            "user" else logging.INFO
+        logger.log(level, "event %s in chat %s from %s refused: %s", event_id,
+                   arrival.chat_id or "?", arrival.sender_open_id or "?", reason)
+        if tell and self.refusal_notice_every_s > 0:
+            try:
+                message = parse_message(payload, bot_open_id=bot_open_id,
+                                        max_text_chars=self.max_text_chars)
+            except MalformedEvent:
+                return "refused"
+            self._store.refuse(message, reason, self.refusal_notice_every_s)
+        return "refused"
 
     def _publish(self, turn: Dispatch) -> None:
         self._outbox.submit(lambda: self._publisher.publish(turn))

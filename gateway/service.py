@@ -14,6 +14,7 @@ from gateway.feishu.listener import Listener, StatusBoard
 from gateway.feishu.openapi import OpenApi
 from gateway.intake import Intake
 from gateway.logs import masked_url
+from gateway.loops import Periodic
 from gateway.outbox import Outbox
 from gateway.runtime import Runtime
 from gateway.settings import Settings
@@ -29,8 +30,13 @@ def fetch_bot_open_id(api: OpenApi) -> str:
     except CredentialsRefused as error:
         raise GatewayError(str(error)) from None
     except (RetryableError, GatewayError) as error:
-        logger.warning("bot info unavailable (%s); @mentions of the bot stay in the text", error)
+        logger.warning("bot info unavailable (%s): until it is known, group messages that "
+                       "must @mention the bot are refused; asking again every %.0fs", error,
+                       IDENTITY_RETRY_S)
         return ""
+
+
+IDENTITY_RETRY_S = 30.0
 
 
 def check_durability(client: redis.Redis, mode: str) -> None:
@@ -59,11 +65,14 @@ class ListenerService:
                              primary_app_id=settings.primary_app_id,
                              several_apps=len(settings.apps) > 1,
                              late_after_s=settings.late_after_s,
-                             late_events=settings.late_events, cards=rt.verdicts.on_click)
+                             late_events=settings.late_events, cards=rt.verdicts.on_click,
+                             rules=settings.admission_rules,
+                             refusal_notice_every_s=settings.refusal_notice_every_s)
         self.board: StatusBoard | None = None
         self.listener = Listener(settings, self.intake.on_frame, on_change=self._changed)
         self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
         self.sweeper = Sweeper(rt.store, rt.publisher, settings.sweep_interval_s)
+        self.identity = Periodic("gateway-bot-identity", self._learn_identity, IDENTITY_RETRY_S)
 
     def start(self) -> ListenerService:
         try:
@@ -76,6 +85,8 @@ class ListenerService:
         replies = self.runtime.replies
         for app_id, _ in self.settings.apps:
             self.intake.bot_open_ids[app_id] = fetch_bot_open_id(replies.api_for(app_id))
+        if not all(self.intake.bot_open_ids.values()):
+            self.identity.start()
         self.outbox.start()
         self.desk.start()
         self.sweeper.start()
@@ -86,6 +97,19 @@ class ListenerService:
                     ", ".join(app_id for app_id, _ in self.settings.apps))
         return self
 
+    def _learn_identity(self) -> None:
+        """Ask again for the bot identities still unknown (once known, never again: the
+        bot info API costs quota)."""
+        replies = self.runtime.replies
+        for app_id, open_id in list(self.intake.bot_open_ids.items()):
+            if not open_id:
+                learnt = fetch_bot_open_id(replies.api_for(app_id))
+                if learnt:
+                    self.intake.bot_open_ids[app_id] = learnt
+                    logger.info("bot identity of app %s known now: %s", app_id, learnt)
+        if all(self.intake.bot_open_ids.values()):
+            self.identity.stop(0)
+
     def _changed(self, status: ConnectionStatus) -> None:
         if self.board is not None:
             self.board.changed(status)
@@ -93,6 +117,7 @@ class ListenerService:
     def stop(self) -> None:
         """Close the connections first (no new events), then drain the outbox and the desk."""
         self.listener.stop()
+        self.identity.stop()
         if self.board is not None:
             self.board.stop()
         self.sweeper.stop()

@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.errors import SettingsError
+from gateway.feishu.admission import DmPolicy, GroupPolicy, Rules, parse_group_rules
 
 DEFAULT_DOMAIN = "https://open.feishu.cn"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -42,6 +43,17 @@ class Settings(BaseSettings):
     late_after_s: float = Field(1800.0, validation_alias="FEISHU_LATE_AFTER_S", ge=0)
     """A message whose create_time is older than this when it arrives is late (0: never)."""
     late_events: Literal["note", "drop"] = Field("note", validation_alias="FEISHU_LATE_EVENTS")
+    dm_policy: DmPolicy = Field("open", validation_alias="FEISHU_DM_POLICY")
+    group_policy: GroupPolicy = Field("open", validation_alias="FEISHU_GROUP_POLICY")
+    group_rules: str = Field("", validation_alias="FEISHU_GROUP_RULES")
+    """Per-group rules, JSON: {"oc_…": {"policy": …, "require_mention": …, "allowed": […]}}."""
+    require_mention: bool = Field(True, validation_alias="FEISHU_REQUIRE_MENTION")
+    mention_all: bool = Field(False, validation_alias="FEISHU_MENTION_ALL")
+    allow_bots: bool = Field(False, validation_alias="FEISHU_ALLOW_BOTS")
+    refusal_notice_every_s: int = Field(86_400, validation_alias="FEISHU_REFUSAL_NOTICE_EVERY_S",
+                                        ge=0)
+    """A refused direct message is answered with one polite line at most this often per
+    user; 0: never."""
     admins: str = Field("", validation_alias="FEISHU_ADMINS")
     allowed_users: str = Field("", validation_alias="FEISHU_ALLOWED_USERS")
     max_attempts: int = Field(3, validation_alias="GATEWAY_MAX_ATTEMPTS", ge=1)
@@ -136,6 +148,12 @@ class Settings(BaseSettings):
         parse_apps(value.get_secret_value())
         return value
 
+    @field_validator("group_rules")
+    @classmethod
+    def _check_group_rules(cls, value: str) -> str:
+        parse_group_rules(value)
+        return value
+
     @field_validator("admins", "allowed_users")
     @classmethod
     def _check_ids(cls, value: str) -> str:
@@ -195,6 +213,13 @@ class Settings(BaseSettings):
     @property
     def allowed_user_ids(self) -> frozenset[str]:
         return frozenset(id_list(self.allowed_users))
+
+    @property
+    def admission_rules(self) -> Rules:
+        return Rules(dm_policy=self.dm_policy, group_policy=self.group_policy,
+                     allowed=self.allowed_user_ids, admins=self.admin_ids,
+                     require_mention=self.require_mention, mention_all=self.mention_all,
+                     allow_bots=self.allow_bots, groups=parse_group_rules(self.group_rules))
 
     @property
     def has_credentials(self) -> bool:

@@ -7,6 +7,8 @@ fails, the report carries the last lines of every gateway process's log and of R
 
 from __future__ import annotations
 
+import json
+import signal
 import threading
 import uuid
 from collections.abc import Iterator
@@ -107,6 +109,7 @@ def env_for(redis_url: str, sim: Simulator) -> dict[str, str]:
         "GATEWAY_CLAIM_TTL_S": "3",
         "GATEWAY_SWEEP_INTERVAL_S": "0.5",
         "FEISHU_WS_PING_INTERVAL": "5",
+        "FEISHU_REQUIRE_MENTION": "false",  # group chatter in tests addresses the bot
         "FEISHU_WS_PING_TIMEOUT": "3",
         "GATEWAY_INBOX_CAP": "50",
         "GATEWAY_CANCEL_TIMEOUT": str(TEST_CANCEL_TIMEOUT_S),
@@ -188,6 +191,9 @@ class Fleet:
         for proc in self.started:
             if kill:
                 proc.kill()
+            elif proc.alive:
+                proc.process.send_signal(signal.SIGTERM)  # all at once, then wait for each
+        for proc in self.started:
             proc.stop()
         if self in _FLEETS:
             _FLEETS.remove(self)
@@ -244,9 +250,10 @@ class Rig:
 
     def up(self, *, worker: bool = True) -> Rig:
         """A supervised worker (unless the test starts its own) and a connected listener."""
-        if worker:
-            self.fleet("worker", supervise=True)
-        self.fleet("listener")
+        procs = [self.fleet("worker", supervise=True, wait=False)] if worker else []
+        procs.append(self.fleet("listener", wait=False))  # both start at once
+        for proc in procs:
+            self.fleet.wait_ready(proc)
         self.sim.wait_connected(1, timeout_s=30)
         return self
 
@@ -254,6 +261,29 @@ class Rig:
         self.fleet.stop_all(kill=kill)
         self.sim.stop()
         stop_redis(self.redis)
+
+
+EDGE_PING_S = 1.0
+EDGE_SECOND_APP = ("cli_second_app", "second-secret", "ou_second_bot")
+
+
+@pytest.fixture(scope="session")
+def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """A gateway for the Feishu side (tests/test_connection.py, test_admission.py): fast
+    pings, a second app, default mention gating, a DM allowlist and one group rule."""
+    app_id, secret, bot = EDGE_SECOND_APP
+    rig = Rig(tmp_path_factory, FEISHU_WS_PING_INTERVAL=str(EDGE_PING_S),
+              FEISHU_WS_PING_TIMEOUT=str(EDGE_PING_S), FEISHU_APPS=f"{app_id}:{secret}",
+              GATEWAY_LOG_LEVEL="DEBUG", FEISHU_REQUIRE_MENTION="true",
+              FEISHU_DM_POLICY="allowlist", FEISHU_ALLOWED_USERS="ou_user_1,ou_friend",
+              FEISHU_GROUP_RULES=json.dumps({"oc_quiet_team": {"require_mention": False}}))
+    rig.sim.add_app(app_id, secret, bot_open_id=bot)
+    rig.up()
+    rig.sim.wait_connected(2, timeout_s=30)
+    try:
+        yield rig
+    finally:
+        rig.close()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

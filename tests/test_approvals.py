@@ -31,14 +31,15 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 
 @pytest.fixture(scope="module")
-def open_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    """Neither FEISHU_ADMINS nor FEISHU_ALLOWED_USERS."""
-    rig = Rig(tmp_path_factory)
-    rig.up()
-    try:
-        yield rig
-    finally:
-        rig.close()
+def open_rig(rig: Rig) -> Rig:
+    """The same rig, its listeners replaced by one with neither FEISHU_ADMINS nor
+    FEISHU_ALLOWED_USERS (who may decide is the listener's business alone)."""
+    for proc in [p for p in rig.fleet.started if p.name.startswith("listener") and p.alive]:
+        proc.stop()
+    rig.fleet("listener", FEISHU_ADMINS="", FEISHU_ALLOWED_USERS="")
+    rig.sim.wait_connected(1, timeout_s=30)
+    wait_until(lambda: rig.sim.connection_count == 1, 10, "only the open listener")
+    return rig
 
 
 def ask(sim: Simulator, chat: str, *, timeout_s: float = 60, key: str = "tool",

@@ -7,32 +7,22 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from gateway.control import LATE_NOTICE
 from gateway.processes import wait_until
 from gateway.simulator import Simulator
-from tests.conftest import Rig
+from tests.conftest import EDGE_PING_S, EDGE_SECOND_APP, Rig
 from tests.test_pipeline import replies_to
 
-PING_INTERVAL_S, PING_TIMEOUT_S = 1.0, 1.0
-SECOND_APP, SECOND_SECRET, SECOND_BOT = "cli_second_app", "second-secret", "ou_second_bot"
+PING_INTERVAL_S = PING_TIMEOUT_S = EDGE_PING_S
+SECOND_APP, SECOND_SECRET, SECOND_BOT = EDGE_SECOND_APP
 
 
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, FEISHU_WS_PING_INTERVAL=str(PING_INTERVAL_S),
-              FEISHU_WS_PING_TIMEOUT=str(PING_TIMEOUT_S),
-              FEISHU_APPS=f"{SECOND_APP}:{SECOND_SECRET}", GATEWAY_LOG_LEVEL="DEBUG")
-    rig.sim.add_app(SECOND_APP, SECOND_SECRET, bot_open_id=SECOND_BOT)
-    rig.up()
-    rig.sim.wait_connected(2, timeout_s=30)
-    try:
-        yield rig
-    finally:
-        rig.close()
+@pytest.fixture
+def rig(edge: Rig) -> Rig:
+    return edge
 
 
 def answered(sim: Simulator, chat_id: str, message_ids: list[str], timeout_s: float = 30) -> None:

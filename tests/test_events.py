@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.errors import MalformedEvent
-from gateway.events import TRUNCATION_MARK, is_from_bot, parse_message
+from gateway.events import TRUNCATION_MARK, arrival_of, parse_message
 
 
 def payload(content: Any, message_type: str = "text", **message: Any) -> dict[str, Any]:
@@ -68,8 +68,16 @@ def test_oversized_text_is_truncated_with_a_mark() -> None:
     assert message.text.endswith(TRUNCATION_MARK)
 
 
-def test_messages_from_apps_are_recognised() -> None:
-    event = payload({"text": "hi"})
-    assert not is_from_bot(event)
+def test_what_admission_looks_at_is_read_leniently() -> None:
+    event = payload({"text": "@_user_1 @_all hi"}, mentions=[
+        {"key": "@_user_1", "id": {"open_id": "ou_bot"}, "name": "Bot"},
+        {"key": "@_all", "id": {}, "name": "everyone"}, "junk"])
+    arrival = arrival_of(event)
+    assert (arrival.chat_id, arrival.chat_type, arrival.sender_open_id) == ("oc_1", "group",
+                                                                             "ou_u")
+    assert arrival.sender_type == "user" and arrival.mentioned_open_ids == ("ou_bot",)
+    assert arrival.mentions_all
     event["event"]["sender"]["sender_type"] = "app"
-    assert is_from_bot(event)
+    assert arrival_of(event).sender_type == "app"
+    broken = arrival_of({"event": {"message": "not an object", "sender": 3}})
+    assert (broken.chat_id, broken.sender_open_id, broken.mentions_all) == ("", "", False)

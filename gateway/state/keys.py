@@ -93,6 +93,11 @@ class ChatKeys:
         """What the chat allowed for good ("always") or for a session."""
         return f"{self.prefix}:allow"
 
+    @property
+    def told(self) -> str:
+        """The chat's user was told their direct message was refused (expires)."""
+        return f"{self.prefix}:told"
+
     def click(self, token: str) -> str:
         """One card click's (or /approve's) token, so a redelivered one counts once."""
         return f"{self.prefix}:click:{token}"

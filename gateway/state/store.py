@@ -423,6 +423,15 @@ class ChatStore:
         seconds, micros = self.redis.time()
         return int(seconds) * 1000 + int(micros) // 1000
 
+    def refuse(self, message: Message, reason: str, every_s: int) -> bool:
+        """A person's refused direct message: a 'refused' notice for the desk, unless the
+        chat's user was told within `every_s`. True when a notice was recorded."""
+        k = self.keys(message.chat_id)
+        return bool(self._scripts["refuse"](
+            keys=[k.told, k.control],
+            args=[every_s, message.chat_id, message.to_json(), self.config.control_cap,
+                  reason]))
+
     # replies that were given up
     def record_undelivered(self, chat_id: str, message_id: str, purpose: str,
                            error: str) -> None:
