@@ -31,7 +31,9 @@ class Stack:
         return {"REDIS_URL": self.redis_server.url, "FEISHU_APP_ID": self.sim.app_id,
                 "FEISHU_APP_SECRET": self.sim.app_secret, "FEISHU_DOMAIN": self.sim.url,
                 "GATEWAY_AGENT": "bench.agents:factory", "NO_PROXY": "127.0.0.1,localhost",
-                "no_proxy": "127.0.0.1,localhost", **extra}
+                "no_proxy": "127.0.0.1,localhost",
+                # the peers it is measured against send replies only: so does it here
+                "FEISHU_TYPING": "false", **extra}
 
     def start(self, name: str, argv: list[str], ready: str | None, **env: str) -> GatewayProcess:
         self._count += 1

@@ -23,6 +23,7 @@ from gateway.chunking import chunk_text
 from gateway.dispatch import Publisher
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
+from gateway.feishu.typing import Typist
 from gateway.heartbeat import Heartbeater
 from gateway.locks import TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.state.store import Answer, ChatStore, Completed, Dispatch, Started
@@ -52,6 +53,8 @@ class TurnRunner:
     drain_budget_s: float = 0.0
     """No further turn starts in a task once it ran this long."""
     asker: Asker | None = None
+    typist: Typist | None = None
+    """Shows a "Typing" reaction on the message while its agent runs (none: off)."""
     """Opens approval requests for `Turn.approve` (none: every ask is denied)."""
 
     def _agent_turn(self, message: Message, fence: int, stopped: threading.Event) -> Turn:
@@ -147,8 +150,15 @@ class TurnRunner:
                 answer, outcome = Answer("gave-up", (gave_up_reply(started.attempt - 1),)), \
                     "gave-up"
             else:
-                answer, outcome = self._ask(lambda t: self._run_agent(session, t, missed),
-                                            self._agent_turn(message, turn.fence, handle.stopped))
+                typing = None if self.typist is None else self.typist.begin(
+                    message.message_id, message.app_id)
+                try:
+                    answer, outcome = self._ask(
+                        lambda t: self._run_agent(session, t, missed),
+                        self._agent_turn(message, turn.fence, handle.stopped))
+                finally:
+                    if typing is not None and self.typist is not None:
+                        self.typist.end(typing, failed=outcome == "failed")
             if answer is None:
                 return "stopped" if handle.stopped.is_set() else outcome
             if handle.stopped.is_set() or not self.store.keep_answer(turn, answer):

@@ -29,6 +29,7 @@ from gateway.dispatch import Publisher, TaskSender
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Replies, RetryPolicy
 from gateway.feishu.openapi import OpenApi
+from gateway.feishu.typing import Typist
 from gateway.heartbeat import Heartbeater
 from gateway.locks import LockRegistry
 from gateway.logs import masked_url
@@ -185,7 +186,10 @@ class Runtime:
             agents=self.agents, replies=self.replies, publisher=self.publisher,
             reply_chunk_chars=self.settings.reply_chunk_chars,
             drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s,
-            asker=Asker(self.approvals, self.replies))
+            asker=Asker(self.approvals, self.replies),
+            typist=Typist(self.replies.api_for, emoji=self.settings.typing_emoji,
+                          failure_emoji=self.settings.failure_emoji)
+            if self.settings.typing else None)
 
     def revoke(self, task_id: str, terminate: bool) -> None:
         """Celery's revoke broadcast; terminate kills the pool process (prefork only)."""

@@ -54,6 +54,10 @@ class Settings(BaseSettings):
                                         ge=0)
     """A refused direct message is answered with one polite line at most this often per
     user; 0: never."""
+    typing: bool = Field(True, validation_alias="FEISHU_TYPING")
+    """A reaction on the user's message while its turn runs (and a mark when it failed)."""
+    typing_emoji: str = Field("Typing", validation_alias="FEISHU_TYPING_EMOJI", min_length=1)
+    failure_emoji: str = Field("CrossMark", validation_alias="FEISHU_FAILURE_EMOJI")
     admins: str = Field("", validation_alias="FEISHU_ADMINS")
     allowed_users: str = Field("", validation_alias="FEISHU_ALLOWED_USERS")
     max_attempts: int = Field(3, validation_alias="GATEWAY_MAX_ATTEMPTS", ge=1)

@@ -127,3 +127,15 @@ def test_a_final_refusal_at_start_up_ends_listen_with_one_line(rig: Rig) -> None
     assert result.stderr.strip().splitlines()[-1] == (
         "feishu-gateway: feishu refused the long connection: code 1000040350: "
         "connection refused by the platform")
+
+
+def test_a_typing_reaction_shows_while_the_turn_runs_and_a_failure_is_marked(
+        rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_typing_chat"
+    running = sim.send_text(chat, "sleep 2 thinking")
+    wait_until(lambda: sim.reactions(running) == ["Typing"], 10, "the typing reaction")
+    wait_until(lambda: running in replies_to(sim, chat), 20, "the reply")
+    wait_until(lambda: sim.reactions(running) == [], 10, "the reaction removed")
+    failing = sim.send_text(chat, "boom")
+    wait_until(lambda: failing in replies_to(sim, chat), 20, "the failure reply")
+    wait_until(lambda: sim.reactions(failing) == ["CrossMark"], 10, "the failure mark")

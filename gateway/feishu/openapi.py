@@ -137,6 +137,18 @@ class OpenApi:
                          f"card {message_id}", body={"content": json.dumps(card,
                                                                          ensure_ascii=False)})
 
+    def add_reaction(self, message_id: str, emoji_type: str) -> str:
+        """React to a message (one attempt); the reaction's id."""
+        body = self._authorized("POST", f"/open-apis/im/v1/messages/{message_id}/reactions",
+                                f"reaction on {message_id}",
+                                body={"reaction_type": {"emoji_type": emoji_type}})
+        return str((body.get("data") or {}).get("reaction_id", ""))
+
+    def delete_reaction(self, message_id: str, reaction_id: str) -> None:
+        self._authorized("DELETE",
+                         f"/open-apis/im/v1/messages/{message_id}/reactions/{reaction_id}",
+                         f"reaction {reaction_id} on {message_id}")
+
     def bot_info(self) -> dict[str, Any]:
         """The bot's identity; note Feishu puts it under `bot`, not `data`."""
         body = self._authorized("GET", "/open-apis/bot/v3/info", "bot info")
