@@ -8,20 +8,9 @@ from typing import Any
 
 from gateway.errors import MalformedEvent
 from gateway.feishu.admission import Arrival
+from gateway.feishu.content import other_text, post_text
 from gateway.types import Message
 
-PLACEHOLDER_TYPES = {
-    "image": "[image]",
-    "file": "[file]",
-    "audio": "[audio]",
-    "media": "[video]",
-    "sticker": "[sticker]",
-    "merge_forward": "[forwarded messages]",
-    "interactive": "[card]",
-    "share_chat": "[shared chat]",
-    "share_user": "[shared contact]",
-    "location": "[location]",
-}
 TRUNCATION_MARK = " …[truncated]"
 
 
@@ -38,33 +27,6 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
-def _post_text(content: Mapping[str, Any]) -> str:
-    """Flatten a rich-text post (optionally wrapped in a locale key) to plain text."""
-    if "content" not in content and content:
-        first = next(iter(content.values()))
-        if isinstance(first, Mapping):
-            content = first
-    lines: list[str] = []
-    title = content.get("title")
-    if isinstance(title, str) and title:
-        lines.append(title)
-    for paragraph in content.get("content") or []:
-        if not isinstance(paragraph, list):
-            continue
-        pieces = []
-        for element in paragraph:
-            if not isinstance(element, Mapping):
-                continue
-            if element.get("tag") == "at":
-                pieces.append(str(element.get("user_id", "")))
-            elif element.get("tag") == "img":
-                pieces.append("[image]")
-            else:
-                pieces.append(str(element.get("text", "")))
-        lines.append("".join(pieces))
-    return "\n".join(lines)
-
-
 def _resolve_mentions(text: str, mentions: list[Any], bot_open_id: str) -> tuple[str, list[str]]:
     """Strip the bot's @placeholder, turn the others into @name; return mentioned open_ids."""
     ids: list[str] = []
@@ -79,24 +41,35 @@ def _resolve_mentions(text: str, mentions: list[Any], bot_open_id: str) -> tuple
         if not key:
             continue
         is_bot = bool(bot_open_id) and open_id == bot_open_id
-        text = text.replace(key, "" if is_bot else f"@{mention.get('name', '')}")
-    return " ".join(text.split()) if mentions else text.strip(), ids
+        text = _without(text, key) if is_bot else text.replace(
+            key, f"@{mention.get('name', '')}")
+    return text.strip(), ids
+
+
+def _without(text: str, key: str) -> str:
+    """`text` without the @placeholder `key` and one space next to it; every other space,
+    newline and indent stays (code blocks keep their layout)."""
+    for spaced in (f"{key} ", f" {key}", key):
+        text = text.replace(spaced, "")
+    return text
 
 
 def message_text(message_type: str, raw_content: Any) -> str:
     """The text an agent sees for one message, before mentions are resolved."""
-    if message_type in PLACEHOLDER_TYPES:
-        return PLACEHOLDER_TYPES[message_type]
-    if message_type not in ("text", "post"):
-        raise MalformedEvent(f"unsupported message type {message_type!r}")
     try:
         content = json.loads(raw_content) if isinstance(raw_content, str) else raw_content
     except json.JSONDecodeError as error:
-        raise MalformedEvent(f"message content is not JSON ({error.msg})") from None
+        if message_type in ("text", "post"):
+            raise MalformedEvent(f"message content is not JSON ({error.msg})") from None
+        content = {}  # the placeholder needs no content (merge_forward's is plain text)
     if not isinstance(content, Mapping):
-        raise MalformedEvent("message content is not a JSON object")
+        if message_type in ("text", "post"):
+            raise MalformedEvent("message content is not a JSON object")
+        content = {}
     if message_type == "post":
-        return _post_text(content)
+        return post_text(content)
+    if message_type != "text":
+        return other_text(message_type, content)
     text = content.get("text")
     if not isinstance(text, str):
         raise MalformedEvent("text message without a text field")

@@ -139,3 +139,17 @@ def test_a_typing_reaction_shows_while_the_turn_runs_and_a_failure_is_marked(
     failing = sim.send_text(chat, "boom")
     wait_until(lambda: failing in replies_to(sim, chat), 20, "the failure reply")
     wait_until(lambda: sim.reactions(failing) == ["CrossMark"], 10, "the failure mark")
+
+
+def test_a_group_post_with_a_code_block_and_an_image_reach_the_agent_readably(
+        rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_types_group"
+    mention = sim.mention_bot()
+    code = sim.send_text(chat, f"{mention['key']} fix:\n```py\nif x:\n    y()\n```",
+                         chat_type="group", mentions=[mention])
+    image = sim.send_message("oc_types_dm", message_type="image",
+                             content={"image_key": "img_v2_k"})
+    answered(sim, chat, [code])
+    answered(sim, "oc_types_dm", [image])
+    assert replies_to(sim, chat)[code] == ["echo: fix:\n```py\nif x:\n    y()\n```"]
+    assert replies_to(sim, "oc_types_dm")[image] == ["echo: [image img_v2_k]"]

@@ -19,7 +19,7 @@ from gateway.simulator import SendFaults
 from tests.conftest import TEST_LEASE_TTL_S, Rig
 from tests.test_pipeline import agent_events, replies_to
 
-BUDGET_S = 12.0
+BUDGET_S = 6.0
 
 
 @pytest.fixture(scope="module")

@@ -42,17 +42,46 @@ def test_bot_mention_is_stripped_and_other_mentions_named() -> None:
 def test_post_is_flattened_including_locale_wrapping() -> None:
     post = {"zh_cn": {"title": "T", "content": [[{"tag": "text", "text": "a "},
                                                  {"tag": "a", "text": "link", "href": "x"}]]}}
-    assert parse_message(payload(post, "post")).text == "T\na link"
+    assert parse_message(payload(post, "post")).text == "T\na link (x)"
 
 
-def test_media_types_get_placeholders() -> None:
-    assert parse_message(payload({"image_key": "k"}, "image")).text == "[image]"
+POST = {"zh_cn": {"title": "Deploy", "content": [
+    [{"tag": "text", "text": "see "}, {"tag": "a", "text": "the doc", "href": "https://d/x"},
+     {"tag": "text", "text": " by "}, {"tag": "at", "user_id": "ou_ann", "user_name": "Ann"},
+     {"tag": "emotion", "emoji_type": "SMILE"}],
+    [{"tag": "code_block", "language": "PYTHON", "text": "def f():\n    return 1\n"}],
+    [{"tag": "img", "image_key": "img_v2_1"}, {"tag": "text", "text": "  indented"}]]}}
+
+
+@pytest.mark.parametrize("message_type, content, text", [
+    ("post", POST, "Deploy\nsee the doc (https://d/x) by @Ann:SMILE:\n```python\n"
+                   "def f():\n    return 1\n```\n[image img_v2_1]  indented"),
+    ("image", {"image_key": "img_v2_abc"}, "[image img_v2_abc]"),
+    ("file", {"file_key": "file_v2_x", "file_name": "report.pdf"},
+     "[file report.pdf (file_v2_x)]"),
+    ("audio", {"file_key": "file_v2_a", "duration": 3200}, "[audio 3s file_v2_a]"),
+    ("media", {"file_key": "file_v2_m", "image_key": "img_t", "file_name": "clip.mp4",
+               "duration": 12000}, "[video clip.mp4 12s file_v2_m]"),
+    ("sticker", {"file_key": "stk"}, "[sticker]"),
+    ("merge_forward", "Merged and Forwarded Message", "[forwarded messages]"),
+    ("interactive", {"title": "Weekly report", "elements": []}, "[card: Weekly report]"),
+    ("interactive", {"elements": []}, "[card]"),
+    ("share_chat", {"chat_id": "oc_shared"}, "[shared chat oc_shared]"),
+    ("share_user", {"user_id": "ou_shared"}, "[shared contact ou_shared]"),
+    ("location", {"name": "Office", "longitude": "116.4", "latitude": "39.9"},
+     "[location Office (39.9, 116.4)]"),
+    ("todo", {"task_id": "t1", "summary": {"title": "", "content": [[
+        {"tag": "text", "text": "ship it"}]]}}, "[todo: ship it]"),
+    ("system", {"template": "{from_user} invited {to_chatters}"}, "[system message]"),
+    ("hongbao", {"x": 1}, "[hongbao message]"),
+])
+def test_every_message_type_reads_well(message_type: str, content: Any, text: str) -> None:
+    assert parse_message(payload(content, message_type)).text == text
 
 
 @pytest.mark.parametrize("bad, reason", [
     (payload("{not json"), "not JSON"),
     (payload({"text": "   "}), "empty text"),
-    (payload({"x": 1}, "hologram"), "unsupported message type"),
     (payload({"nope": 1}), "without a text field"),
     ({"event": {"sender": {}, "message": {"message_type": "text"}}}, "content"),
     ({"event": "garbage"}, "object"),
@@ -81,3 +110,16 @@ def test_what_admission_looks_at_is_read_leniently() -> None:
     assert arrival_of(event).sender_type == "app"
     broken = arrival_of({"event": {"message": "not an object", "sender": 3}})
     assert (broken.chat_id, broken.sender_open_id, broken.mentions_all) == ("", "", False)
+
+
+def test_a_mention_of_the_bot_keeps_the_layout_of_what_follows() -> None:
+    """A group message that @mentions the bot used to lose every newline and indent."""
+    mentions = [{"key": "@_user_1", "id": {"open_id": "ou_bot"}, "name": "Bot"},
+                {"key": "@_user_2", "id": {"open_id": "ou_ann"}, "name": "Ann"}]
+    text = "@_user_1 fix this:\n```python\ndef f():\n    return  1\n```\n\ncc @_user_2 thanks"
+    message = parse_message(payload({"text": text}, mentions=mentions), bot_open_id="ou_bot")
+    assert message.text == ("fix this:\n```python\ndef f():\n    return  1\n```\n\n"
+                            "cc @Ann thanks")
+    middle = parse_message(payload({"text": "please @_user_1 look"}, mentions=mentions[:1]),
+                           bot_open_id="ou_bot")
+    assert middle.text == "please look"

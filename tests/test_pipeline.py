@@ -213,7 +213,7 @@ def test_bad_input_is_acked_logged_and_loses_nothing(
     good_before = feishu.send_text(chat_id, "before")
     acks_before = len(feishu.acks)
     feishu.send_message(chat_id, message_type="text", content="{not json")
-    feishu.send_message(chat_id, message_type="hologram", content={"x": 1})
+    hologram = feishu.send_message(chat_id, message_type="hologram", content={"x": 1})
     feishu.send_text(chat_id, "   ")
     feishu.send_event({"schema": "2.0", "header": {"event_id": "ev_bad",
                        "event_type": "im.message.receive_v1"}, "event": {"message": {}}})
@@ -228,13 +228,13 @@ def test_bad_input_is_acked_logged_and_loses_nothing(
         "nothing Feishu would redeliver forever"
     wait_until(lambda: good_after in replies_to(feishu, chat_id), 20, "the reply after bad input")
     replies = replies_to(feishu, chat_id)
-    assert set(replies) == {good_before, long_id, good_after}
+    assert set(replies) == {good_before, hologram, long_id, good_after}
+    assert replies[hologram] == ["echo: [hologram message]"], "an unknown type is readable"
     chunks = replies[long_id]  # 16,000 characters echoed back in 4,000-character messages
     assert len(chunks) == 5 and all(len(c) <= 4000 for c in chunks)
     assert "".join(chunks) == "echo: " + "y" * 16_000 + TRUNCATION_MARK
     log = spawn.logs("listener")
     assert "dropped: message content is not JSON" in log
-    assert "dropped: unsupported message type 'hologram'" in log
     assert "dropped: message with empty text" in log
     assert "event frame dropped: not JSON" in log
     assert "event of type 'im.chat.updated_v1' ignored" in log
