@@ -120,9 +120,8 @@ class Connection:
             while not self._stop.is_set():
                 self._set("connecting" if attempt == 0 else "reconnecting",
                           self.status.detail if attempt else "")
-                heard = False
                 try:
-                    heard = await self._session(http)
+                    await self._session(http)
                     reason = "connection closed"
                 except _Stopped:
                     break
@@ -133,9 +132,9 @@ class Connection:
                         return
                     reason = str(error)
                 except (RetryableError, ConnectionDead) as error:
-                    reason, heard = str(error), self._heard_last
+                    reason = str(error)
                 except ConnectionClosed as error:
-                    reason, heard = f"websocket closed: {error}", self._heard_last
+                    reason = f"websocket closed: {error}"
                 except (InvalidHandshake, OSError, TimeoutError) as error:
                     reason = f"{type(error).__name__}: {error}"
                 except Exception as error:  # the connection's boundary: back off, try again
@@ -143,7 +142,7 @@ class Connection:
                     reason = f"{type(error).__name__}: {error}"
                 if self._stop.is_set():
                     break
-                if heard:
+                if self._heard_last:
                     attempt = 0  # it worked for a while: start the backoff over
                 delay_s = backoff_s(attempt, self.server, self._rng)
                 attempt += 1
@@ -154,8 +153,9 @@ class Connection:
         self._set("stopped")
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    async def _session(self, http: httpx.AsyncClient) -> bool:
-        """One endpoint call and one websocket, until it ends; True if it heard anything.
+    async def _session(self, http: httpx.AsyncClient) -> None:
+        """One endpoint call and one websocket, until it ends (`_heard_last` then says
+        whether it heard anything).
         Raises _Stopped as soon as close() is called while connecting."""
         self._heard_last = False
         endpoint = await self._unless_stopped(fetch_endpoint(
@@ -183,7 +183,6 @@ class Connection:
                 closing = asyncio.create_task(ws.close())
                 self._closing.add(closing)
                 closing.add_done_callback(self._closing.discard)
-        return link.heard
 
     async def _unless_stopped(self, step: Awaitable[T]) -> T:
         """`step`, cancelled the moment close() is called (then _Stopped)."""

@@ -72,10 +72,6 @@ class Listener:
     def statuses(self) -> list[ConnectionStatus]:
         return [connection.status for connection in self.connections]
 
-    @property
-    def connected(self) -> bool:
-        return all(status.state == "connected" for status in self.statuses())
-
     def stop(self, timeout_s: float = 6.0) -> None:
         """A close frame on every connection, no reconnect; then the ingest steps in
         progress finish (so what they admitted is published). Within about `timeout_s`
