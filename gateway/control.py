@@ -241,6 +241,8 @@ class ControlDesk:
         """Send the desk's reply; a stopping desk abandons it (Abandoned: the job stays)."""
         try:
             self._replies.send_text(message.message_id, text, app_id=message.app_id,
+                                    chat_id=message.chat_id,
+                                    in_thread=bool(message.thread_id),
                                     uuid=reply_uuid(message.message_id, purpose),
                                     may_send=lambda: not self._stopping.is_set(),
                                     stopped=self._stopping)

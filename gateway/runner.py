@@ -19,7 +19,7 @@ import redis
 
 from gateway.agents.cache import AgentCache, session_key
 from gateway.approvals.asking import Asker
-from gateway.chunking import chunk_text
+from gateway.chunking import chunk_markdown
 from gateway.dispatch import Publisher
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
@@ -48,6 +48,8 @@ class TurnRunner:
     replies: Replies
     publisher: Publisher
     reply_chunk_chars: int = 4000
+    reply_format: str = "auto"
+    """How answers are rendered: auto | text | post | card (FEISHU_REPLY_FORMAT)."""
     drain_turns: int = 1
     """Turns one task may run for its chat (the first included) when more are waiting."""
     drain_budget_s: float = 0.0
@@ -185,7 +187,7 @@ class TurnRunner:
             return Answer("failure", (FAILURE_REPLY,)), "failed"
         if not reply:
             return None, "silent"
-        return Answer("reply", tuple(chunk_text(str(reply), self.reply_chunk_chars))), "replied"
+        return Answer("reply", tuple(chunk_markdown(str(reply), self.reply_chunk_chars))), "replied"
 
     def _send(self, turn: Dispatch, message: Message, answer: Answer,
               handle: TurnHandle) -> None:
@@ -201,8 +203,9 @@ class TurnRunner:
 
         for index, chunk in enumerate(answer.chunks):
             try:
-                self.replies.send_text(
-                    message.message_id, chunk, app_id=message.app_id,
+                self.replies.send_markdown(
+                    message.message_id, chunk, mode=self.reply_format, app_id=message.app_id,
+                    chat_id=message.chat_id,
                     uuid=reply_uuid(message.message_id, answer.kind, index),
                     in_thread=bool(message.thread_id), may_send=may_send,
                     stopped=handle.stopped)

@@ -185,6 +185,7 @@ class Runtime:
             store=self.store, locks=self.locks, heartbeats=self.heartbeats,
             agents=self.agents, replies=self.replies, publisher=self.publisher,
             reply_chunk_chars=self.settings.reply_chunk_chars,
+            reply_format=self.settings.reply_format,
             drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s,
             asker=Asker(self.approvals, self.replies),
             typist=Typist(self.replies.api_for, emoji=self.settings.typing_emoji,

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     """A reaction on the user's message while its turn runs (and a mark when it failed)."""
     typing_emoji: str = Field("Typing", validation_alias="FEISHU_TYPING_EMOJI", min_length=1)
     failure_emoji: str = Field("CrossMark", validation_alias="FEISHU_FAILURE_EMOJI")
+    reply_format: Literal["auto", "text", "post", "card"] = Field(
+        "auto", validation_alias="FEISHU_REPLY_FORMAT")
+    """auto: plain text as text, markdown as a post, code blocks or tables as a card."""
     admins: str = Field("", validation_alias="FEISHU_ADMINS")
     allowed_users: str = Field("", validation_alias="FEISHU_ALLOWED_USERS")
     max_attempts: int = Field(3, validation_alias="GATEWAY_MAX_ATTEMPTS", ge=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.chunking import chunk_text
+from gateway.chunking import chunk_markdown, chunk_text, split_tables, tables_in
 
 
 def test_short_text_is_one_chunk() -> None:
@@ -40,3 +40,41 @@ def test_text_without_spaces_is_cut_hard() -> None:
 def test_limit_too_small_is_refused() -> None:
     with pytest.raises(ValueError):
         chunk_text("x", 10)
+
+
+TABLE = "| name | size |\n| --- | ---: |\n" + "\n".join(f"| row{n} | {n} |" for n in range(60))
+
+
+def test_a_table_cut_between_rows_repeats_its_header() -> None:
+    chunks = chunk_text(f"Sizes:\n\n{TABLE}\n\nThat is all.", 300)
+    assert len(chunks) > 2
+    for chunk in chunks[1:]:
+        if "| row" in chunk:
+            assert chunk.startswith("| name | size |\n| --- | ---: |\n"), chunk
+    rows = [line for chunk in chunks for line in chunk.splitlines() if "| row" in line]
+    assert rows == [f"| row{n} | {n} |" for n in range(60)]  # each row once, in order
+    assert all(len(c) <= 300 + len("| name | size |\n| --- | ---: |\n") for c in chunks)
+
+
+def test_tables_inside_code_fences_are_not_tables() -> None:
+    text = "```\n| a | b |\n| --- | --- |\n| 1 | 2 |\n```"
+    assert tables_in(text) == []
+    assert len(tables_in(f"{TABLE}\n\n{text}")) == 1
+
+
+def test_more_tables_than_a_card_holds_are_split_between_tables() -> None:
+    small = "| a | b |\n| --- | --- |\n| 1 | 2 |"
+    text = "\n\ntext\n\n".join([small] * 9)
+    pieces = split_tables(text, 4)
+    assert [len(tables_in(p)) for p in pieces] == [4, 4, 1]
+    assert " ".join("".join(pieces).split()).count("| 1 | 2 |") == 9
+
+
+def test_several_chunks_are_labelled_and_stay_within_the_limit() -> None:
+    text = "\n\n".join(f"paragraph {n} " + "word " * 30 for n in range(20))
+    chunks = chunk_markdown(text, 400)
+    assert len(chunks) > 2
+    assert all(len(c) <= 400 for c in chunks)
+    assert [c.rsplit("\n", 1)[1] for c in chunks] == [
+        f"({n}/{len(chunks)})" for n in range(1, len(chunks) + 1)]
+    assert chunk_markdown("short", 400) == ["short"]

@@ -59,7 +59,7 @@ class Asker:
                 pending_card(request_id, prompt, message.chat_id),
                 uuid=reply_uuid(message.message_id, f"ask-{request_id}"),
                 in_thread=bool(message.thread_id), app_id=message.app_id,
-                may_send=lambda: not stopped.is_set(), stopped=stopped)
+                chat_id=message.chat_id, may_send=lambda: not stopped.is_set(), stopped=stopped)
         except GatewayError as error:
             logger.error("approval card for %s not sent (%s): denied", message.message_id,
                          error)

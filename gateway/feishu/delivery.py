@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay
 
-from gateway.errors import GatewayError, RetryableError
-from gateway.feishu.openapi import OpenApi
+from gateway.errors import GatewayError, RejectedError, RetryableError
+from gateway.feishu.openapi import TARGET_GONE_CODES, OpenApi
+from gateway.feishu.render import forms_to_try, render
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +28,11 @@ def reply_uuid(message_id: str, purpose: str = "reply", index: int = 0) -> str:
     Each purpose (reply, failure, gave-up, command, inbox-full) has its own."""
     tag = purpose if index == 0 else f"{purpose}-{index}"
     return str(uuidlib.uuid5(_NAMESPACE, f"{tag}:{message_id}"))
+
+
+def derived_uuid(uuid: str, tag: str) -> str:
+    """A second stable uuid for another form of the same piece (plain text, a new message)."""
+    return str(uuidlib.uuid5(_NAMESPACE, f"{tag}:{uuid}"))
 
 
 class Abandoned(GatewayError):
@@ -71,7 +77,7 @@ class Replies:
         return self.others.get(app_id, self.api)
 
     def send_text(self, message_id: str, text: str, *, uuid: str, in_thread: bool = False,
-                  app_id: str = "", may_send: Callable[[], bool] = _always,
+                  app_id: str = "", chat_id: str = "", may_send: Callable[[], bool] = _always,
                   stopped: threading.Event | None = None) -> str:
         """Reply with `text`; returns the new message id.
 
@@ -79,15 +85,49 @@ class Replies:
         when the budget ran out) or Abandoned (`may_send` said no before an attempt; a set
         `stopped` event cuts a backoff wait short)."""
         return self.send(message_id, "text", {"text": text}, uuid=uuid, in_thread=in_thread,
-                         app_id=app_id, may_send=may_send, stopped=stopped)
+                         app_id=app_id, chat_id=chat_id, may_send=may_send, stopped=stopped)
+
+    def send_markdown(self, message_id: str, text: str, *, mode: str, uuid: str,
+                      in_thread: bool = False, app_id: str = "", chat_id: str = "",
+                      may_send: Callable[[], bool] = _always,
+                      stopped: threading.Event | None = None) -> str:
+        """Reply with markdown `text` as text, a post or a card (`mode`, see render.py);
+        when Feishu refuses the rich form, the same text goes again as plain text (under
+        its own stable uuid). Raises as `send_text`."""
+        forms = forms_to_try(text, mode)
+        for form in forms:
+            rendered = render(text, form)
+            try:
+                return self.send(message_id, rendered.msg_type, rendered.content,
+                                 uuid=uuid if form == forms[0] else derived_uuid(uuid, form),
+                                 in_thread=in_thread, app_id=app_id, chat_id=chat_id,
+                                 may_send=may_send, stopped=stopped)
+            except RejectedError as error:
+                if form == forms[-1]:
+                    raise
+                logger.warning("feishu refused the %s form of the reply to %s (%s); "
+                               "sending it as plain text", form, message_id, error)
+        raise AssertionError("unreachable: the last form returns or raises")
 
     def send(self, message_id: str, msg_type: str, content: dict[str, Any], *, uuid: str,
-             in_thread: bool = False, app_id: str = "", may_send: Callable[[], bool] = _always,
+             in_thread: bool = False, app_id: str = "", chat_id: str = "",
+             may_send: Callable[[], bool] = _always,
              stopped: threading.Event | None = None) -> str:
-        """Reply with a message of any type (a card: "interactive"); see `send_text`."""
+        """Reply with a message of any type (a card: "interactive"); see `send_text`. When
+        the message replied to was withdrawn or is gone (230011, 231003) and `chat_id` is
+        given, the answer goes to the chat as a new message instead."""
         api = self.api_for(app_id)
-        return self._retrying(f"reply to {message_id}", lambda: api.reply(
-            message_id, msg_type=msg_type, content=content, uuid=uuid, in_thread=in_thread),
+        try:
+            return self._retrying(f"reply to {message_id}", lambda: api.reply(
+                message_id, msg_type=msg_type, content=content, uuid=uuid,
+                in_thread=in_thread), may_send=may_send, stopped=stopped)
+        except RejectedError as error:
+            if not chat_id or error.code not in TARGET_GONE_CODES:
+                raise
+            logger.info("message %s is gone (%s); the answer goes to chat %s as a new "
+                        "message", message_id, error, chat_id)
+        return self._retrying(f"message to {chat_id}", lambda: api.create(
+            chat_id, msg_type=msg_type, content=content, uuid=derived_uuid(uuid, "new")),
             may_send=may_send, stopped=stopped)
 
     def update_card(self, card_message_id: str, card: dict[str, Any], *, app_id: str = "",

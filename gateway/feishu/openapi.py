@@ -24,6 +24,8 @@ TOKEN_CODES = frozenset({99991661, 99991663, 99991664, 99991665, 99991666, 99991
 """The tenant token is missing, invalid or expired: fetch a new one and try again."""
 BUSY_CODES = frozenset({1})
 """Feishu says it is busy or failed internally."""
+TARGET_GONE_CODES = frozenset({230011, 231003})
+"""The message replied to was withdrawn or no longer exists: send to its chat instead."""
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 TOKEN_MARGIN_S = 300.0
 
@@ -129,6 +131,15 @@ class OpenApi:
                 "uuid": uuid, "reply_in_thread": in_thread}
         data = self._authorized("POST", f"/open-apis/im/v1/messages/{message_id}/reply",
                                 f"reply to {message_id}", body=body)
+        return str((data.get("data") or {}).get("message_id", ""))
+
+    def create(self, chat_id: str, *, msg_type: str, content: dict[str, Any],
+               uuid: str) -> str:
+        """Send a new message to a chat (one attempt); at most one per uuid."""
+        body = {"receive_id": chat_id, "msg_type": msg_type, "uuid": uuid,
+                "content": json.dumps(content, ensure_ascii=False)}
+        data = self._authorized("POST", "/open-apis/im/v1/messages", f"message to {chat_id}",
+                                body=body, params={"receive_id_type": "chat_id"})
         return str((data.get("data") or {}).get("message_id", ""))
 
     def patch_card(self, message_id: str, card: dict[str, Any]) -> None:
