@@ -32,8 +32,9 @@ class Stack:
                 "FEISHU_APP_SECRET": self.sim.app_secret, "FEISHU_DOMAIN": self.sim.url,
                 "GATEWAY_AGENT": "bench.agents:factory", "NO_PROXY": "127.0.0.1,localhost",
                 "no_proxy": "127.0.0.1,localhost",
-                # the peers it is measured against send replies only: so does it here
-                "FEISHU_TYPING": "false", **extra}
+                # the peers it is measured against send replies only, as fast as they
+                # like: so does it here (no reactions, no shared send quota)
+                "FEISHU_TYPING": "false", "FEISHU_SEND_RATE_PER_S": "0", **extra}
 
     def start(self, name: str, argv: list[str], ready: str | None, **env: str) -> GatewayProcess:
         self._count += 1

@@ -37,5 +37,9 @@ class RejectedError(GatewayError):
         self.code = code
 
 
+class TooLarge(RejectedError):
+    """An attachment is bigger than FEISHU_FETCH_MAX_BYTES allows."""
+
+
 class CredentialsRefused(RejectedError):
     """Feishu refused the app's id or secret."""

@@ -106,6 +106,7 @@ def parse_message(
         create_time_ms=create_time_ms,
         thread_id=str(message.get("thread_id") or ""),
         root_id=str(message.get("root_id") or ""),
+        parent_id=str(message.get("parent_id") or ""),
         mentioned_open_ids=tuple(mentioned),
     )
 

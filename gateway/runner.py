@@ -23,10 +23,13 @@ from gateway.chunking import chunk_markdown
 from gateway.dispatch import Publisher
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
+from gateway.feishu.enrich import Enricher
 from gateway.feishu.typing import Typist
 from gateway.heartbeat import Heartbeater
 from gateway.locks import TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.state.store import Answer, ChatStore, Completed, Dispatch, Started
+from gateway.state.streams import StreamCards
+from gateway.streaming import FAILED_MARK, STOPPED_MARK, Stream
 from gateway.types import Message, Reply, Turn
 
 logger = logging.getLogger(__name__)
@@ -55,20 +58,31 @@ class TurnRunner:
     drain_budget_s: float = 0.0
     """No further turn starts in a task once it ran this long."""
     asker: Asker | None = None
+    """Opens approval requests for `Turn.approve` (none: every ask is denied)."""
     typist: Typist | None = None
     """Shows a "Typing" reaction on the message while its agent runs (none: off)."""
-    """Opens approval requests for `Turn.approve` (none: every ask is denied)."""
+    streams: StreamCards | None = None
+    """Where streaming cards are kept (none: a streamed answer is sent when complete)."""
+    stream_interval_s: float = 0.3
+    enricher: Enricher | None = None
+    """Quotes a replied-to message and lists forwarded ones (none: as they came)."""
+    fetch_max_bytes: int = 20 * 1024 * 1024
 
     def _agent_turn(self, message: Message, fence: int, stopped: threading.Event) -> Turn:
-        asker = self.asker
-        if asker is None:
-            return Turn(message, fence, stopped.is_set)
+        asker, api = self.asker, self.replies.api_for(message.app_id)
+        if self.enricher is not None:
+            message = self.enricher.enrich(message)
 
         def approve(prompt: str, timeout_s: float, key: str | None) -> str:
-            assert asker is not None
+            if asker is None:
+                return "deny"
             return asker.ask(message, prompt, timeout_s, key, stopped)
 
-        return Turn(message, fence, stopped.is_set, approve)
+        def fetch(file_key: str, kind: str) -> bytes:
+            return api.download(message.message_id, file_key, kind=kind,
+                                max_bytes=self.fetch_max_bytes)
+
+        return Turn(message, fence, stopped.is_set, approve, fetch)
 
     def run(self, turn: Dispatch, *, task_id: str, worker: str) -> str:
         """Run `turn`, then the chat's next ones while they are already waiting (up to
@@ -152,30 +166,61 @@ class TurnRunner:
                 answer, outcome = Answer("gave-up", (gave_up_reply(started.attempt - 1),)), \
                     "gave-up"
             else:
+                stream = self._stream(turn, message, started.attempt, handle)
                 typing = None if self.typist is None else self.typist.begin(
-                    message.message_id, message.app_id)
+                    message.message_id, message.app_id, message.chat_id)
                 try:
                     answer, outcome = self._ask(
-                        lambda t: self._run_agent(session, t, missed),
+                        lambda t: self._run_agent(session, t, missed, stream),
                         self._agent_turn(message, turn.fence, handle.stopped))
                 finally:
                     if typing is not None and self.typist is not None:
                         self.typist.end(typing, failed=outcome == "failed")
+                if stream is not None and stream.live:
+                    answer = self._streamed(stream, answer, outcome, handle)
             if answer is None:
                 return "stopped" if handle.stopped.is_set() else outcome
             if handle.stopped.is_set() or not self.store.keep_answer(turn, answer):
                 return "stopped"
-        self._send(turn, message, answer, handle)
+        self._send(turn, message, answer, handle, started.attempt)
         return outcome
 
-    def _run_agent(self, session: str, turn: Turn, missed: bool) -> str | None:
+    def _stream(self, turn: Dispatch, message: Message, attempt: int,
+                handle: TurnHandle) -> Stream | None:
+        if self.streams is None or self.stream_interval_s <= 0:
+            return None
+        return Stream(self.replies, self.streams, message, attempt=attempt,
+                      interval_s=self.stream_interval_s, limit_chars=self.reply_chunk_chars,
+                      may_send=lambda: not handle.stopped.is_set()
+                      and self.store.may_reply(turn), stopped=handle.stopped)
+
+    @staticmethod
+    def _streamed(stream: Stream, answer: Answer | None, outcome: str,
+                  handle: TurnHandle) -> Answer | None:
+        """The answer of a turn whose card streamed: closed at once with a mark when the
+        turn was stopped or failed, else kept as a "stream" answer (its first chunk closes
+        the card, the rest follow as replies)."""
+        if handle.stopped.is_set():
+            stream.close(stream.text, STOPPED_MARK)
+            return None
+        if outcome == "failed":
+            stream.close(stream.text, FAILED_MARK)
+            return answer
+        if answer is None:
+            stream.close(stream.text)
+            return None
+        return Answer("stream", answer.chunks)
+
+    def _run_agent(self, session: str, turn: Turn, missed: bool,
+                   stream: Stream | None) -> str | None:
         """The session's agent answers; it is held (never evicted) until its last piece.
-        `missed`: the chat's previous turn ran in another process (a cached agent missed it)."""
+        `missed`: the chat's previous turn ran in another process (a cached agent missed it).
+        Pieces are shown on `stream` as they come, when there is one."""
         with self.agents.hold(session, missed=missed) as agent:
             reply: Reply = agent.run(turn)
             if reply is None or isinstance(reply, str):
                 return reply
-            return "".join(reply)  # a streamed answer, piece by piece
+            return "".join(reply) if stream is None else stream.consume(reply)
 
     def _ask(self, run: Callable[[Turn], str | None],
              turn: Turn) -> tuple[Answer | None, str]:
@@ -189,11 +234,18 @@ class TurnRunner:
             return None, "silent"
         return Answer("reply", tuple(chunk_markdown(str(reply), self.reply_chunk_chars))), "replied"
 
-    def _send(self, turn: Dispatch, message: Message, answer: Answer,
-              handle: TurnHandle) -> None:
+    def _send(self, turn: Dispatch, message: Message, answer: Answer, handle: TurnHandle,
+              attempt: int) -> None:
         """Send every piece; each piece's uuid is fixed by the answer's kind and position.
-        Before each attempt the fence is checked again (the first one was just checked)."""
+        Before each attempt the fence is checked again (the first one was just checked).
+        A streamed answer's first piece closes its card (the same card on a re-run)."""
         checked = [True]
+        chunks, purpose, first = answer.chunks, answer.kind, 0
+        stream = self._stream(turn, message, attempt, handle) if purpose == "stream" else None
+        if stream is not None and stream.close(chunks[0]):
+            first = 1
+        if purpose == "stream":
+            purpose = "stream-rest"
 
         def may_send() -> bool:
             if handle.stopped.is_set():
@@ -201,12 +253,12 @@ class TurnRunner:
             fresh, checked[0] = checked[0], False
             return fresh or self.store.may_reply(turn)
 
-        for index, chunk in enumerate(answer.chunks):
+        for index, chunk in enumerate(chunks[first:], first):
             try:
                 self.replies.send_markdown(
                     message.message_id, chunk, mode=self.reply_format, app_id=message.app_id,
                     chat_id=message.chat_id,
-                    uuid=reply_uuid(message.message_id, answer.kind, index),
+                    uuid=reply_uuid(message.message_id, purpose, index),
                     in_thread=bool(message.thread_id), may_send=may_send,
                     stopped=handle.stopped)
             except Abandoned as error:

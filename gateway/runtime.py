@@ -28,7 +28,9 @@ from gateway.approvals.verdicts import Verdicts
 from gateway.dispatch import Publisher, TaskSender
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Replies, RetryPolicy
+from gateway.feishu.enrich import Enricher
 from gateway.feishu.openapi import OpenApi
+from gateway.feishu.quota import Quota, Rates
 from gateway.feishu.typing import Typist
 from gateway.heartbeat import Heartbeater
 from gateway.locks import LockRegistry
@@ -40,6 +42,7 @@ from gateway.state.cancel import Canceller
 from gateway.state.jobs import ControlJobs
 from gateway.state.keys import Keyspace
 from gateway.state.store import ChatStore, StoreConfig
+from gateway.state.streams import StreamCards
 from gateway.types import AgentFactory
 
 Role = Literal["worker", "listener", "cli"]
@@ -132,7 +135,16 @@ class Runtime:
         first = apis[0] if apis else OpenApi(s.feishu_domain, s.feishu_app_id,
                                              s.feishu_app_secret)
         return Replies(first, RetryPolicy(budget_s=s.reply_retry_budget_s),
-                       others={api.app_id: api for api in apis[1:]})
+                       others={api.app_id: api for api in apis[1:]}, quota=self.quota)
+
+    @cached_property
+    def quota(self) -> Quota | None:
+        """The send quota shared by every process (None when FEISHU_SEND_RATE_PER_S=0)."""
+        s = self.settings
+        if not s.send_rate_per_s:
+            return None
+        return Quota(self.redis, Rates(s.send_rate_per_s, s.send_rate_per_min or 1e9,
+                                       s.chat_send_rate_per_s or 1e9))
 
     @cached_property
     def heartbeats(self) -> Heartbeater:
@@ -186,10 +198,14 @@ class Runtime:
             agents=self.agents, replies=self.replies, publisher=self.publisher,
             reply_chunk_chars=self.settings.reply_chunk_chars,
             reply_format=self.settings.reply_format,
+            streams=StreamCards(self.redis, keyspace(self.settings))
+            if self.settings.streaming and self.settings.reply_format != "text" else None,
+            stream_interval_s=self.settings.stream_interval_ms / 1000,
+            enricher=Enricher(self.replies), fetch_max_bytes=self.settings.fetch_max_bytes,
             drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s,
             asker=Asker(self.approvals, self.replies),
             typist=Typist(self.replies.api_for, emoji=self.settings.typing_emoji,
-                          failure_emoji=self.settings.failure_emoji)
+                          failure_emoji=self.settings.failure_emoji, quota=self.quota)
             if self.settings.typing else None)
 
     def revoke(self, task_id: str, terminate: bool) -> None:

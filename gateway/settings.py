@@ -58,6 +58,18 @@ class Settings(BaseSettings):
     """A reaction on the user's message while its turn runs (and a mark when it failed)."""
     typing_emoji: str = Field("Typing", validation_alias="FEISHU_TYPING_EMOJI", min_length=1)
     failure_emoji: str = Field("CrossMark", validation_alias="FEISHU_FAILURE_EMOJI")
+    send_rate_per_s: float = Field(50.0, validation_alias="FEISHU_SEND_RATE_PER_S", ge=0)
+    """Sends per second per app, shared by every worker through Redis (0: no limit)."""
+    send_rate_per_min: float = Field(1000.0, validation_alias="FEISHU_SEND_RATE_PER_MIN", ge=0)
+    chat_send_rate_per_s: float = Field(5.0, validation_alias="FEISHU_CHAT_SEND_RATE_PER_S",
+                                        ge=0)
+    fetch_max_bytes: int = Field(20 * 1024 * 1024, validation_alias="FEISHU_FETCH_MAX_BYTES",
+                                 ge=1)
+    """`turn.fetch` downloads attachments up to this size."""
+    streaming: bool = Field(True, validation_alias="FEISHU_STREAMING")
+    """An agent that returns its answer in pieces is shown as it writes, in a card."""
+    stream_interval_ms: int = Field(300, validation_alias="FEISHU_STREAM_INTERVAL_MS", ge=50)
+    """A streaming card's text is set at most this often."""
     reply_format: Literal["auto", "text", "post", "card"] = Field(
         "auto", validation_alias="FEISHU_REPLY_FORMAT")
     """auto: plain text as text, markdown as a post, code blocks or tables as a card."""

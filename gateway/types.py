@@ -25,11 +25,16 @@ class Message:
     app_id: str = ""
     """The app the message came to, when the listener serves several and it is not the
     first (FEISHU_APPS); replies go out as that app."""
+    parent_id: str = ""
+    """The message this one replied to (quoted for the agent in `quote`)."""
+    quote: str = ""
+    """The text of the parent message, filled in by the worker before the agent reads it."""
 
     def to_json(self) -> str:
         data = asdict(self)
-        if not self.app_id:
-            del data["app_id"]
+        for optional in ("app_id", "parent_id", "quote"):
+            if not data[optional]:
+                del data[optional]
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
@@ -61,6 +66,14 @@ def _no_approver(prompt: str, timeout_s: float, key: str | None) -> str:
     return "deny"
 
 
+Fetcher = Callable[[str, str], bytes]
+"""(file_key, kind) → the attachment's bytes."""
+
+
+def _no_fetcher(file_key: str, kind: str) -> bytes:
+    raise LookupError("this turn cannot fetch attachments")
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """What an agent sees: one message of one chat, and a way to learn it was cancelled."""
@@ -69,6 +82,14 @@ class Turn:
     fence: int
     cancelled: Callable[[], bool] = field(default=_never)
     approver: Approver = field(default=_no_approver)
+    fetcher: Fetcher = field(default=_no_fetcher)
+
+    def fetch(self, file_key: str, kind: str = "file") -> bytes:
+        """Download an attachment of this turn's message (`kind`: "image" for an image_key,
+        "file" for files, audio and video) through the open API, up to
+        FEISHU_FETCH_MAX_BYTES (gateway.errors.TooLarge beyond; RejectedError when Feishu
+        refuses, RetryableError when it fails)."""
+        return self.fetcher(file_key, kind)
 
     def approve(self, prompt: str, timeout_s: float = 300.0, *, key: str | None = None) -> str:
         """Ask the chat to allow something (an interactive card in reply to this turn's

@@ -8,6 +8,9 @@
                  never answers the same twice): a stitched answer shows two nonces
 - `approve S K P` asks the chat to approve prompt P (timeout S s, remembered under key K)
                  and replies `decision: <outcome>`
+- `stream N D [K]` answers in N pieces `w<i> `, D seconds apart (returning early once the
+                 turn is cancelled); with K, kills its process after K pieces on the first
+                 run of this message only (a crash mid-stream)
 - `boom ...`     raises
 - `silent ...`   returns None
 - anything else  replies `echo: <text>`
@@ -22,6 +25,7 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from functools import cache
 
 import redis
@@ -63,7 +67,10 @@ class ScriptedAgent:
         self.session_key = session_key
         self.turns = 0
 
-    def run(self, turn: Turn) -> str | None:
+    def run(self, turn: Turn) -> str | Iterator[str] | None:
+        if turn.text.startswith("stream "):
+            _record(turn, "start")
+            return _pieces(turn, *turn.text.split()[1:])
         _record(turn, "start")
         self.turns += 1
         try:
@@ -92,6 +99,20 @@ class ScriptedAgent:
             return f"echo: {turn.text}"
         finally:
             _record(turn, "end")
+
+
+def _pieces(turn: Turn, count: str, gap_s: str, crash_after: str = "") -> Iterator[str]:
+    first_run = bool(crash_after) and bool(_redis().set(f"test:crashed:{turn.message_id}", "1",
+                                                        nx=True, ex=600))
+    for n in range(int(count)):
+        if first_run and n == int(crash_after):
+            os.kill(os.getpid(), signal.SIGKILL)
+        yield f"w{n} "
+        deadline = time.monotonic() + float(gap_s)
+        while time.monotonic() < deadline and not turn.cancelled():
+            time.sleep(0.01)
+        if turn.cancelled():
+            return
 
 
 def scripted(session_key: str) -> ScriptedAgent:

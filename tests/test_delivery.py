@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.feishu.delivery import reply_uuid
+from gateway.feishu.delivery import derived_uuid, reply_uuid
 from gateway.processes import wait_until
 from gateway.runner import gave_up_reply
 from gateway.simulator import SendFaults
@@ -88,8 +88,7 @@ def test_a_refusing_token_endpoint_is_retried_and_the_reply_arrives(
     assert sim.fault_counts.get("token:5xx-html") == 1
 
 
-def test_a_rejected_reply_is_not_retried_and_the_operator_sees_it(
-        rig: Rig, chat_id: str) -> None:
+def test_a_withdrawn_message_is_answered_in_its_chat(rig: Rig, chat_id: str) -> None:
     sim = rig.sim
     gone = sim.send_text(chat_id, "sleep 1")
     after = sim.send_text(chat_id, "after the withdrawn one")
@@ -97,11 +96,10 @@ def test_a_rejected_reply_is_not_retried_and_the_operator_sees_it(
     wait_until(lambda: after in replies_to(sim, chat_id), 20, "the next reply")
     assert gone not in replies_to(sim, chat_id)
     assert sim.send_attempts(reply_uuid(gone)) == 1, "a rejection is never retried"
-    log = rig.fleet.logs("worker")
-    assert f"reply to {gone} in chat {chat_id} given up: reply to {gone}: HTTP 400, " \
-           "code 230011" in log
-    shown = status(rig, chat_id)
-    assert "undelivered replies: 1" in shown and f"{gone} in chat {chat_id} (reply)" in shown
+    [fallback] = [m for m in sim.sent_messages(chat_id) if m.reply_to is None]
+    assert fallback.text == "echo: sleep 1"
+    assert fallback.uuid == derived_uuid(reply_uuid(gone), "new"), "stable on a re-run"
+    assert f"message {gone} is gone" in rig.fleet.logs("worker")
 
 
 def test_a_reply_still_failing_after_the_budget_is_given_up_in_order(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -13,8 +14,9 @@ from typing import Any, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay
 
-from gateway.errors import GatewayError, RejectedError, RetryableError
+from gateway.errors import GatewayError, RateLimited, RejectedError, RetryableError
 from gateway.feishu.openapi import TARGET_GONE_CODES, OpenApi
+from gateway.feishu.quota import Quota
 from gateway.feishu.render import forms_to_try, render
 
 logger = logging.getLogger(__name__)
@@ -64,10 +66,13 @@ class Replies:
     API; `others` those of further apps (FEISHU_APPS), by app id."""
 
     def __init__(self, api: OpenApi, policy: RetryPolicy | None = None, *,
-                 others: Mapping[str, OpenApi] | None = None) -> None:
+                 others: Mapping[str, OpenApi] | None = None,
+                 quota: Quota | None = None) -> None:
         self.api = api
         self.others = dict(others or {})
         self.policy = policy or RetryPolicy()
+        self.quota = quota
+        """The send quota every attempt draws from (none: unlimited)."""
 
     def api_for(self, app_id: str) -> OpenApi:
         """The open API of `app_id` ("" or unknown: the first app's)."""
@@ -120,7 +125,8 @@ class Replies:
         try:
             return self._retrying(f"reply to {message_id}", lambda: api.reply(
                 message_id, msg_type=msg_type, content=content, uuid=uuid,
-                in_thread=in_thread), may_send=may_send, stopped=stopped)
+                in_thread=in_thread), app_id=api.app_id, chat_id=chat_id,
+                may_send=may_send, stopped=stopped)
         except RejectedError as error:
             if not chat_id or error.code not in TARGET_GONE_CODES:
                 raise
@@ -128,20 +134,34 @@ class Replies:
                         "message", message_id, error, chat_id)
         return self._retrying(f"message to {chat_id}", lambda: api.create(
             chat_id, msg_type=msg_type, content=content, uuid=derived_uuid(uuid, "new")),
-            may_send=may_send, stopped=stopped)
+            app_id=api.app_id, chat_id=chat_id, may_send=may_send, stopped=stopped)
 
     def update_card(self, card_message_id: str, card: dict[str, Any], *, app_id: str = "",
-                    budget_s: float | None = None) -> None:
+                    chat_id: str = "", budget_s: float | None = None) -> None:
         """Replace the content of a card the bot sent (PATCH), retried like a reply (for
         `budget_s`, when given)."""
         api = self.api_for(app_id)
         self._retrying(f"card {card_message_id}", lambda: api.patch_card(card_message_id, card),
-                       budget_s=budget_s)
+                       app_id=api.app_id, chat_id=chat_id, budget_s=budget_s)
 
-    def _retrying(self, what: str, call: Callable[[], T], *,
-                  may_send: Callable[[], bool] = _always,
+    def call(self, what: str, call: Callable[[OpenApi], T], *, app_id: str = "",
+             chat_id: str = "", low: bool = False, budget_s: float | None = None,
+             may_send: Callable[[], bool] = _always,
+             stopped: threading.Event | None = None) -> T:
+        """Any other open API call of `app_id`'s (CardKit), retried and drawn from the
+        quota like a reply (`low`: at the low priority, for streaming updates)."""
+        api = self.api_for(app_id)
+        return self._retrying(what, lambda: call(api), app_id=api.app_id, chat_id=chat_id,
+                              low=low, budget_s=budget_s, may_send=may_send, stopped=stopped)
+
+    def _retrying(self, what: str, call: Callable[[], T], *, app_id: str, chat_id: str = "",
+                  low: bool = False, may_send: Callable[[], bool] = _always,
                   stopped: threading.Event | None = None, budget_s: float | None = None) -> T:
+        """`call` until it succeeds, is rejected or the budget runs out; each attempt first
+        draws from the send quota (`low`: at the low priority) and a rate-limited answer
+        holds the app's quota for every worker."""
         attempts = 0
+        started = time.monotonic()
         policy = self.policy if budget_s is None else RetryPolicy(
             budget_s, self.policy.base_s, self.policy.cap_s)
 
@@ -170,8 +190,24 @@ class Replies:
                     if not may_send():
                         raise Abandoned(f"{what} abandoned: the turn was stopped or lost "
                                         "its lease")
-                    return call()
+                    self._draw(what, app_id, chat_id, low, interrupt,
+                               policy.budget_s - (time.monotonic() - started))
+                    try:
+                        return call()
+                    except RateLimited as error:
+                        if self.quota is not None:
+                            self.quota.hold(app_id, error.retry_after_s or 1.0)
+                        raise
         except RetryableError as error:
             raise RetryableError(f"{error} (gave up after {attempts} attempts)",
                                  code=error.code) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
+
+    def _draw(self, what: str, app_id: str, chat_id: str, low: bool,
+              stopped: threading.Event, left_s: float) -> None:
+        if self.quota is None or self.quota.acquire(app_id, chat_id, low=low, stopped=stopped,
+                                                    timeout_s=max(left_s, 0.0)):
+            return
+        if stopped.is_set():
+            raise Abandoned(f"{what} abandoned: the turn was stopped")
+        raise RateLimited(f"{what}: the send quota had no room within the retry budget")

@@ -16,7 +16,13 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from gateway.errors import CredentialsRefused, RateLimited, RejectedError, RetryableError
+from gateway.errors import (
+    CredentialsRefused,
+    RateLimited,
+    RejectedError,
+    RetryableError,
+    TooLarge,
+)
 
 RATE_LIMIT_CODES = frozenset({99991400, 99991402, 11020, 11021, 230020})
 """Feishu's frequency control (99991400 is "request trigger frequency limit")."""
@@ -141,6 +147,62 @@ class OpenApi:
         data = self._authorized("POST", "/open-apis/im/v1/messages", f"message to {chat_id}",
                                 body=body, params={"receive_id_type": "chat_id"})
         return str((data.get("data") or {}).get("message_id", ""))
+
+    def create_card(self, card: dict[str, Any]) -> str:
+        """Create a CardKit card entity (JSON 2.0) from `card`; its card_id."""
+        data = self._authorized("POST", "/open-apis/cardkit/v1/cards", "card entity", body={
+            "type": "card_json", "data": json.dumps(card, ensure_ascii=False)})
+        return str((data.get("data") or {}).get("card_id", ""))
+
+    def set_card_text(self, card_id: str, element_id: str, text: str, *, sequence: int,
+                      uuid: str) -> None:
+        """The full text of a streaming card's element (Feishu types out what is new)."""
+        self._authorized(
+            "PUT", f"/open-apis/cardkit/v1/cards/{card_id}/elements/{element_id}/content",
+            f"card {card_id} text", body={"content": text, "sequence": sequence, "uuid": uuid})
+
+    def replace_card(self, card_id: str, card: dict[str, Any], *, sequence: int,
+                     uuid: str) -> None:
+        """Replace a card entity whole (its streaming mode included)."""
+        self._authorized("PUT", f"/open-apis/cardkit/v1/cards/{card_id}", f"card {card_id}",
+                         body={"card": {"type": "card_json",
+                                        "data": json.dumps(card, ensure_ascii=False)},
+                               "sequence": sequence, "uuid": uuid})
+
+    def get_message(self, message_id: str) -> list[dict[str, Any]]:
+        """A message as Feishu keeps it (`items`: the message, and for a merge_forward its
+        children, each naming its `upper_message_id`)."""
+        body = self._authorized("GET", f"/open-apis/im/v1/messages/{message_id}",
+                                f"message {message_id}")
+        items = (body.get("data") or {}).get("items")
+        return [item for item in items if isinstance(item, dict)] \
+            if isinstance(items, list) else []
+
+    def download(self, message_id: str, file_key: str, *, kind: str, max_bytes: int) -> bytes:
+        """An attachment of a message (`kind`: image or file), read up to `max_bytes`;
+        TooLarge beyond that (the download is cut off, not read to its end)."""
+        token = self.token()
+        what = f"resource {file_key} of {message_id}"
+        path = f"/open-apis/im/v1/messages/{message_id}/resources/{file_key}"
+        try:
+            with self._http.stream("GET", path, params={"type": kind},
+                                   headers={"Authorization": f"Bearer {token}"}) as response:
+                if response.status_code != 200 or response.headers.get(
+                        "content-type", "").startswith("application/json"):
+                    response.read()
+                    classify(response, what)  # raises what the error answer means
+                    raise RejectedError(f"{what}: HTTP {response.status_code}")
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > max_bytes:
+                    raise TooLarge(f"{what} is {int(declared)} bytes, over {max_bytes}")
+                data = bytearray()
+                for block in response.iter_bytes():
+                    data += block
+                    if len(data) > max_bytes:
+                        raise TooLarge(f"{what} is over {max_bytes} bytes")
+                return bytes(data)
+        except httpx.TransportError as error:
+            raise RetryableError(f"{what}: {type(error).__name__}: {error}") from None
 
     def patch_card(self, message_id: str, card: dict[str, Any]) -> None:
         """Replace a sent card's content (one attempt)."""

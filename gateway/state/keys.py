@@ -46,6 +46,10 @@ class ChatKeys:
     def control(self) -> str:
         return control_key(self.shard)
 
+    def stream(self, message_id: str) -> str:
+        """String: the card entity streaming the answer to `message_id` (a day)."""
+        return f"{self.prefix}:stream:{message_id}"
+
     @property
     def lease(self) -> str:
         return f"{self.prefix}:lease"

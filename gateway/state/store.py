@@ -61,7 +61,8 @@ class Admission:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """What a turn says, kept before it is sent: `reply`, `failure` or `gave-up`."""
+    """What a turn says, kept before it is sent: `reply`, `stream` (its first chunk closes
+    the streaming card), `failure` or `gave-up`."""
 
     kind: str
     chunks: tuple[str, ...]
