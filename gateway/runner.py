@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import redis
 
-from gateway.agents.cache import AgentCache, session_key
+from gateway.agents.cache import AgentCache, conversation_of, session_key
 from gateway.approvals.asking import Asker
 from gateway.chunking import chunk_markdown
 from gateway.dispatch import Publisher
@@ -52,6 +52,8 @@ class TurnRunner:
     publisher: Publisher
     reply_chunk_chars: int = 4000
     reply_format: str = "auto"
+    session_scope: str = "chat"
+    """Whose conversation a turn continues: chat | user | thread (FEISHU_SESSION_SCOPE)."""
     """How answers are rendered: auto | text | post | card (FEISHU_REPLY_FORMAT)."""
     drain_turns: int = 1
     """Turns one task may run for its chat (the first included) when more are waiting."""
@@ -149,7 +151,10 @@ class TurnRunner:
 
     def _turn(self, turn: Dispatch, started: Started, handle: TurnHandle) -> str:
         message, answer = started.message, started.answer
-        session = session_key(turn.chat_id, started.generation)
+        session = session_key(conversation_of(
+            turn.chat_id, self.session_scope, chat_type=message.chat_type,
+            sender=message.sender_open_id, thread_id=message.thread_id)
+            if message is not None else turn.chat_id, started.generation)
         missed = bool(self.store.runner) and started.previous_runner != self.store.runner
         if missed and (message is None or answer is not None or started.exhausted):
             self.agents.retire(session, "missed")  # not asked now, yet another process ran

@@ -197,7 +197,7 @@ class Runtime:
             store=self.store, locks=self.locks, heartbeats=self.heartbeats,
             agents=self.agents, replies=self.replies, publisher=self.publisher,
             reply_chunk_chars=self.settings.reply_chunk_chars,
-            reply_format=self.settings.reply_format,
+            reply_format=self.settings.reply_format, session_scope=self.settings.session_scope,
             streams=StreamCards(self.redis, keyspace(self.settings))
             if self.settings.streaming and self.settings.reply_format != "text" else None,
             stream_interval_s=self.settings.stream_interval_ms / 1000,

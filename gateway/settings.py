@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     fetch_max_bytes: int = Field(20 * 1024 * 1024, validation_alias="FEISHU_FETCH_MAX_BYTES",
                                  ge=1)
     """`turn.fetch` downloads attachments up to this size."""
+    session_scope: Literal["chat", "user", "thread"] = Field(
+        "chat", validation_alias="FEISHU_SESSION_SCOPE")
+    """Whose conversation an agent continues: the chat's, each user's in a group, or each
+    thread's. Turns of one chat still run one at a time, in order; /new renews them all."""
     streaming: bool = Field(True, validation_alias="FEISHU_STREAMING")
     """An agent that returns its answer in pieces is shown as it writes, in a card."""
     stream_interval_ms: int = Field(300, validation_alias="FEISHU_STREAM_INTERVAL_MS", ge=50)

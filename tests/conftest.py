@@ -275,11 +275,13 @@ EDGE_SECOND_APP = ("cli_second_app", "second-secret", "ou_second_bot")
 @pytest.fixture(scope="session")
 def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     """A gateway for the Feishu side (tests/test_connection.py, test_admission.py): fast
-    pings, a second app, default mention gating, a DM allowlist and one group rule."""
+    pings, a second app, default mention gating, a DM allowlist, one group rule and
+    sessions per user in groups."""
     app_id, secret, bot = EDGE_SECOND_APP
     rig = Rig(tmp_path_factory, FEISHU_WS_PING_INTERVAL=str(EDGE_PING_S),
               FEISHU_WS_PING_TIMEOUT=str(EDGE_PING_S), FEISHU_APPS=f"{app_id}:{secret}",
               GATEWAY_LOG_LEVEL="DEBUG", FEISHU_REQUIRE_MENTION="true",
+              FEISHU_SESSION_SCOPE="user",
               FEISHU_DM_POLICY="allowlist", FEISHU_ALLOWED_USERS="ou_user_1,ou_friend",
               FEISHU_GROUP_RULES=json.dumps({"oc_quiet_team": {"require_mention": False}}))
     rig.sim.add_app(app_id, secret, bot_open_id=bot)

@@ -124,3 +124,16 @@ def test_a_refused_dm_is_told_politely_once_and_an_allowed_one_answered(rig: Rig
     assert replies_to(sim, "oc_dm_friend")[friend] == ["echo: hi"]
     assert "refused: sender not in the allowlist" in rig.fleet.logs("listener")
     assert not agent_events(rig.client(), "oc_dm_stranger")
+
+
+def test_in_groups_each_user_continues_a_conversation_of_their_own(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_quiet_team"  # no mention needed there
+    asked = [sim.send_text(chat, "whoami", chat_type="group", sender_open_id=user)
+             for user in ("ou_user_1", "ou_friend", "ou_user_1")]
+    wait_until(lambda: all(m in replies_to(sim, chat) for m in asked), 20, "three answers")
+    sessions = [replies_to(sim, chat)[m][0].split()[1] for m in asked]
+    assert sessions[0] == sessions[2] != sessions[1]
+    assert sessions[0].startswith(f"{chat}/ou_user_1#") and f"{chat}/ou_friend#" in sessions[1]
+    dm = sim.send_text("oc_dm_friend", "whoami", sender_open_id="ou_friend")
+    wait_until(lambda: dm in replies_to(sim, "oc_dm_friend"), 20, "the direct answer")
+    assert replies_to(sim, "oc_dm_friend")[dm][0].startswith("session oc_dm_friend#")

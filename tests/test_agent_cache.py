@@ -8,7 +8,13 @@ import threading
 
 import pytest
 
-from gateway.agents.cache import AgentCache, ReleaseLane
+from gateway.agents.cache import (
+    AgentCache,
+    ReleaseLane,
+    conversation_of,
+    session_key,
+    split_session,
+)
 from gateway.agents.release import Parcel
 from gateway.processes import wait_until
 from gateway.types import Turn
@@ -318,3 +324,17 @@ def test_cap_and_idle_sweeps_over_10_000_sessions_release_each_agent_once_via_it
     assert all(a.releases == 1 for a in built) and len(built) == 10_000
     assert cache.evictions == {"cap": 10_000 - 10 * 50, "idle": 10 * 50}
     assert lane.counts().get("in-place", 0) == 0
+
+
+@pytest.mark.parametrize(("scope", "chat_type", "thread", "expected"), [
+    ("chat", "group", "omt_1", "oc_g"),
+    ("user", "group", "omt_1", "oc_g/ou_a"),
+    ("user", "p2p", "", "oc_g"),  # a direct chat is one user's anyway
+    ("thread", "group", "omt_1", "oc_g/omt_1"),
+    ("thread", "group", "", "oc_g"),  # outside threads: the chat's
+])
+def test_the_session_scope_names_whose_conversation_a_turn_continues(
+        scope: str, chat_type: str, thread: str, expected: str) -> None:
+    assert conversation_of("oc_g", scope, chat_type=chat_type, sender="ou_a",
+                           thread_id=thread) == expected
+    assert split_session(session_key(expected, 3)) == (expected, 3)

@@ -31,7 +31,8 @@ from gateway.types import Agent, AgentFactory
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HARD", "AgentCache", "ReleaseLane", "session_key", "split_session"]
+__all__ = ["HARD", "SCOPES", "AgentCache", "ReleaseLane", "conversation_of", "session_key",
+           "split_session"]
 
 
 @dataclass
@@ -47,6 +48,20 @@ class _Entry:
 def session_key(chat_id: str, generation: int) -> str:
     """Agents are cached per session; /new starts a new generation, hence a new session."""
     return f"{chat_id}#{generation}"
+
+
+SCOPES = ("chat", "user", "thread")
+
+
+def conversation_of(chat_id: str, scope: str, *, chat_type: str = "", sender: str = "",
+                    thread_id: str = "") -> str:
+    """Whose conversation a turn continues (FEISHU_SESSION_SCOPE): the chat's; in a group
+    each user's own (`user`); each thread's own (`thread`, the chat's outside threads)."""
+    if scope == "user" and chat_type == "group" and sender:
+        return f"{chat_id}/{sender}"
+    if scope == "thread" and thread_id:
+        return f"{chat_id}/{thread_id}"
+    return chat_id
 
 
 def split_session(key: str) -> tuple[str, int]:
