@@ -19,33 +19,34 @@ def drawn_within(quota: Quota, seconds: float, **kwargs: object) -> int:
     return count
 
 
-def test_an_app_gets_its_burst_then_its_rate(redis_client: redis.Redis) -> None:
+def test_no_second_sees_more_sends_than_the_limit(redis_client: redis.Redis) -> None:
     quota = Quota(redis_client, Rates(per_s=20, per_min=10_000, chat_per_s=1000))
     redis_client.delete(app_key("cli_a"))
     count = drawn_within(quota, 1.0)
-    assert 35 <= count <= 42  # 20 at once, then 20 more over the second
+    assert 18 <= count <= 20  # a burst of 4, then 16 more over the second
+    assert 14 <= drawn_within(quota, 1.0) <= 17  # steady: 80% of the limit
 
 
 def test_the_per_minute_bucket_caps_a_long_burst(redis_client: redis.Redis) -> None:
-    quota = Quota(redis_client, Rates(per_s=1000, per_min=30, chat_per_s=1000))
+    quota = Quota(redis_client, Rates(per_s=1000, per_min=60, chat_per_s=1000))
     redis_client.delete(app_key("cli_a"))
-    assert drawn_within(quota, 0.5) in (30, 31)
+    assert drawn_within(quota, 0.5) in (12, 13)  # its burst, and 0.4 a second
 
 
 def test_one_chat_gets_its_own_smaller_share(redis_client: redis.Redis) -> None:
-    quota = Quota(redis_client, Rates(per_s=1000, per_min=100_000, chat_per_s=5))
+    quota = Quota(redis_client, Rates(per_s=1000, per_min=100_000, chat_per_s=10))
     redis_client.delete(app_key("cli_a"), "gw:quota:chat:oc_busy", "gw:quota:chat:oc_other")
     busy = sum(quota.acquire("cli_a", "oc_busy", timeout_s=0) for _ in range(20))
     other = sum(quota.acquire("cli_a", "oc_other", timeout_s=0) for _ in range(3))
-    assert (busy, other) == (5, 3)
+    assert (busy, other) == (2, 2)  # each chat's burst is its own
 
 
 def test_low_priority_leaves_a_reserve_for_replies(redis_client: redis.Redis) -> None:
-    quota = Quota(redis_client, Rates(per_s=10, per_min=100_000, chat_per_s=1000))
+    quota = Quota(redis_client, Rates(per_s=50, per_min=100_000, chat_per_s=1000))
     redis_client.delete(app_key("cli_a"))
     low = sum(quota.acquire("cli_a", low=True, timeout_s=0) for _ in range(20))
     high = sum(quota.acquire("cli_a", timeout_s=0) for _ in range(20))
-    assert (low, high) == (8, 2)
+    assert (low, high) == (8, 2)  # a burst of 10, two kept for replies
 
 
 def test_a_hold_stops_every_draw_until_it_ends(redis_client: redis.Redis) -> None:

@@ -1,7 +1,8 @@
 """Feishu's send quota, shared by every worker process through Redis.
 
 Each app has one bucket pair (per second and per minute, Feishu's documented 50/s and
-1000/min for sending messages), each chat one bucket (Feishu: 5/s to one user or group).
+1000/min for sending messages), each chat one bucket (Feishu: 5/s to one user or group),
+sized so that no second (or minute) ever sees more than its limit.
 A send waits for a token from its chat's and its app's buckets (take.lua). Streaming
 updates and reactions draw at a low priority: they leave a reserve for final replies. A
 "rate limited" answer holds the app's whole quota until Feishu's reset time (hold.lua),
@@ -41,6 +42,17 @@ class Rates:
     """Sends per second to one chat (FEISHU_CHAT_SEND_RATE_PER_S)."""
 
 
+BURST_SHARE = 0.2
+"""A bucket holds this share of its window's limit; the rest refills evenly over the
+window. So no window of that length ever sees more sends than the limit (burst + refill),
+and a steady stream gets 80% of it."""
+
+
+def bucket(limit: float, window_s: float) -> list[float]:
+    """[refill per second, capacity] of the bucket for `limit` sends per `window_s`."""
+    return [limit * (1 - BURST_SHARE) / window_s, max(limit * BURST_SHARE, 1.0)]
+
+
 def app_key(app_id: str) -> str:
     return f"gw:quota:app:{app_id}"
 
@@ -61,8 +73,8 @@ class Quota:
     def _buckets(self, key: str) -> list[float]:
         r = self.rates
         if key.startswith("gw:quota:chat:"):
-            return [r.chat_per_s, max(r.chat_per_s, 1.0)]
-        return [r.per_s, max(r.per_s, 1.0), r.per_min / 60.0, max(r.per_min, 1.0)]
+            return bucket(r.chat_per_s, 1.0)
+        return [*bucket(r.per_s, 1.0), *bucket(r.per_min, 60.0)]
 
     def _wait_ms(self, key: str, low: bool) -> int:
         args = [1, LOW_RESERVE if low else 0, TTL_S, *self._buckets(key)]
