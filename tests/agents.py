@@ -11,6 +11,7 @@
 - `stream N D [K]` answers in N pieces `w<i> `, D seconds apart (returning early once the
                  turn is cancelled); with K, kills its process after K pieces on the first
                  run of this message only (a crash mid-stream)
+- `table N`      replies a markdown table of N rows
 - `boom ...`     raises
 - `silent ...`   returns None
 - anything else  replies `echo: <text>`
@@ -80,6 +81,9 @@ class ScriptedAgent:
             if word == "approve":
                 timeout_s, key, prompt = rest.split(" ", 2)
                 return f"decision: {turn.approve(prompt, float(timeout_s), key=key)}"
+            if word == "table":
+                rows = "\n".join(f"| row {n} | {n * n} |" for n in range(int(rest)))
+                return f"Squares:\n\n| n | n² |\n| --- | ---: |\n{rows}\n\nDone."
             if word == "whoami":
                 return f"session {self.session_key} turn {self.turns} pid {os.getpid()}"
             if word == "long":

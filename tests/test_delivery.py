@@ -139,3 +139,45 @@ def test_the_give_up_path_hands_over_even_when_its_own_reply_fails(
     assert f"message {poison} of chat {chat_id} given up after 3 attempts" in worker_log("worker")
     assert sim.send_attempts(reply_uuid(poison, "gave-up")) >= 2
     assert gave_up_reply(3) not in [m.text for m in sim.sent_messages(chat_id)]
+
+
+# Outbound forms (issue 11, item 3)
+
+def test_markdown_goes_as_a_post_and_code_or_tables_as_a_card(rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    plain = sim.send_text(chat_id, "just words")
+    rich = sim.send_text(chat_id, "**bold** and\n- a list")
+    code = sim.send_text(chat_id, "see:\n```python\nprint(1)\n```")
+    wait_until(lambda: code in replies_to(sim, chat_id), 20, "three replies")
+    sent = {m.reply_to: m for m in sim.sent_messages(chat_id)}
+    assert (sent[plain].msg_type, sent[plain].text) == ("text", "echo: just words")
+    assert sent[rich].msg_type == "post"
+    assert sent[rich].content == {"zh_cn": {"content": [[
+        {"tag": "md", "text": "echo: **bold** and\n- a list"}]]}}
+    assert sent[code].msg_type == "interactive"
+    assert sent[code].content["body"]["elements"][0]["content"] == \
+        "echo: see:\n```python\nprint(1)\n```"
+
+
+def test_a_long_table_is_split_into_labelled_cards_each_with_its_header(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    asked = sim.send_text(chat_id, "table 400")  # about 7,000 characters: two cards
+    wait_until(lambda: len(replies_to(sim, chat_id).get(asked, [])) >= 2, 20, "the cards")
+    cards = [m for m in sim.sent_messages(chat_id) if m.reply_to == asked]
+    assert [m.msg_type for m in cards] == ["interactive"] * len(cards) and len(cards) == 2
+    texts = [m.content["body"]["elements"][0]["content"] for m in cards]
+    assert texts[0].endswith("(1/2)") and texts[1].endswith("(2/2)")
+    assert texts[1].startswith("| n | n² |\n| --- | ---: |\n| row ")
+    rows = [line for text in texts for line in text.splitlines() if line.startswith("| row")]
+    assert rows == [f"| row {n} | {n * n} |" for n in range(400)], "every row once, in order"
+    assert len({m.uuid for m in cards}) == 2
+
+
+def test_a_message_in_a_thread_is_answered_in_the_thread(rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    asked = sim.send_text(chat_id, "in the topic", thread_id="omt_topic_1",
+                          root_id="om_topic_root")
+    wait_until(lambda: asked in replies_to(sim, chat_id), 20, "the reply")
+    [reply] = [m for m in sim.sent_messages(chat_id) if m.reply_to == asked]
+    assert reply.in_thread and reply.thread_id == "omt_topic_1"
