@@ -162,7 +162,7 @@ class TurnRunner:
             logger.error("message %s of chat %s dropped: its stored entry cannot be read",
                          started.message_id, turn.chat_id)
             return "unreadable"
-        outcome = "resent"
+        outcome, stream = "resent", None
         if answer is None:
             if started.exhausted:
                 logger.error("message %s of chat %s given up after %d attempts that never "
@@ -187,7 +187,7 @@ class TurnRunner:
                 return "stopped" if handle.stopped.is_set() else outcome
             if handle.stopped.is_set() or not self.store.keep_answer(turn, answer):
                 return "stopped"
-        self._send(turn, message, answer, handle, started.attempt)
+        self._send(turn, message, answer, handle, started.attempt, stream)
         return outcome
 
     def _stream(self, turn: Dispatch, message: Message, attempt: int,
@@ -240,14 +240,15 @@ class TurnRunner:
         return Answer("reply", tuple(chunk_markdown(str(reply), self.reply_chunk_chars))), "replied"
 
     def _send(self, turn: Dispatch, message: Message, answer: Answer, handle: TurnHandle,
-              attempt: int) -> None:
+              attempt: int, stream: Stream | None = None) -> None:
         """Send every piece; each piece's uuid is fixed by the answer's kind and position.
         Before each attempt the fence is checked again (the first one was just checked).
         A streamed answer's first piece closes its card (the same card on a re-run)."""
         checked = [True]
         chunks, purpose, first = answer.chunks, answer.kind, 0
-        stream = self._stream(turn, message, attempt, handle) if purpose == "stream" else None
-        if stream is not None and stream.close(chunks[0]):
+        if purpose == "stream" and stream is None:  # a re-run resending a kept answer
+            stream = self._stream(turn, message, attempt, handle)
+        if purpose == "stream" and stream is not None and stream.close(chunks[0]):
             first = 1
         if purpose == "stream":
             purpose = "stream-rest"

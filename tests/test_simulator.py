@@ -101,7 +101,7 @@ def test_reply_with_uuid_is_recorded_once(
     assert (sent[0].reply_to, sent[0].chat_id, sent[0].text) == (mid, "oc_chat_2", "answer")
     assert (sent[0].uuid, first.data.parent_id, first.data.chat_id) == ("turn-1", mid, "oc_chat_2")
     unknown = reply(client, "om_nope", "x")
-    assert unknown.code == 230011
+    assert unknown.code == 231003  # never existed; a withdrawn message answers 230011
 
 
 def test_create_message_reactions_and_bot_info(simulator: Simulator) -> None:

@@ -15,11 +15,45 @@ CODE_INVALID_MESSAGE = 230001
 CODE_MESSAGE_NOT_FOUND = 230011
 CODE_CONTENT_TOO_LONG = 230025
 CODE_NO_PERMISSION = 230027
+CODE_CARD_CONTENT = 230099
+"""im/v1 create/reply: "Failed to create card content" (the ext names the sub-error)."""
+CODE_MESSAGE_DELETED = 230110
 CODE_REACTION_NOT_FOUND = 231003
+CODE_MESSAGE_MISSING = 231003
+"""Reactions docs: "The message is not found, maybe not exist or deleted"."""
 CODE_SYSTEM_BUSY = 1
+
+# cardkit-v1 (card/create, card/update, card/settings, card-element/content docs).
+CODE_CARD_PARAM = 10002
+CODE_CARD_GENERATE = 200220
+CODE_CARD_MISSING = 200740
+CODE_CARD_UUID_CONFLICT = 200770
+CODE_CARD_STREAMING_TIMEOUT = 200850
+CODE_CARD_TOO_BIG = 200860
+CODE_CARD_SETTINGS = 300122
+CODE_CARD_DUPLICATE_ID = 300301
+CODE_CARD_UPDATE_MULTI = 300302
+CODE_CARD_SCHEMA = 300303
+CODE_CARD_TOO_MANY = 300305
+CODE_CARD_EMPTY = 300307
+CODE_CARD_STREAMING_CLOSED = 300309
+CODE_CARD_ONLY_TEXT = 300310
+CODE_CARD_NOT_OWNER = 300311
+CODE_CARD_ELEMENT = 300313
+CODE_CARD_SEQUENCE = 300317
+CARD_ELEMENTS_MAX = 200
+CARD_TEXT_MAX_CHARS = 100_000
+CARD_STREAMING_S = 600.0
+"""Feishu closes a card's streaming mode this long after it was last turned on."""
+
+# im/v1 message resources (message-resource/get docs).
+CODE_RESOURCE_PARAM = 234001
+CODE_FILE_NOT_IN_MESSAGE = 234003
+CODE_RESOURCE_UNSUPPORTED = 234043
 
 TEXT_LIMIT_BYTES = 150 * 1024
 CARD_LIMIT_BYTES = 30 * 1024
+"""Cards and posts (im/v1 create docs, 230025); card entities too (cardkit docs, 200860)."""
 TOKEN_EXPIRE_S = 7200
 CARD_ANSWER_LIMIT_MS = 3000.0
 """Feishu waits this long for the answer to a card callback, then shows the clicker an error."""

@@ -91,6 +91,19 @@ class FaultPlan:
         self._send_script: deque[tuple[str, int | None]] = deque()
         self._token_script: deque[tuple[str, int | None]] = deque()
         self._by_uuid: dict[str, tuple[str, int | None]] = {}
+        self._rejected: frozenset[str] = frozenset()
+        self._reject_code = c.CODE_INVALID_MESSAGE
+
+    def reject_types(self, msg_types: Iterable[str] | None, code: int) -> None:
+        """Refuse sends of these msg_types with `code`; None or empty: refuse none."""
+        with self._lock:
+            self._rejected = frozenset(msg_types or ())
+            self._reject_code = code
+
+    def rejection(self, msg_type: str) -> int | None:
+        """The code a send of `msg_type` is refused with, or None."""
+        with self._lock:
+            return self._reject_code if msg_type in self._rejected else None
 
     def set_send_faults(self, faults: SendFaults | None) -> None:
         with self._lock:
@@ -150,6 +163,14 @@ class FaultPlan:
             return self._fault(*self._token_script.popleft(), 1)
 
 
+def rate_limit_response(status: int, *, limit: int, reset_s: int) -> web.Response:
+    """Feishu's frequency-control answer (api-call-guide/frequency-control): 429 (400 on
+    some older APIs), code 99991400, the window's limit and the seconds until it resets."""
+    headers = {"x-ogw-ratelimit-limit": str(limit), "x-ogw-ratelimit-reset": str(reset_s)}
+    return web.json_response({"code": CODE_RATE_LIMIT, "msg": RATE_LIMIT_MSG},
+                             status=status, headers=headers)
+
+
 def fault_response(fault: Fault) -> web.Response:
     """The HTTP answer for an HTTP-level fault (not for RESET)."""
     if fault.kind == HTTP_5XX_JSON:
@@ -159,10 +180,7 @@ def fault_response(fault: Fault) -> web.Response:
         return web.Response(status=fault.status, content_type="text/html",
                             text=f"<html><body><h1>{title}</h1></body></html>")
     if fault.kind in (RATE_LIMIT_429, RATE_LIMIT_400):
-        headers = {"x-ogw-ratelimit-limit": str(RATE_LIMIT_PER_S),
-                   "x-ogw-ratelimit-reset": str(fault.reset_s)}
-        return web.json_response({"code": CODE_RATE_LIMIT, "msg": RATE_LIMIT_MSG},
-                                 status=fault.status, headers=headers)
+        return rate_limit_response(fault.status, limit=RATE_LIMIT_PER_S, reset_s=fault.reset_s)
     if fault.kind == REFUSE:
         return web.json_response({"code": c.CODE_BAD_SECRET, "msg": "app secret invalid"},
                                  status=fault.status)

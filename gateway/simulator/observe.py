@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.simulator.records import Ack, CardResponse, SentMessage, card_response, to_sent_message
+from gateway.simulator.records import Ack, CardResponse, SentMessage, card_response
 from gateway.simulator.redelivery import REDELIVERIES, WATCHED
 from gateway.simulator.state import SimState
 
@@ -43,7 +43,7 @@ class Observations:
         """Any message the simulator knows (the bot's or a user's), current content parsed;
         None when unknown or withdrawn."""
         rec = self.state.get_message(message_id)
-        return None if rec is None else to_sent_message(rec)
+        return None if rec is None else self.state.view(rec)
 
     def reactions(self, message_id: str) -> list[str]:
         return self.state.reactions(message_id)

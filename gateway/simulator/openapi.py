@@ -1,93 +1,45 @@
-"""aiohttp handlers for the open APIs the bot uses: token, bot info, messages, reactions."""
+"""aiohttp handlers for the open APIs the bot uses: token, bot info, messages (send,
+reply, edit, get), reactions; CardKit (cardkit.py) and message resources (resources.py).
+
+Messages that are gone: a withdrawn one answers 230011 ("The message is recalled", as the
+reply docs list it), one that never existed 231003 ("The message is not found, maybe not
+exist or deleted", as the reaction docs list it; the reply and get docs name no code).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from gateway.simulator import config as c
 from gateway.simulator.apps import AppRegistry
+from gateway.simulator.cardkit import CardKitApi
 from gateway.simulator.config import SimConfig
+from gateway.simulator.content import card_reference, check_content
 from gateway.simulator.faults import RESET, FaultPlan, abort_connection, fault_response
 from gateway.simulator.payloads import api_message_object, new_id, now_ms
+from gateway.simulator.ratelimit import limit_sends
+from gateway.simulator.resources import ResourceApi
 from gateway.simulator.state import MessageRecord, SimState
+from gateway.simulator.wire import (
+    ApiError,
+    Handler,
+    authorize,
+    json_body,
+    ok,
+    peek_uuid,
+    require_str,
+)
 
-logger = logging.getLogger(__name__)
+__all__ = ["ApiError", "OpenApi", "json_body"]
 
-MSG_TYPES = frozenset({"text", "post", "image", "file", "audio", "media", "sticker",
-                       "interactive", "share_chat", "share_user", "system"})
 RECEIVE_ID_TYPES = frozenset({"open_id", "user_id", "union_id", "email", "chat_id"})
+USER_ID_TYPES = frozenset({"open_id", "user_id", "union_id"})
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
-
-Handler = Callable[[web.Request], Awaitable[web.Response]]
-
-
-class ApiError(Exception):
-    """A Feishu-style error reply: HTTP status plus {"code", "msg"}."""
-
-    def __init__(self, code: int, msg: str, status: int = 400) -> None:
-        super().__init__(f"{code} {msg}")
-        self.code, self.msg, self.status = code, msg, status
-
-    def response(self) -> web.Response:
-        return web.json_response({"code": self.code, "msg": self.msg, "data": {}},
-                                 status=self.status)
-
-
-def ok(data: dict[str, Any], msg: str = "success") -> web.Response:
-    return web.json_response({"code": 0, "msg": msg, "data": data})
-
-
-async def json_body(request: web.Request) -> dict[str, Any]:
-    """The request's JSON object, or ApiError 9499 when it is not one."""
-    raw = await request.read()
-    try:
-        body = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ApiError(c.CODE_BAD_REQUEST, f"Bad Request: invalid JSON body ({exc})") from exc
-    if not isinstance(body, dict):
-        raise ApiError(c.CODE_BAD_REQUEST, "Bad Request: body must be a JSON object")
-    return body
-
-
-async def _peek_uuid(request: web.Request) -> str | None:
-    """The body's uuid, if any; never fails (the handler validates the body later)."""
-    try:
-        body = json.loads((await request.read()).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    uuid = body.get("uuid") if isinstance(body, dict) else None
-    return uuid if isinstance(uuid, str) and uuid else None
-
-
-def require_str(body: dict[str, Any], key: str) -> str:
-    value = body.get(key)
-    if not isinstance(value, str) or not value:
-        raise ApiError(c.CODE_FIELD_VALIDATION, f"field validation failed: {key} is required")
-    return value
-
-
-def check_content(msg_type: str, content: str) -> None:
-    """Validate message content the way Feishu rejects it (bad JSON, missing text, size)."""
-    if msg_type not in MSG_TYPES:
-        raise ApiError(c.CODE_INVALID_MESSAGE, f"invalid msg_type: {msg_type}")
-    try:
-        parsed = json.loads(content)
-    except json.JSONDecodeError as exc:
-        raise ApiError(c.CODE_INVALID_MESSAGE, "invalid message content: not JSON") from exc
-    if not isinstance(parsed, dict):
-        raise ApiError(c.CODE_INVALID_MESSAGE, "invalid message content: not a JSON object")
-    if msg_type == "text" and not isinstance(parsed.get("text"), str):
-        raise ApiError(c.CODE_INVALID_MESSAGE, "invalid message content: text is required")
-    limit = c.CARD_LIMIT_BYTES if msg_type == "interactive" else c.TEXT_LIMIT_BYTES
-    if len(content.encode("utf-8")) > limit:
-        raise ApiError(c.CODE_CONTENT_TOO_LONG, f"message content exceeds {limit} bytes")
 
 
 class OpenApi:
@@ -101,23 +53,32 @@ class OpenApi:
 
     def routes(self) -> list[web.RouteDef]:
         base = "/open-apis/im/v1/messages"
+        limited = self._limited
         return [
             web.post(TOKEN_PATH, self._token_faults(self.tenant_token)),
             web.post("/open-apis/auth/v3/app_access_token/internal", self.tenant_token),
             web.get("/open-apis/bot/v3/info", self.bot_info),
-            web.post(base, self._send_faults(self.create_message)),
-            web.post(base + "/{message_id}/reply", self._send_faults(self.reply_message)),
-            web.put(base + "/{message_id}", self.update_message),
-            web.patch(base + "/{message_id}", self.patch_message),
-            web.post(base + "/{message_id}/reactions", self.add_reaction),
-            web.delete(base + "/{message_id}/reactions/{reaction_id}", self.delete_reaction),
+            web.post(base, self._send_faults(limited(self.create_message))),
+            web.post(base + "/{message_id}/reply",
+                     self._send_faults(limited(self.reply_message))),
+            web.get(base + "/{message_id}", self.get_message),
+            web.put(base + "/{message_id}", limited(self.update_message)),
+            web.patch(base + "/{message_id}", limited(self.patch_message)),
+            web.post(base + "/{message_id}/reactions", limited(self.add_reaction)),
+            web.delete(base + "/{message_id}/reactions/{reaction_id}",
+                       limited(self.delete_reaction)),
+            *CardKitApi(self.apps, self.state).routes(limited),
+            *ResourceApi(self.apps, self.state).routes(),
         ]
+
+    def _limited(self, handler: Handler) -> Handler:
+        return limit_sends(handler, self.apps, self.state)
 
     def _send_faults(self, handler: Handler) -> Handler:
         """Count the attempt per uuid, then fail before the handler runs, or (RESET) after
         it created the message: the connection is then aborted with no response at all."""
         async def faulty(request: web.Request) -> web.Response:
-            uuid = await _peek_uuid(request)
+            uuid = await peek_uuid(request)
             if uuid is not None:
                 self.state.bump(f"send-attempt:{uuid}")
             fault = self.faults.next_send(uuid)
@@ -143,19 +104,15 @@ class OpenApi:
 
     def _authorize(self, request: web.Request) -> SimConfig:
         """The app whose current tenant token the request carries, or ApiError 99991663."""
-        header = request.headers.get("Authorization", "")
-        token = header.removeprefix("Bearer ") if header.startswith("Bearer ") else ""
-        app = self.apps.by_token(token, self.state.token_generation) if token else None
-        if app is None:
-            raise ApiError(c.CODE_INVALID_TOKEN, "Invalid access token for authorization. "
-                           "Please make a request with token attached.")
-        return app
+        return authorize(request, self.apps, self.state)
 
     def _known(self, message_id: str) -> MessageRecord:
         rec = self.state.get_message(message_id)
         if rec is None:
-            raise ApiError(c.CODE_MESSAGE_NOT_FOUND,
-                           f"The message is not found or has been withdrawn: {message_id}")
+            if self.state.withdrawn(message_id):
+                raise ApiError(c.CODE_MESSAGE_NOT_FOUND, "The message is recalled.")
+            raise ApiError(c.CODE_MESSAGE_MISSING,
+                           f"The message is not found, maybe not exist or deleted: {message_id}")
         return rec
 
     def _bot_message(self, message_id: str, app: SimConfig) -> MessageRecord:
@@ -165,13 +122,17 @@ class OpenApi:
                            "the bot can only edit messages it sent")
         return rec
 
-    def _object(self, rec: MessageRecord) -> dict[str, Any]:
+    def _object(self, rec: MessageRecord, user_id_type: str = "open_id",
+                content: str | None = None) -> dict[str, Any]:
         return api_message_object(
             message_id=rec.message_id, chat_id=rec.chat_id, msg_type=rec.msg_type,
-            content=rec.content, app_id=rec.app_id or self.apps.primary.app_id,
-            create_time_ms=rec.create_time_ms,
+            content=rec.content if content is None else content,
+            app_id=rec.app_id or self.apps.primary.app_id, create_time_ms=rec.create_time_ms,
             update_time_ms=rec.update_time_ms, root_id=rec.root_id, parent_id=rec.parent_id,
             thread_id=rec.thread_id, updated=rec.updated,
+            sender_open_id=None if rec.from_bot else rec.sender_open_id or "ou_unknown",
+            user_id_type=user_id_type, mentions=rec.mentions,
+            upper_message_id=rec.upper_message_id,
         )
 
     async def tenant_token(self, request: web.Request) -> web.Response:
@@ -194,14 +155,34 @@ class OpenApi:
     def _new_bot_message(self, app: SimConfig, body: dict[str, Any], chat_id: str,
                          **links: Any) -> MessageRecord:
         msg_type, content = require_str(body, "msg_type"), require_str(body, "content")
-        check_content(msg_type, content)
+        refused = self.faults.rejection(msg_type)
+        if refused is not None:
+            self.state.bump(f"rejected:{msg_type}")
+            raise ApiError(refused, "Your request contains an invalid request parameter, "
+                           f"ext=invalid message content: {msg_type} is refused "
+                           "(Simulator.reject_msg_types)")
+        card_id = card_reference(msg_type, check_content(msg_type, content))
         uuid = body.get("uuid")
         created = now_ms()
-        return MessageRecord(
+        rec = MessageRecord(
             message_id=new_id("om_"), chat_id=chat_id, msg_type=msg_type, content=content,
             from_bot=True, create_time_ms=created, update_time_ms=created, at=time.time(),
-            uuid=uuid if isinstance(uuid, str) and uuid else None, app_id=app.app_id, **links,
+            uuid=uuid if isinstance(uuid, str) and uuid else None, app_id=app.app_id,
+            card_id=card_id, **links,
         )
+        if card_id is not None and self.state.by_uuid(app.app_id, rec.uuid) is None:
+            self.state.cards.check_sendable(card_id, app.app_id)
+        return rec
+
+    def _store(self, rec: MessageRecord) -> tuple[MessageRecord, bool]:
+        """Keep a new bot message, unless its app sent one with its uuid (then that one,
+        False); a card entity it shows is sent from now on."""
+        known = self.state.by_uuid(rec.app_id, rec.uuid)
+        if known is not None:
+            return known, False
+        if rec.card_id is not None and rec.app_id is not None:
+            self.state.cards.claim(rec.card_id, rec.app_id, rec.message_id)
+        return self.state.add_bot_message(rec)
 
     def _p2p_chat(self, app: SimConfig, open_id: str) -> str:
         known = self.state.p2p_chat(app.app_id, open_id)
@@ -220,7 +201,7 @@ class OpenApi:
         body = await json_body(request)
         receive_id = require_str(body, "receive_id")
         chat_id = receive_id if id_type == "chat_id" else self._p2p_chat(app, receive_id)
-        rec, _ = self.state.add_bot_message(self._new_bot_message(app, body, chat_id))
+        rec, _ = self._store(self._new_bot_message(app, body, chat_id))
         return ok(self._object(rec))
 
     async def reply_message(self, request: web.Request) -> web.Response:
@@ -236,10 +217,27 @@ class OpenApi:
             parent_id=parent.message_id, thread_id=thread_id,
             in_thread=in_thread or parent.thread_id is not None,
         )
-        rec, created = self.state.add_bot_message(rec)
+        rec, created = self._store(rec)
         if created and thread_id is not None and parent.thread_id is None:
             self.state.put_message(dataclasses.replace(parent, thread_id=thread_id))
         return ok(self._object(rec))
+
+    async def get_message(self, request: web.Request) -> web.Response:
+        """im/v1/message/get: data.items is the message, then (for a merge_forward) every
+        message it carries, each with upper_message_id."""
+        self._authorize(request)
+        id_type = request.query.get("user_id_type", "open_id")
+        if id_type not in USER_ID_TYPES:
+            raise ApiError(c.CODE_FIELD_VALIDATION,
+                           f"field validation failed: user_id_type={id_type!r}")
+        rec = self._known(request.match_info["message_id"])
+        recs = [rec, *self.state.children_of(rec.message_id)]
+        return ok({"items": [self._item(r, id_type) for r in recs]})
+
+    def _item(self, rec: MessageRecord, user_id_type: str) -> dict[str, Any]:
+        card = self.state.cards.view(rec.card_id) if rec.card_id else None
+        content = None if card is None else json.dumps(card.card, ensure_ascii=False)
+        return self._object(rec, user_id_type, content)
 
     async def update_message(self, request: web.Request) -> web.Response:
         app = self._authorize(request)
@@ -260,7 +258,9 @@ class OpenApi:
         if rec.msg_type != "interactive":
             raise ApiError(c.CODE_INVALID_MESSAGE, "the message is not an interactive card")
         check_content("interactive", content)
-        self.state.edit_message(rec.message_id, "interactive", content)
+        new = self.state.edit_message(rec.message_id, "interactive", content)
+        if new is not None and new.card_id is not None:  # it shows this JSON from now on
+            self.state.put_message(dataclasses.replace(new, card_id=None))
         return ok({})
 
     def _reaction(self, app: SimConfig, reaction_id: str, emoji: str) -> dict[str, Any]:

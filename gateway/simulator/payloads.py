@@ -108,6 +108,15 @@ def event_message(payload: dict[str, Any]) -> dict[str, Any] | None:
     return message
 
 
+def event_sender(payload: dict[str, Any]) -> str | None:
+    """The open_id of a raw event's sender, if it names one."""
+    event = payload.get("event")
+    sender = event.get("sender") if isinstance(event, dict) else None
+    ids = sender.get("sender_id") if isinstance(sender, dict) else None
+    open_id = ids.get("open_id") if isinstance(ids, dict) else None
+    return open_id if isinstance(open_id, str) else None
+
+
 def card_action_event(
     *,
     app_id: str,
@@ -151,8 +160,18 @@ def api_message_object(
     parent_id: str | None = None,
     thread_id: str | None = None,
     updated: bool = False,
+    sender_open_id: str | None = None,
+    user_id_type: str = "open_id",
+    mentions: Sequence[dict[str, Any]] = (),
+    upper_message_id: str | None = None,
 ) -> dict[str, Any]:
-    """A bot-sent message as the im/v1 APIs return it (create, reply, update)."""
+    """A message as the im/v1 APIs return it (create, reply, update, get): sent by the
+    app's bot, or by the user `sender_open_id` (named by `user_id_type`)."""
+    sender = {"id": app_id, "id_type": "app_id", "sender_type": "app"}
+    if sender_open_id is not None:
+        ids = user_ids(sender_open_id)
+        sender = {"id": ids.get(user_id_type, sender_open_id), "id_type": user_id_type,
+                  "sender_type": "user"}
     obj: dict[str, Any] = {
         "message_id": message_id,
         "msg_type": msg_type,
@@ -161,14 +180,24 @@ def api_message_object(
         "deleted": False,
         "updated": updated,
         "chat_id": chat_id,
-        "sender": {"id": app_id, "id_type": "app_id", "sender_type": "app",
-                   "tenant_key": TENANT_KEY},
+        "sender": {**sender, "tenant_key": TENANT_KEY},
         "body": {"content": content},
     }
-    for key, value in (("root_id", root_id), ("parent_id", parent_id), ("thread_id", thread_id)):
+    for key, value in (("root_id", root_id), ("parent_id", parent_id), ("thread_id", thread_id),
+                       ("upper_message_id", upper_message_id)):
         if value:
             obj[key] = value
+    if mentions:
+        obj["mentions"] = [api_mention(m, user_id_type) for m in mentions]
     return obj
+
+
+def api_mention(event_mention: dict[str, Any], user_id_type: str = "open_id") -> dict[str, Any]:
+    """An event's mentions entry as the get-message API lists it (one id, its type)."""
+    ids = event_mention.get("id")
+    ident = ids.get(user_id_type, "") if isinstance(ids, dict) else str(ids or "")
+    return {"key": event_mention.get("key", ""), "id": ident, "id_type": user_id_type,
+            "name": event_mention.get("name", ""), "tenant_key": TENANT_KEY}
 
 
 def _collect_strings(node: Any, out: list[str]) -> None:

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.simulator.cards import CardView
 from gateway.simulator.payloads import flatten_text
 
 
@@ -30,6 +31,12 @@ class SentMessage:
     """When the open API created it (time.time(), for latency figures)."""
     app_id: str | None = None
     """The app whose bot sent it (for a user's message: the app it was delivered to)."""
+    card_id: str | None = None
+    """The card entity it shows; `content` and `text` are then that card's, as it is now."""
+    streaming: bool = False
+    """The card entity is in streaming mode."""
+    card_updates: int = 0
+    """Update calls that changed its card entity."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,13 @@ class MessageRecord:
     history: tuple[str, ...] = ()
     at: float = 0.0
     app_id: str | None = None
+    sender_open_id: str | None = None
+    """A user's message: who sent it (None: the app's bot)."""
+    mentions: tuple[dict[str, Any], ...] = ()
+    upper_message_id: str | None = None
+    """A message inside a merge_forward: that merge_forward's id."""
+    card_id: str | None = None
+    """A bot message showing a card entity."""
 
 
 @dataclass(frozen=True)
@@ -106,15 +120,18 @@ def _parse_content(content: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def to_sent_message(rec: MessageRecord) -> SentMessage:
-    """The public, parsed view of a message."""
-    content = _parse_content(rec.content)
+def to_sent_message(rec: MessageRecord, card: CardView | None = None) -> SentMessage:
+    """The public, parsed view of a message (showing `card`, the entity it refers to)."""
+    content = _parse_content(rec.content) if card is None else card.card
+    text = flatten_text(rec.msg_type, content) if card is None else card.text
     return SentMessage(
         message_id=rec.message_id, chat_id=rec.chat_id, msg_type=rec.msg_type,
-        content=content, text=flatten_text(rec.msg_type, content), reply_to=rec.parent_id,
+        content=content, text=text, reply_to=rec.parent_id,
         uuid=rec.uuid, in_thread=rec.in_thread, updated=rec.updated, root_id=rec.root_id,
         thread_id=rec.thread_id, history=tuple(_parse_content(c) for c in rec.history),
-        at=rec.at, app_id=rec.app_id,
+        at=rec.at, app_id=rec.app_id, card_id=rec.card_id,
+        streaming=card is not None and card.streaming_mode,
+        card_updates=0 if card is None else card.updates,
     )
 
 

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 from gateway.simulator import payloads as p
+from gateway.simulator.controls import Controls
 from gateway.simulator.core import SimulatorCore
 from gateway.simulator.state import MessageRecord
 
+ForwardChild: TypeAlias = tuple[str, "dict[str, Any] | str | Sequence[ForwardChild]", str]
+"""One message inside a merge_forward: (msg_type, content, sender). The sender is a user's
+open_id, or an app_id ("cli_...") for a bot's message; a "merge_forward" child's content
+is the list of its own children."""
+MERGED = "Merged and Forwarded Message"
+"""The content of a merge_forward, in its event and in the get-message answer."""
+ATTACHMENT_NAMES = {"image": "image.png", "file": "a.txt", "audio": "voice.opus",
+                    "media": "video.mp4"}
+"""The message types send_attachment sends, and each one's default file name."""
 
-class Simulator(SimulatorCore):
+
+class Simulator(SimulatorCore, Controls):
     """A fake Feishu open platform on loopback for the real lark-oapi SDK.
 
     Events are delivered to exactly one connected client of the event's app (the primary
@@ -53,10 +65,15 @@ class Simulator(SimulatorCore):
 
         With deliver=False the message only exists on the platform (replies to it work),
         as when a listener took it and died before acting on it. `create_time_ms` (default:
-        now) backdates the message, e.g. to deliver one sent hours ago."""
+        now) backdates the message, e.g. to deliver one sent hours ago. A reply to
+        `parent_id` carries root_id too (the parent's root, else the parent), as Feishu's
+        events do."""
         app = self.apps.get(app_id)
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
         created = p.now_ms() if create_time_ms is None else create_time_ms
+        if parent_id and root_id is None:
+            parent = self.state.get_message(parent_id)
+            root_id = (parent.root_id if parent is not None else None) or parent_id
         incoming = p.IncomingMessage(
             message_id=message_id or p.new_id("om_"), chat_id=chat_id, chat_type=chat_type,
             message_type=message_type, content=text, sender_open_id=sender_open_id,
@@ -66,7 +83,8 @@ class Simulator(SimulatorCore):
             message_id=incoming.message_id, chat_id=chat_id, msg_type=message_type,
             content=text, from_bot=False, create_time_ms=created, update_time_ms=created,
             chat_type=chat_type, root_id=root_id, parent_id=incoming.parent_id,
-            thread_id=thread_id, app_id=app.app_id))
+            thread_id=thread_id, app_id=app.app_id, sender_open_id=sender_open_id,
+            mentions=tuple(incoming.mentions)))
         if chat_type == "p2p":
             self.state.remember_p2p_chat(app.app_id, sender_open_id, chat_id)
         event = _encode(p.message_receive_event(incoming, app_id=app.app_id))
@@ -77,6 +95,66 @@ class Simulator(SimulatorCore):
             self._held[incoming.message_id] = (event, app.app_id)
         return incoming.message_id
 
+    def send_merge_forward(self, chat_id: str, children: Sequence[ForwardChild], *,
+                           sender_open_id: str = "ou_user_1", chat_type: str = "p2p",
+                           message_id: str | None = None, deliver: bool = True,
+                           app_id: str | None = None) -> str:
+        """Deliver a merge_forward carrying `children`, [(msg_type, content, sender), ...]
+        (see ForwardChild); returns its message_id. GET /im/v1/messages/{id} lists it,
+        then each child (nested ones after theirs), each with upper_message_id."""
+        app = self.apps.get(app_id)
+        mid = message_id or p.new_id("om_")
+        self._put_children(mid, chat_id, children, app.app_id)
+        return self.send_message(chat_id, message_type="merge_forward", content=MERGED,
+                                 sender_open_id=sender_open_id, chat_type=chat_type,
+                                 message_id=mid, deliver=deliver, app_id=app.app_id)
+
+    def _put_children(self, upper: str, chat_id: str, children: Sequence[ForwardChild],
+                      app_id: str) -> None:
+        for msg_type, content, sender in children:
+            mid, now, nested = p.new_id("om_"), p.now_ms(), None
+            if isinstance(content, (list, tuple)):
+                nested, text = content, MERGED
+            else:
+                text = content if isinstance(content, str) else json.dumps(
+                    content, ensure_ascii=False)
+            bot = sender.startswith("cli_")
+            self.state.put_message(MessageRecord(
+                message_id=mid, chat_id=chat_id, msg_type=msg_type, content=text,
+                from_bot=bot, create_time_ms=now, update_time_ms=now,
+                app_id=sender if bot else app_id, sender_open_id=None if bot else sender,
+                upper_message_id=upper))
+            if nested is not None:
+                self._put_children(mid, chat_id, nested, app_id)
+
+    def send_attachment(self, chat_id: str, data: bytes, *, message_type: str = "file",
+                        name: str | None = None, file_key: str | None = None,
+                        content_type: str | None = None, sender_open_id: str = "ou_user_1",
+                        chat_type: str = "p2p", message_id: str | None = None,
+                        parent_id: str | None = None, deliver: bool = True,
+                        app_id: str | None = None) -> tuple[str, str]:
+        """Deliver an image, file, audio or media message whose bytes GET .../resources/
+        {key}?type=image (image) or type=file (the others) serves, registered before the
+        event goes out; returns (message_id, file_key). Its Content-Type is `content_type`,
+        else guessed from `name` (default: see ATTACHMENT_NAMES)."""
+        if message_type not in ATTACHMENT_NAMES:
+            raise ValueError(f"an attachment is one of {sorted(ATTACHMENT_NAMES)}")
+        name = name or ATTACHMENT_NAMES[message_type]
+        image = message_type == "image"
+        key = file_key or p.new_id("img_v3_" if image else "file_v3_")
+        content: dict[str, Any] = {"image_key": key} if image else {"file_key": key}
+        if message_type in ("file", "media"):
+            content["file_name"] = name
+        if message_type in ("audio", "media"):
+            content["duration"] = 1000
+        mid = message_id or p.new_id("om_")
+        self.add_resource(mid, key, data, kind="image" if image else "file", name=name,
+                          content_type=content_type)
+        self.send_message(chat_id, message_type=message_type, content=content,
+                          sender_open_id=sender_open_id, chat_type=chat_type, message_id=mid,
+                          parent_id=parent_id, deliver=deliver, app_id=app_id)
+        return mid, key
+
     def deliver_held(self, message_id: str) -> str:
         """Deliver now a message sent earlier with deliver=False (its create_time is when it
         was sent): an event Feishu redelivers late. Returns the frame id."""
@@ -85,22 +163,25 @@ class Simulator(SimulatorCore):
                              app_id=app_id)
 
     def withdraw(self, message_id: str) -> None:
-        """The user recalls a message: replies to it get code 230011 from now on."""
+        """The user recalls a message: replies to it, reactions on it and GETs of it get
+        code 230011 from now on (its resources 230110); a message that never existed
+        answers 231003 instead."""
         self.state.remove_message(message_id)
 
     def send_text(self, chat_id: str, text: str, *, sender_open_id: str = "ou_user_1",
                   chat_type: str = "p2p", mentions: list[dict[str, Any]] | None = None,
                   message_id: str | None = None, thread_id: str | None = None,
-                  root_id: str | None = None, parts: int = 1, deliver: bool = True,
-                  create_time_ms: int | None = None, app_id: str | None = None) -> str:
+                  root_id: str | None = None, parent_id: str | None = None, parts: int = 1,
+                  deliver: bool = True, create_time_ms: int | None = None,
+                  app_id: str | None = None) -> str:
         """Deliver a text message; mention keys missing from `text` are prepended."""
         missing = [m["key"] for m in mentions or () if str(m.get("key", "")) not in text]
         full = " ".join([*missing, text]) if missing else text
         return self.send_message(
             chat_id, message_type="text", content={"text": full}, sender_open_id=sender_open_id,
             chat_type=chat_type, mentions=mentions, message_id=message_id, thread_id=thread_id,
-            root_id=root_id, parts=parts, deliver=deliver, create_time_ms=create_time_ms,
-            app_id=app_id)
+            root_id=root_id, parent_id=parent_id, parts=parts, deliver=deliver,
+            create_time_ms=create_time_ms, app_id=app_id)
 
     def send_event(self, payload: dict[str, Any] | bytes | str, *, parts: int = 1,
                    frame_type: str = "event", app_id: str | None = None) -> str:
@@ -111,15 +192,15 @@ class Simulator(SimulatorCore):
         """
         app = self.apps.get(app_id)
         message = p.event_message(payload) if isinstance(payload, dict) else None
-        if message is not None:
-            now = p.now_ms()
+        if isinstance(payload, dict) and message is not None:
+            now, sender = p.now_ms(), p.event_sender(payload)
             self.state.put_message(MessageRecord(
                 message_id=message["message_id"], chat_id=message["chat_id"],
                 msg_type=str(message.get("message_type", "text")),
                 content=str(message.get("content", "")), from_bot=False, create_time_ms=now,
                 update_time_ms=now, root_id=message.get("root_id"),
                 parent_id=message.get("parent_id"), thread_id=message.get("thread_id"),
-                app_id=app.app_id))
+                app_id=app.app_id, sender_open_id=sender))
         if isinstance(payload, dict):
             data = _encode(payload)
         else:

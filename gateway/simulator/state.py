@@ -9,11 +9,14 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from gateway.simulator.cards import CardStore
+from gateway.simulator.ratelimit import RateLimiter
 from gateway.simulator.records import Ack as Ack
 from gateway.simulator.records import MessageRecord as MessageRecord
 from gateway.simulator.records import SentFrame as SentFrame
 from gateway.simulator.records import SentMessage as SentMessage
 from gateway.simulator.records import to_sent_message
+from gateway.simulator.resources import ResourceStore
 
 T = TypeVar("T")
 
@@ -36,6 +39,10 @@ class SimState:
         self._close_codes: list[int | None] = []
         self._p2p_chats: dict[tuple[str, str], str] = {}
         self._token_generation = 0
+        self._withdrawn: set[str] = set()
+        self.cards = CardStore(self._cond)
+        self.resources = ResourceStore()
+        self.limiter = RateLimiter()
 
     def _notify(self) -> None:
         self._cond.notify_all()
@@ -189,12 +196,37 @@ class SimState:
             self._notify()
 
     def remove_message(self, message_id: str) -> None:
+        """The message is withdrawn: gone, and remembered as withdrawn."""
         with self._cond:
-            self._messages.pop(message_id, None)
+            if self._messages.pop(message_id, None) is not None:
+                self._withdrawn.add(message_id)
+            self._notify()
+
+    def withdrawn(self, message_id: str) -> bool:
+        with self._cond:
+            return message_id in self._withdrawn
 
     def get_message(self, message_id: str) -> MessageRecord | None:
         with self._cond:
             return self._messages.get(message_id)
+
+    def children_of(self, message_id: str) -> list[MessageRecord]:
+        """The messages a merge_forward carries, in order, nested ones after their own
+        merge_forward (depth first), as Feishu lists them."""
+        with self._cond:
+            direct = [r for r in self._messages.values() if r.upper_message_id == message_id]
+            return [x for r in direct for x in (r, *self.children_of(r.message_id))]
+
+    def by_uuid(self, app_id: str | None, uuid: str | None) -> MessageRecord | None:
+        """The message an app already sent with this uuid (None without a uuid)."""
+        with self._cond:
+            known = self._uuids.get((app_id, uuid)) if uuid else None
+            return None if known is None else self._messages.get(known)
+
+    def view(self, rec: MessageRecord) -> SentMessage:
+        """The public view of a message, showing its card entity as it is now."""
+        card = self.cards.view(rec.card_id) if rec.card_id else None
+        return to_sent_message(rec, card)
 
     def add_bot_message(self, rec: MessageRecord) -> tuple[MessageRecord, bool]:
         """Store a bot message unless its app already sent one with its uuid: then return
@@ -234,7 +266,7 @@ class SimState:
         """Bot messages in order, optionally of one chat and/or sent by one app."""
         with self._cond:
             recs = self._bot_records(chat_id, app_id)
-        return [to_sent_message(r) for r in recs]
+        return [self.view(r) for r in recs]
 
     def count_bot_messages(self, chat_id: str | None, app_id: str | None = None) -> int:
         with self._cond:
