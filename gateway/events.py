@@ -27,6 +27,29 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
+def _id(obj: Mapping[str, Any], key: str, where: str) -> str:
+    """An id the state keys and inbox entries are made of: a string, UTF-8 (no lone
+    surrogate), and no '|' (the inbox entry's separator)."""
+    value = _field(obj, key, where)
+    if not isinstance(value, str) or "|" in value or _clean(value) != value:
+        raise MalformedEvent(f"event with an unusable {where}.{key} ({value!r:.40})")
+    return value
+
+
+def _clean(text: str) -> str:
+    """`text` with each lone surrogate (JSON may escape one, "\\ud800"; UTF-8, so Redis,
+    cannot carry it) as U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _resolve_mentions(text: str, mentions: list[Any], bot_open_id: str) -> tuple[str, list[str]]:
     """Strip the bot's @placeholder, turn the others into @name; return mentioned open_ids."""
     ids: list[str] = []
@@ -58,9 +81,11 @@ def message_text(message_type: str, raw_content: Any) -> str:
     """The text an agent sees for one message, before mentions are resolved."""
     try:
         content = json.loads(raw_content) if isinstance(raw_content, str) else raw_content
-    except json.JSONDecodeError as error:
+    except (ValueError, RecursionError) as error:  # a number too long for int(), too deep
         if message_type in ("text", "post"):
-            raise MalformedEvent(f"message content is not JSON ({error.msg})") from None
+            reason = error.msg if isinstance(error, json.JSONDecodeError) else \
+                "nested too deeply or a number too long"
+            raise MalformedEvent(f"message content is not JSON ({reason})") from None
         content = {}  # the placeholder needs no content (merge_forward's is plain text)
     if not isinstance(content, Mapping):
         if message_type in ("text", "post"):
@@ -86,28 +111,28 @@ def parse_message(
     sender_id = _mapping(sender.get("sender_id") or {}, "event.sender.sender_id")
     message_type = str(_field(message, "message_type", "message"))
     text = message_text(message_type, _field(message, "content", "message"))
-    mentions = message.get("mentions") or []
-    text, mentioned = _resolve_mentions(text, list(mentions), bot_open_id)
+    text, mentioned = _resolve_mentions(text, _list(message.get("mentions")), bot_open_id)
+    text = _clean(text)
     if not text:
         raise MalformedEvent("message with empty text")
     if len(text) > max_text_chars:
         text = text[:max_text_chars] + TRUNCATION_MARK
     try:
         create_time_ms = int(message.get("create_time") or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity
         create_time_ms = 0
     return Message(
-        message_id=str(_field(message, "message_id", "message")),
-        chat_id=str(_field(message, "chat_id", "message")),
-        chat_type=str(message.get("chat_type") or "p2p"),
-        sender_open_id=str(sender_id.get("open_id") or ""),
-        message_type=message_type,
+        message_id=_id(message, "message_id", "message"),
+        chat_id=_id(message, "chat_id", "message"),
+        chat_type=_clean(str(message.get("chat_type") or "p2p")),
+        sender_open_id=_clean(str(sender_id.get("open_id") or "")),
+        message_type=_clean(message_type),
         text=text,
         create_time_ms=create_time_ms,
-        thread_id=str(message.get("thread_id") or ""),
-        root_id=str(message.get("root_id") or ""),
-        parent_id=str(message.get("parent_id") or ""),
-        mentioned_open_ids=tuple(mentioned),
+        thread_id=_clean(str(message.get("thread_id") or "")),
+        root_id=_clean(str(message.get("root_id") or "")),
+        parent_id=_clean(str(message.get("parent_id") or "")),
+        mentioned_open_ids=tuple(_clean(open_id) for open_id in mentioned),
     )
 
 
@@ -122,7 +147,7 @@ def arrival_of(payload: Mapping[str, Any]) -> Arrival:
     message, sender = _loose(event.get("message")), _loose(event.get("sender"))
     sender_id = _loose(sender.get("sender_id"))
     ids, everyone = [], False
-    for mention in message.get("mentions") or ():
+    for mention in _list(message.get("mentions")):
         if not isinstance(mention, Mapping):
             continue
         everyone = everyone or mention.get("key") == "@_all"

@@ -35,7 +35,7 @@ def decode_event(payload: bytes) -> tuple[str, Mapping[str, Any]] | None:
     """(event_type, event) of a frame's JSON payload, or None (logged) when it is not one."""
     try:
         event = json.loads(payload)
-    except (UnicodeDecodeError, ValueError) as error:
+    except (ValueError, RecursionError) as error:  # (UnicodeDecodeError is a ValueError)
         logger.warning("event frame dropped: not JSON (%s)", error)
         return None
     if not isinstance(event, dict):

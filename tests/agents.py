@@ -12,6 +12,8 @@
                  turn is cancelled); with K, kills its process after K pieces on the first
                  run of this message only (a crash mid-stream)
 - `table N`      replies a markdown table of N rows
+- `quoted`       replies `quote: <the text of the message it replied to>`
+- a file message replies `fetched <n> bytes: <first 20>` (or why it could not, e.g. too large)
 - `boom ...`     raises
 - `silent ...`   returns None
 - anything else  replies `echo: <text>`
@@ -31,6 +33,7 @@ from functools import cache
 
 import redis
 
+from gateway.errors import GatewayError
 from gateway.runtime import redis_client
 from gateway.settings import load_settings
 from gateway.types import Turn
@@ -81,6 +84,15 @@ class ScriptedAgent:
             if word == "approve":
                 timeout_s, key, prompt = rest.split(" ", 2)
                 return f"decision: {turn.approve(prompt, float(timeout_s), key=key)}"
+            if turn.message.message_type == "file":
+                key = turn.text.rsplit("(", 1)[-1].rstrip(")]")
+                try:
+                    data = turn.fetch(key)
+                except GatewayError as error:
+                    return f"not fetched: {type(error).__name__}"
+                return f"fetched {len(data)} bytes: {data[:20].decode(errors='replace')}"
+            if word == "quoted":
+                return f"quote: {turn.message.quote}"
             if word == "table":
                 rows = "\n".join(f"| row {n} | {n * n} |" for n in range(int(rest)))
                 return f"Squares:\n\n| n | n² |\n| --- | ---: |\n{rows}\n\nDone."

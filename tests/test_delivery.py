@@ -15,16 +15,21 @@ import pytest
 from gateway.feishu.delivery import derived_uuid, reply_uuid
 from gateway.processes import wait_until
 from gateway.runner import gave_up_reply
-from gateway.simulator import SendFaults
+from gateway.simulator import SendFaults, SentMessage
 from tests.conftest import TEST_LEASE_TTL_S, Rig
 from tests.test_pipeline import agent_events, replies_to
 
 BUDGET_S = 6.0
+QUOTA_PER_S = 9
+"""The gateway's send quota here: Feishu's (the simulator's, when a test sets it) is 10."""
+FETCH_MAX_BYTES = 1000
 
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, GATEWAY_REPLY_RETRY_BUDGET_S=str(BUDGET_S))
+    rig = Rig(tmp_path_factory, GATEWAY_REPLY_RETRY_BUDGET_S=str(BUDGET_S),
+              FEISHU_SEND_RATE_PER_S=str(QUOTA_PER_S), FEISHU_CHAT_SEND_RATE_PER_S="5",
+              FEISHU_FETCH_MAX_BYTES=str(FETCH_MAX_BYTES))
     try:
         rig.fleet("worker", supervise=True)
         rig.fleet("listener")
@@ -181,3 +186,154 @@ def test_a_message_in_a_thread_is_answered_in_the_thread(rig: Rig, chat_id: str)
     wait_until(lambda: asked in replies_to(sim, chat_id), 20, "the reply")
     [reply] = [m for m in sim.sent_messages(chat_id) if m.reply_to == asked]
     assert reply.in_thread and reply.thread_id == "omt_topic_1"
+
+
+# Streaming replies (issue 11, item 4): the scripted agent's `stream N D [K]`
+
+def words(count: int) -> str:
+    return "".join(f"w{n} " for n in range(count))
+
+
+def the_card(rig: Rig, chat_id: str, asked: str) -> SentMessage:
+    wait_until(lambda: asked in replies_to(rig.sim, chat_id), 20, "the streaming card")
+    [card] = [m for m in rig.sim.sent_messages(chat_id) if m.reply_to == asked]
+    assert card.msg_type == "interactive" and card.card_id, card
+    return card
+
+
+def test_a_streamed_answer_grows_in_one_card_within_the_throttle(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    clock = time.monotonic()
+    asked = sim.send_text(chat_id, "stream 20 0.1")  # 20 pieces over 2 s
+    card = the_card(rig, chat_id, asked)
+    view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
+    took_s = time.monotonic() - clock
+    assert view.elements["answer"] == words(20)
+    grown = [text for text in view.history if text]
+    assert len(grown) >= 3, "the text was shown as it grew"
+    assert all(a.split() == b.split()[:len(a.split())]
+               for a, b in zip(grown, grown[1:], strict=False))
+    assert view.updates <= took_s / 0.3 + 2, "at most one update per interval, and the close"
+    assert [m.reply_to for m in sim.sent_messages(chat_id)] == [asked], "one card, no text"
+
+
+def test_stop_mid_stream_closes_the_card_with_a_mark(rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    asked = sim.send_text(chat_id, "stream 200 0.05")
+    card = the_card(rig, chat_id, asked)
+    wait_until(lambda: len((sim.card_of(card.message_id) or card).text) > 10, 10, "some text")
+    stop = sim.send_text(chat_id, "/stop")
+    view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
+    assert "Stopped." in view.text
+    assert view.elements["answer"].startswith("w0 w1") and "w199" not in view.text
+    wait_until(lambda: stop in replies_to(sim, chat_id), 20, "the /stop answer")
+    assert [m.message_id for m in sim.sent_messages(chat_id) if m.reply_to == asked] == \
+        [card.message_id], "no second card, no text reply"
+
+
+def test_a_rerun_after_a_crash_mid_stream_shows_one_card(rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    asked = sim.send_text(chat_id, "stream 12 0.1 6")  # the first run dies after 6 pieces
+    card = the_card(rig, chat_id, asked)
+    view = sim.wait_for_card(card.message_id, streaming=False,
+                             timeout_s=TEST_LEASE_TTL_S * 4 + 20)
+    assert view.elements["answer"] == words(12)
+    assert [m.message_id for m in sim.sent_messages(chat_id) if m.reply_to == asked] == \
+        [card.message_id], "the re-run streamed into the same card"
+    assert view.rejected == 0, "the re-run numbered its updates above the first run's"
+
+
+def test_a_refused_rich_form_is_sent_again_as_plain_text(rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    sim.reject_msg_types({"post", "interactive"})
+    try:
+        asked = sim.send_text(chat_id, "**bold** claim")
+        wait_until(lambda: asked in replies_to(sim, chat_id), 20, "the reply")
+    finally:
+        sim.reject_msg_types(None)
+    [reply] = [m for m in sim.sent_messages(chat_id) if m.reply_to == asked]
+    assert (reply.msg_type, reply.text) == ("text", "echo: **bold** claim")
+    assert reply.uuid == derived_uuid(reply_uuid(asked), "text")
+    assert sim.send_attempts(reply_uuid(asked)) == 1, "the refused post was not retried"
+    assert f"feishu refused the post form of the reply to {asked}" in rig.fleet.logs("worker")
+
+
+def test_a_rejected_reply_is_not_retried_and_the_operator_sees_it(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    sim.reject_msg_types({"text"})
+    try:
+        refused = sim.send_text(chat_id, "nobody may hear this")
+        wait_until(lambda: f"reply to {refused} in chat {chat_id} given up" in
+                   rig.fleet.logs("worker"), 20, "the give-up")
+    finally:
+        sim.reject_msg_types(None)
+    assert sim.send_attempts(reply_uuid(refused)) == 1, "a rejection is never retried"
+    assert f"given up: reply to {refused}: HTTP 400, code 230001" in rig.fleet.logs("worker")
+    assert f"{refused} in chat {chat_id} (reply)" in status(rig)
+    after = sim.send_text(chat_id, "the chat goes on")
+    wait_until(lambda: after in replies_to(sim, chat_id), 20, "the next reply")
+
+
+# Inbound additions (issue 11, item 2): quoted parents, forwarded messages, attachments
+
+def test_a_reply_to_a_message_sees_it_quoted(rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    parent = sim.send_text(chat_id, "the plan is ```ship it``` friday")
+    wait_until(lambda: parent in replies_to(sim, chat_id), 20, "the first reply")
+    asked = sim.send_text(chat_id, "quoted", parent_id=parent)
+    wait_until(lambda: asked in replies_to(sim, chat_id), 20, "the reply")
+    assert replies_to(sim, chat_id)[asked] == ["quote: the plan is ```ship it``` friday"]
+
+
+def test_forwarded_messages_are_listed_for_the_agent(rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    forwarded = sim.send_merge_forward(chat_id, [
+        ("text", {"text": "first point"}, "ou_ann"),
+        ("merge_forward", [("text", {"text": "nested"}, "ou_bob")], "ou_cat"),
+        ("image", {"image_key": "img_v2_x"}, "ou_ann")])
+    wait_until(lambda: forwarded in replies_to(sim, chat_id), 20, "the reply")
+    assert replies_to(sim, chat_id)[forwarded] == [
+        "echo: [forwarded messages]\n- ou_ann: first point\n- ou_cat: [forwarded messages]"
+        "\n  - ou_bob: nested\n- ou_ann: [image img_v2_x]"]
+
+
+def test_an_agent_fetches_an_attachment_within_the_size_cap(rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    small, _ = sim.send_attachment(chat_id, b"hello attachment", name="note.txt")
+    big, _ = sim.send_attachment(chat_id, b"x" * (FETCH_MAX_BYTES + 1), name="big.bin")
+    wait_until(lambda: big in replies_to(sim, chat_id), 20, "both replies")
+    assert replies_to(sim, chat_id)[small] == ["fetched 16 bytes: hello attachment"]
+    assert replies_to(sim, chat_id)[big] == ["not fetched: TooLarge"]
+
+
+# The shared send quota (issue 11, item 5). Last in the module: it adds a worker process.
+
+def test_a_burst_over_many_chats_stays_within_feishus_quota_across_two_workers(
+        rig: Rig) -> None:
+    sim = rig.sim
+    rig.fleet("worker")  # a second worker process draws from the same quota
+    sim.set_rate_limit(QUOTA_PER_S + 1)  # Feishu's quota, as the simulator enforces it
+    sim.script_send_faults(["429", "429", "429"])  # and a few refusals on top
+    since, limited = time.time(), sim.rate_limited_count()
+    injected = sim.fault_counts.get("429", 0)
+    chats = [f"oc_storm_{n}_{int(since)}" for n in range(12)]
+    asked = {chat: [sim.send_text(chat, f"burst {chat[-4:]} {k}") for k in range(2)]
+             for chat in chats}
+    try:
+        wait_until(lambda: all(m in replies_to(sim, chat) for chat, ms in asked.items()
+                               for m in ms), 90, "every answer")
+    finally:
+        sim.set_rate_limit(None)
+    for chat, (first, second) in asked.items():
+        replies = replies_to(sim, chat)
+        assert replies == {first: [f"echo: burst {chat[-4:]} 0"],
+                           second: [f"echo: burst {chat[-4:]} 1"]}, "each once, in order"
+    times = [t for t in sim.send_times() if t >= since]
+    busiest = max(sum(1 for u in times if t <= u < t + 1.0) for t in times)
+    assert busiest <= QUOTA_PER_S + 1, f"{busiest} sends within one second"
+    assert sim.rate_limited_count() == limited, "the quota kept every worker under Feishu's"
+    assert sim.fault_counts.get("429", 0) - injected == 3
+    pids = {e["pid"] for chat in chats for e in agent_events(rig.client(), chat)}
+    assert len(pids) >= 3, "turns ran in both workers' pool processes"

@@ -74,3 +74,11 @@ def test_a_stopped_turn_stops_waiting(redis_client: redis.Redis) -> None:
 def test_without_redis_the_send_goes_ahead() -> None:
     dead = redis.Redis(port=1, socket_connect_timeout=0.2)
     assert Quota(dead).acquire("cli_a", "oc_x", timeout_s=1)
+
+
+def test_a_bucket_too_small_for_a_reserve_still_serves_low_priority(
+        redis_client: redis.Redis) -> None:
+    quota = Quota(redis_client, Rates(per_s=1000, per_min=100_000, chat_per_s=5))
+    redis_client.delete(app_key("cli_a"), "gw:quota:chat:oc_tiny")
+    assert quota.acquire("cli_a", "oc_tiny", low=True, timeout_s=1)  # capacity 1
+    assert quota.acquire("cli_a", "oc_tiny", low=True, timeout_s=1)  # after a refill

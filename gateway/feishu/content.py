@@ -25,7 +25,7 @@ def _keyed(label: str, key: str) -> str:
 def _duration(ms: Any) -> str:
     try:
         seconds = int(ms) / 1000
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity
         return ""
     return f" {seconds:.0f}s" if seconds >= 1 else ""
 
@@ -67,7 +67,8 @@ def post_text(content: Mapping[str, Any]) -> str:
     title = _s(content.get("title"))
     if title:
         lines.append(title)
-    for paragraph in content.get("content") or []:
+    paragraphs = content.get("content")
+    for paragraph in paragraphs if isinstance(paragraphs, list) else []:
         if isinstance(paragraph, list):
             line = "".join(_element(e) for e in paragraph if isinstance(e, Mapping))
             # a block (code, rule) sits on lines of its own, wherever it is in the paragraph
@@ -76,7 +77,8 @@ def post_text(content: Mapping[str, Any]) -> str:
 
 
 def _card_text(content: Mapping[str, Any]) -> str:
-    title = content.get("title") or (content.get("header") or {}).get("title", {})
+    header = content.get("header")
+    title = content.get("title") or (header.get("title") if isinstance(header, Mapping) else "")
     if isinstance(title, Mapping):
         title = title.get("content", "")
     return f"[card: {_s(title)}]" if _s(title) else "[card]"
