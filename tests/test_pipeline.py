@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections import defaultdict
@@ -232,7 +233,9 @@ def test_bad_input_is_acked_logged_and_loses_nothing(
     assert replies[hologram] == ["echo: [hologram message]"], "an unknown type is readable"
     chunks = replies[long_id]  # 16,000 characters echoed back in 4,000-character messages
     assert len(chunks) == 5 and all(len(c) <= 4000 for c in chunks)
-    assert "".join(chunks) == "echo: " + "y" * 16_000 + TRUNCATION_MARK
+    assert [c.rsplit("\n", 1)[1] for c in chunks] == [f"({n}/5)" for n in range(1, 6)]
+    assert "".join(re.sub(r"\n\n\(\d/5\)$", "", c) for c in chunks) == \
+        "echo: " + "y" * 16_000 + TRUNCATION_MARK
     log = spawn.logs("listener")
     assert "dropped: message content is not JSON" in log
     assert "dropped: message with empty text" in log
