@@ -90,6 +90,10 @@ class FakeLlm:
                  "finish_reason": "stop"}]})
         return await self._stream(request, pieces, pause_s)
 
+    def _closed_early(self) -> None:
+        with self._guard:
+            self.seen.closed_early += 1
+
     async def _stream(self, request: web.Request, pieces: list[str],
                       pause_s: float) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -103,9 +107,11 @@ class FakeLlm:
                     await asyncio.sleep(pause_s)
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            with self._guard:
-                self.seen.closed_early += 1
+        except ConnectionResetError:  # the client went away: nothing more to write
+            self._closed_early()
+            return response
+        except asyncio.CancelledError:
+            self._closed_early()
             raise
         with self._guard:
             self.seen.streams_done += 1

@@ -1,7 +1,7 @@
 """The built-in `openai` agent (issue 9, item 2) against a small OpenAI-compatible server the
 tests start (tests/fake_llm.py: the real wire protocol, streamed), through a real listener
-and real workers: history across worker processes, /new, a stop mid-stream, an endpoint
-error."""
+and real workers: history across worker processes, /new, a stop mid-stream (its card closed
+with a mark), an endpoint error."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from gateway.agents.chat_completions import EndpointError, sse_pieces
 from gateway.processes import wait_until
 from gateway.runner import FAILURE_REPLY
+from gateway.streaming import STOPPED_MARK
 from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
 from tests.fake_llm import API_KEY, FakeLlm
 from tests.test_cancel import reply_of
@@ -57,8 +58,10 @@ def test_a_conversation_goes_on_in_another_worker_process_and_new_starts_empty(
     second_worker.stop()
 
 
-def test_a_stop_mid_stream_closes_the_stream_and_sends_nothing(
+def test_a_stop_mid_stream_closes_the_stream_and_marks_its_card_stopped(
         rig: Rig, llm: FakeLlm) -> None:
+    """The answer streamed into one card (issue 11, item 4); /stop closes the model's stream
+    and the card with the "Stopped." mark, and nothing else is sent for that message."""
     sim, chat = rig.sim, "oc_llm_stop"
     worker = rig.fleet("worker", concurrency=1)
     slow = sim.send_text(chat, "slow story please")
@@ -71,7 +74,13 @@ def test_a_stop_mid_stream_closes_the_stream_and_sends_nothing(
     after = sim.send_text(chat, "are you there?")
     assert reply_of(sim, chat, after) == "heard 1: are you there?", \
         "the stopped exchange is not in the history"
-    assert not [m for m in sim.sent_messages(chat) if m.reply_to == slow], "nothing sent"
+    sent = [m for m in sim.sent_messages(chat) if m.reply_to == slow]
+    assert len(sent) <= 1, "at most the one streaming card"
+    if sent:  # the stop came after the first piece: the card shows the text so far
+        [card] = sent
+        assert card.msg_type == "interactive" and card.card_id, card
+        view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=10)
+        assert STOPPED_MARK in view.text and view.elements["answer"].startswith("piece")
     worker.stop()
 
 
