@@ -30,6 +30,7 @@ from gateway.locks import TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.state.store import Answer, ChatStore, Completed, Dispatch, Started
 from gateway.state.streams import StreamCards
 from gateway.streaming import FAILED_MARK, STOPPED_MARK, Stream
+from gateway.surfaces import CardSurface, EditedMessage, Surface
 from gateway.types import Message, Reply, Turn
 
 logger = logging.getLogger(__name__)
@@ -52,9 +53,9 @@ class TurnRunner:
     publisher: Publisher
     reply_chunk_chars: int = 4000
     reply_format: str = "auto"
+    """How answers are rendered: auto | text | post | card (FEISHU_REPLY_FORMAT)."""
     session_scope: str = "chat"
     """Whose conversation a turn continues: chat | user | thread (FEISHU_SESSION_SCOPE)."""
-    """How answers are rendered: auto | text | post | card (FEISHU_REPLY_FORMAT)."""
     drain_turns: int = 1
     """Turns one task may run for its chat (the first included) when more are waiting."""
     drain_budget_s: float = 0.0
@@ -64,7 +65,8 @@ class TurnRunner:
     typist: Typist | None = None
     """Shows a "Typing" reaction on the message while its agent runs (none: off)."""
     streams: StreamCards | None = None
-    """Where streaming cards are kept (none: a streamed answer is sent when complete)."""
+    """Where streaming cards are kept (none: a streamed answer is sent when complete). With
+    reply_format text or post, the answer streams into a message edited in place."""
     stream_interval_s: float = 0.3
     enricher: Enricher | None = None
     """Quotes a replied-to message and lists forwarded ones (none: as they came)."""
@@ -194,10 +196,20 @@ class TurnRunner:
                 handle: TurnHandle) -> Stream | None:
         if self.streams is None or self.stream_interval_s <= 0:
             return None
-        return Stream(self.replies, self.streams, message, attempt=attempt,
+
+        def may_send() -> bool:
+            return not handle.stopped.is_set() and self.store.may_reply(turn)
+
+        surface: Surface
+        if self.reply_format in ("text", "post"):
+            surface = EditedMessage(self.replies, message, form=self.reply_format,
+                                    attempt=attempt, may_send=may_send, stopped=handle.stopped)
+        else:
+            surface = CardSurface(self.replies, self.streams, message, attempt=attempt,
+                                  may_send=may_send, stopped=handle.stopped)
+        return Stream(surface, what=f"message {message.message_id} of chat {message.chat_id}",
                       interval_s=self.stream_interval_s, limit_chars=self.reply_chunk_chars,
-                      may_send=lambda: not handle.stopped.is_set()
-                      and self.store.may_reply(turn), stopped=handle.stopped)
+                      stopped=handle.stopped)
 
     @staticmethod
     def _streamed(stream: Stream, answer: Answer | None, outcome: str,

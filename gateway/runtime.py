@@ -199,7 +199,7 @@ class Runtime:
             reply_chunk_chars=self.settings.reply_chunk_chars,
             reply_format=self.settings.reply_format, session_scope=self.settings.session_scope,
             streams=StreamCards(self.redis, keyspace(self.settings))
-            if self.settings.streaming and self.settings.reply_format != "text" else None,
+            if self.settings.streaming else None,
             stream_interval_s=self.settings.stream_interval_ms / 1000,
             enricher=Enricher(self.replies), fetch_max_bytes=self.settings.fetch_max_bytes,
             drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s,

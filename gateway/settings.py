@@ -71,9 +71,10 @@ class Settings(BaseSettings):
     """Whose conversation an agent continues: the chat's, each user's in a group, or each
     thread's. Turns of one chat still run one at a time, in order; /new renews them all."""
     streaming: bool = Field(True, validation_alias="FEISHU_STREAMING")
-    """An agent that returns its answer in pieces is shown as it writes, in a card."""
+    """An agent that returns its answer in pieces is shown as it writes: in a card, or (reply
+    format text or post) in one message edited in place."""
     stream_interval_ms: int = Field(300, validation_alias="FEISHU_STREAM_INTERVAL_MS", ge=50)
-    """A streaming card's text is set at most this often."""
+    """A streamed answer's text is shown at most this often."""
     reply_format: Literal["auto", "text", "post", "card"] = Field(
         "auto", validation_alias="FEISHU_REPLY_FORMAT")
     """auto: plain text as text, markdown as a post, code blocks or tables as a card."""

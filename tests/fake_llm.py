@@ -4,6 +4,7 @@ no model behind it. What it answers is written in the last user message:
 
 - `fail ...`   HTTP 500 with OpenAI's error shape
 - `slow ...`   streams a piece every 0.1 s for 30 s (long enough to be stopped)
+- `count N`    streams `n0 n1 ... n<N-1> `, a piece every 0.05 s
 - anything else  `heard <n>: <the user messages so far, joined by ' / '>`, in 3 pieces
 It records every request's messages and whether a stream was closed by the client.
 """
@@ -80,6 +81,8 @@ class FakeLlm:
             return error(500, "the model is overloaded", "server_error")
         if last.startswith("slow"):
             pieces, pause_s = ["piece "] * 300, 0.1
+        elif last.startswith("count ") and last[6:].isdigit():
+            pieces, pause_s = [f"n{n} " for n in range(int(last[6:]))], 0.05
         else:
             text = f"heard {len(said)}: {' / '.join(said)}"
             third = max(1, len(text) // 3)

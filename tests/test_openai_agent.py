@@ -12,7 +12,10 @@ import pytest
 from gateway.agents.chat_completions import EndpointError, sse_pieces
 from gateway.processes import wait_until
 from gateway.runner import FAILURE_REPLY
+from gateway.simulator import SentMessage
+from gateway.simulator.payloads import flatten_text
 from gateway.streaming import STOPPED_MARK
+from gateway.surfaces import EDITS_WHILE_STREAMING
 from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
 from tests.fake_llm import API_KEY, FakeLlm
 from tests.test_cancel import reply_of
@@ -81,6 +84,49 @@ def test_a_stop_mid_stream_closes_the_stream_and_marks_its_card_stopped(
         assert card.msg_type == "interactive" and card.card_id, card
         view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=10)
         assert STOPPED_MARK in view.text and view.elements["answer"].startswith("piece")
+    worker.stop()
+
+
+# Where cards are off (FEISHU_REPLY_FORMAT text or post), a stream edits one message in place.
+
+def texts_of(message: SentMessage) -> list[str]:
+    """What a message showed, edit by edit, then now (text and post forms)."""
+    shown = [*message.history, message.content]
+    return [flatten_text(message.msg_type if "text" in c else "post", c) for c in shown]
+
+
+def test_with_cards_off_the_answer_grows_in_one_edited_message_within_feishus_edit_limit(
+        rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_llm_edited"
+    worker = rig.fleet("worker", concurrency=1, FEISHU_REPLY_FORMAT="text",
+                       FEISHU_STREAM_INTERVAL_MS="50")
+    asked = sim.send_text(chat, "count 80")  # 80 pieces over 4 s: an edit due every piece
+    answer = "".join(f"n{n} " for n in range(80)).strip()
+    wait_until(lambda: any(m.text.strip() == answer for m in sim.sent_messages(chat)), 30,
+               "the whole answer")
+    [sent] = [m for m in sim.sent_messages(chat) if m.reply_to == asked]
+    assert sent.msg_type == "text" and sent.updated
+    shown = texts_of(sent)
+    assert len(shown) >= 4, "the text was shown as it grew"
+    assert all(b.startswith(a) for a, b in zip(shown, shown[1:], strict=False)), shown
+    assert len(sent.history) <= EDITS_WHILE_STREAMING + 1, "edits stay within the budget"
+    assert [m.reply_to for m in sim.sent_messages(chat)] == [asked], "one message, no other"
+    worker.stop()
+
+
+def test_with_posts_a_stop_mid_stream_marks_the_edited_message_stopped(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_llm_edited_stop"
+    worker = rig.fleet("worker", concurrency=1, FEISHU_REPLY_FORMAT="post")
+    slow = sim.send_text(chat, "slow story please")
+    wait_until(lambda: any(m.reply_to == slow for m in sim.sent_messages(chat)), 20,
+               "the answer's message")
+    stop = sim.send_text(chat, "/stop")
+    assert reply_of(sim, chat, stop, TEST_CANCEL_TIMEOUT_S + 10).startswith("Stopped.")
+    [sent] = [m for m in sim.sent_messages(chat) if m.reply_to == slow]
+    assert sent.msg_type == "post"
+    wait_until(lambda: STOPPED_MARK in (sim.get_message(sent.message_id) or sent).text, 10,
+               "the stopped mark")
+    assert (sim.get_message(sent.message_id) or sent).text.startswith("piece")
     worker.stop()
 
 

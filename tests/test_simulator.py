@@ -218,12 +218,34 @@ def test_update_and_patch_keep_history(simulator: Simulator) -> None:
     [sent] = simulator.sent_messages()
     assert (sent.text, sent.updated, sent.history[0]["elements"][0]["content"]) == (
         "done", True, "thinking")
-    not_text = client.im.v1.message.update(
+    card_edit = client.im.v1.message.update(
         UpdateMessageRequest.builder().message_id(mid).request_body(
             UpdateMessageRequestBody.builder().msg_type("text")
             .content(json.dumps({"text": "x"})).build()).build())
-    assert not_text.success()  # PUT may turn a message into text or post
-    assert simulator.sent_messages()[0].msg_type == "text"
+    assert card_edit.code == 230001, "PUT edits only text and post messages (cards: PATCH)"
+
+
+def test_a_text_message_is_edited_at_most_twenty_times(simulator: Simulator) -> None:
+    client = api_client(simulator)
+    body = (CreateMessageRequestBody.builder().receive_id("ou_user_1").msg_type("text")
+            .content(json.dumps({"text": "v0"})).uuid("text-1").build())
+    created = client.im.v1.message.create(
+        CreateMessageRequest.builder().receive_id_type("open_id").request_body(body).build())
+    assert created.success(), (created.code, created.msg)
+
+    def edit(n: int, msg_type: str = "text") -> int:
+        content = {"text": f"v{n}"} if msg_type == "text" else {
+            "zh_cn": {"content": [[{"tag": "md", "text": f"**v{n}**"}]]}}
+        return int(client.im.v1.message.update(
+            UpdateMessageRequest.builder().message_id(created.data.message_id).request_body(
+                UpdateMessageRequestBody.builder().msg_type(msg_type)
+                .content(json.dumps(content)).build()).build()).code)
+
+    assert [edit(n, "post" if n == 20 else "text") for n in range(1, 21)] == [0] * 20
+    assert edit(21) == 230001
+    [sent] = simulator.sent_messages()
+    assert (sent.msg_type, len(sent.history)) == ("post", 20)
+    assert "v20" in sent.text
 
 
 def test_round_robin_and_refused_endpoint(

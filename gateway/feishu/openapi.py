@@ -204,6 +204,14 @@ class OpenApi:
         except httpx.TransportError as error:
             raise RetryableError(f"{what}: {type(error).__name__}: {error}") from None
 
+    def edit_message(self, message_id: str, *, msg_type: str, content: dict[str, Any]) -> None:
+        """Replace the content of a text or post message the bot sent (PUT; Feishu allows
+        20 edits of one message)."""
+        self._authorized("PUT", f"/open-apis/im/v1/messages/{message_id}",
+                         f"edit of {message_id}", body={
+                             "msg_type": msg_type,
+                             "content": json.dumps(content, ensure_ascii=False)})
+
     def patch_card(self, message_id: str, card: dict[str, Any]) -> None:
         """Replace a sent card's content (one attempt)."""
         self._authorized("PATCH", f"/open-apis/im/v1/messages/{message_id}",

@@ -22,6 +22,10 @@ CODE_REACTION_NOT_FOUND = 231003
 CODE_MESSAGE_MISSING = 231003
 """Reactions docs: "The message is not found, maybe not exist or deleted"."""
 CODE_SYSTEM_BUSY = 1
+CODE_EDIT_LIMIT = 230001
+"""im/v1 message/update allows 20 edits of one message; the docs name no code of its own
+for the 21st, so the simulator answers with the generic invalid-message code."""
+EDITS_MAX = 20
 
 # cardkit-v1 (card/create, card/update, card/settings, card-element/content docs).
 CODE_CARD_PARAM = 10002

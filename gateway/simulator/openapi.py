@@ -244,8 +244,11 @@ class OpenApi:
         body = await json_body(request)
         msg_type, content = require_str(body, "msg_type"), require_str(body, "content")
         rec = self._bot_message(request.match_info["message_id"], app)
-        if msg_type not in ("text", "post"):
+        if msg_type not in ("text", "post") or rec.msg_type not in ("text", "post"):
             raise ApiError(c.CODE_INVALID_MESSAGE, "only text and post messages can be updated")
+        if len(rec.history) >= c.EDITS_MAX:
+            raise ApiError(c.CODE_EDIT_LIMIT, f"invalid message: {rec.message_id} was edited "
+                           f"{c.EDITS_MAX} times already")
         check_content(msg_type, content)
         new = self.state.edit_message(rec.message_id, msg_type, content)
         return ok(self._object(new or rec))
