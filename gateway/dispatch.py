@@ -105,15 +105,17 @@ class Publisher:
         self._store.confirm(turn, task_id)
         return True
 
-    def finish(self, turn: Dispatch, run_next: tuple[str, str] | None = None) -> Completed:
+    def finish(self, turn: Dispatch, run_next: tuple[str, str] | None = None,
+               outcome: str = "") -> Completed:
         """End `turn` and claim the next one without publishing it: the caller publishes
-        it, or (with `run_next` = (task_id, worker)) it is started for the caller to run."""
-        return self._store.complete(turn, run_next)
+        it, or (with `run_next` = (task_id, worker)) it is started for the caller to run.
+        `outcome` goes into the chat's history."""
+        return self._store.complete(turn, run_next, outcome=outcome)
 
-    def hand_over(self, turn: Dispatch) -> Dispatch | None | Literal[False]:
+    def hand_over(self, turn: Dispatch, outcome: str = "") -> Dispatch | None | Literal[False]:
         """End `turn` (drop its message, claim the next) and publish the next turn, if any.
         Returns what `ChatStore.complete` said: the next turn, None (idle) or False (stale)."""
-        following = self._store.complete(turn)
+        following = self._store.complete(turn, outcome=outcome)
         if following:
             self.publish(following)
         return following

@@ -139,14 +139,14 @@ class TurnRunner:
             except Exception:  # the task's boundary: a bug must not block the chat
                 logger.exception("turn %s of chat %s failed; the chat goes on",
                                  turn.message_id, turn.chat_id)
-                self.publisher.hand_over(turn)
+                self.publisher.hand_over(turn, "failed")
                 raise
             if handle.reason == TIME_LIMIT:
                 # like Celery's hard time limit in prefork: the attempt counts, the lease
                 # runs out, the turn runs again or is given up after GATEWAY_MAX_ATTEMPTS
                 outcome = "timed-out"
             else:
-                following = self.publisher.finish(turn, run_next)  # stale: touches nothing
+                following = self.publisher.finish(turn, run_next, outcome)  # stale: no-op
         logger.debug("turn %s of chat %s %s in %.2fs (attempt %d)", turn.message_id,
                      turn.chat_id, outcome, time.monotonic() - clock, started.attempt)
         return outcome, following
@@ -276,7 +276,7 @@ class TurnRunner:
                 self.replies.send_markdown(
                     message.message_id, chunk, mode=self.reply_format, app_id=message.app_id,
                     chat_id=message.chat_id,
-                    uuid=reply_uuid(message.message_id, purpose, index),
+                    uuid=reply_uuid(message.reply_key, purpose, index),
                     in_thread=bool(message.thread_id), may_send=may_send,
                     stopped=handle.stopped)
             except Abandoned as error:

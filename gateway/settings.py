@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     cancel_poll_s: float = Field(0.25, validation_alias="GATEWAY_CANCEL_POLL_S", gt=0)
     cancel_terminate: bool = Field(False, validation_alias="GATEWAY_CANCEL_TERMINATE")
     lease_ttl_s: float = Field(30.0, validation_alias="GATEWAY_LEASE_TTL_S", gt=0)
+    history_turns: int = Field(10, validation_alias="GATEWAY_HISTORY_TURNS", ge=0, le=1000)
+    """A chat's last finished turns kept with their outcome (`feishu-gateway chat`); the
+    message of one that failed, stopped or was given up is kept for `retry` (0: none)."""
+    retry_retention_s: int = Field(86_400, validation_alias="GATEWAY_RETRY_RETENTION_S", gt=0)
+    """How long after a chat's last turn its history (and so `retry`) is kept."""
     claim_ttl_s: float = Field(15.0, validation_alias="GATEWAY_CLAIM_TTL_S", gt=0)
     queued_ttl_s: float = Field(900.0, validation_alias="GATEWAY_QUEUED_TTL_S", gt=0)
     feishu_apps: SecretStr = Field(SecretStr(""), validation_alias="FEISHU_APPS")

@@ -69,7 +69,7 @@ class _Sender:
     def _reply(self, msg_type: str, content: dict[str, object]) -> str:
         m = self._message
         return self._replies.send(m.message_id, msg_type, dict(content),
-                                  uuid=reply_uuid(m.message_id, "stream"),
+                                  uuid=reply_uuid(m.reply_key, "stream"),
                                   in_thread=bool(m.thread_id), app_id=m.app_id,
                                   chat_id=m.chat_id, may_send=self._may_send,
                                   stopped=self._stopped)
@@ -88,18 +88,18 @@ class CardSurface(_Sender):
     def _next(self) -> tuple[int, str]:
         self._sequence += 1
         tag = f"stream-{self._sequence}"
-        return self._sequence, derived_uuid(reply_uuid(self._message.message_id), tag)
+        return self._sequence, derived_uuid(reply_uuid(self._message.reply_key), tag)
 
     def open(self, text: str) -> bool:
         m = self._message
-        card_id = self._cards.card_of(m.chat_id, m.message_id)
+        card_id = self._cards.card_of(m.chat_id, m.reply_key)
         fresh = card_id is None
         if card_id is None:
             card = card_json(text, element_id=ELEMENT_ID, streaming=True)
             made = self._replies.call("streaming card", lambda api: api.create_card(card),
                                       app_id=m.app_id, chat_id=m.chat_id,
                                       may_send=self._may_send, stopped=self._stopped)
-            card_id = self._cards.keep(m.chat_id, m.message_id, made)
+            card_id = self._cards.keep(m.chat_id, m.reply_key, made)
             fresh = card_id == made
         self._reply("interactive", {"type": "card", "data": {"card_id": card_id}})
         self.card_id = card_id

@@ -29,10 +29,18 @@ class Message:
     """The message this one replied to (quoted for the agent in `quote`)."""
     quote: str = ""
     """The text of the parent message, filled in by the worker before the agent reads it."""
+    retry: int = 0
+    """How many times an operator re-ran this message (`feishu-gateway retry`)."""
+
+    @property
+    def reply_key(self) -> str:
+        """What the uuids and the streaming card of its answer derive from: a retry's
+        answer is a new one, not a copy Feishu would drop as already sent."""
+        return self.message_id if not self.retry else f"{self.message_id}#retry{self.retry}"
 
     def to_json(self) -> str:
         data = asdict(self)
-        for optional in ("app_id", "parent_id", "quote"):
+        for optional in ("app_id", "parent_id", "quote", "retry"):
             if not data[optional]:
                 del data[optional]
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -51,6 +59,8 @@ class Message:
             raise ValueError("a stored message needs message_id and chat_id")
         for name in ("chat_type", "sender_open_id", "message_type", "text"):
             known.setdefault(name, "")
+        if not isinstance(known.get("retry", 0), int) or isinstance(known.get("retry"), bool):
+            known["retry"] = 0
         return cls(**known)
 
 

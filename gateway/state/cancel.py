@@ -26,7 +26,8 @@ logger = logging.getLogger(__name__)
 How = Literal["nothing", "not-started", "cooperative", "timeout-fenced", "debounced"]
 Revoke = Callable[[str, bool], None]
 """revoke(task_id, terminate): Celery's revoke broadcast."""
-HandOver = Callable[[Dispatch], "Dispatch | None | Literal[False]"]
+HandOver = Callable[[Dispatch, str], "Dispatch | None | Literal[False]"]
+"""hand_over(turn, outcome): end the turn, recording `outcome` in the chat's history."""
 RECORD_TTL_MS = 300_000
 """A stop is remembered this long, so another listener can finish a command whose listener
 died (it takes orphaned control jobs up after 10 s), and never do it twice."""
@@ -141,7 +142,7 @@ class Canceller:
         """The running turn's stop, finished: it ended by itself (`ended`), or the timeout
         passed and it is fenced off here (its message dropped, the next one dispatched)."""
         how: How = "cooperative"
-        if not ended and self._hand_over(waiting.turn) is not False:
+        if not ended and self._hand_over(waiting.turn, "stopped") is not False:
             how = "timeout-fenced"  # (False: it completed by itself just as time ran out)
             if self.terminate and waiting.task_id:
                 self._revoke(waiting.task_id, True)

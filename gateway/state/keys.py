@@ -79,6 +79,11 @@ class ChatKeys:
         return f"{self.prefix}:gen"
 
     @property
+    def done(self) -> str:
+        """List: the chat's last finished turns, newest first (lua/history.lua)."""
+        return f"{self.prefix}:done"
+
+    @property
     def ran(self) -> str:
         """Which worker process started the chat's last turn (start and complete only)."""
         return f"{self.prefix}:ran"

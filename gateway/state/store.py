@@ -38,6 +38,10 @@ class StoreConfig:
     durable_ack: Literal["none", "aof", "replica"] = "none"
     """Wait for the admission to be on disk (WAITAOF) or on a replica (WAIT) before ACK."""
     durable_ack_timeout_ms: int = 1000
+    history_cap: int = 10
+    """A chat's finished turns kept for `feishu-gateway chat` and `retry` (0: none)."""
+    history_ttl_ms: int = 86_400_000
+    """How long a chat's history is kept after its last turn ended (the retry retention)."""
     ran_ttl_ms: int = 3_720_000
     """How long the mark of which process started a chat's last turn lives: as long as an
     idle agent can stay cached (GATEWAY_AGENT_IDLE_TTL_S and a sweep)."""
@@ -122,7 +126,7 @@ def entry_message(entry: str) -> Message | None:
         return None
 
 
-def _dispatch(chat_id: str, fence: Any, entry: Any) -> Dispatch:
+def dispatch_of(chat_id: str, fence: Any, entry: Any) -> Dispatch:
     return Dispatch(chat_id, entry_parts(_text(entry))[0], int(fence))
 
 
@@ -133,7 +137,7 @@ Completed = Dispatch | tuple[Dispatch, Started] | None | Literal[False]
 def _recovered(chat_id: str, reply: Any) -> Recovered | None:
     outcome = _text(reply[0])
     if outcome in ("dispatch", "requeue"):
-        return outcome, _dispatch(chat_id, reply[1], reply[2])  # type: ignore[return-value]
+        return outcome, dispatch_of(chat_id, reply[1], reply[2])  # type: ignore[return-value]
     return None
 
 
@@ -151,7 +155,7 @@ def _started(reply: Sequence[Any]) -> Started:
 def _admission(chat_id: str, reply: Any) -> Admission:
     outcome = _text(reply[0])
     if outcome == "dispatch":
-        return Admission("dispatch", int(reply[1]), _dispatch(chat_id, reply[2], reply[3]))
+        return Admission("dispatch", int(reply[1]), dispatch_of(chat_id, reply[2], reply[3]))
     if outcome in ("queued", "full"):
         return Admission(outcome, int(reply[1]))  # type: ignore[arg-type]
     return Admission(outcome)  # type: ignore[arg-type]
@@ -173,6 +177,12 @@ class ChatStore:
 
     def _run(self, name: str, chat_id: str, *args: Any) -> Any:
         return self._scripts[name](keys=self.keys(chat_id).all, args=list(args))
+
+    def run_script(self, name: str, chat_id: str, args: Sequence[Any],
+                   more_keys: Sequence[str] = ()) -> Any:
+        """Script `name` on the chat's keys (then `more_keys`), for the state's other
+        modules (gateway/state/admin.py)."""
+        return self._scripts[name](keys=[*self.keys(chat_id).all, *more_keys], args=list(args))
 
     def _run_starting(self, name: str, chat_id: str, *args: Any) -> Any:
         """A script that may start a turn: it gets the `ran` key and this process's mark."""
@@ -296,27 +306,33 @@ class ChatStore:
                               json.dumps(list(answer.chunks), ensure_ascii=False)))
 
     @overload
-    def complete(self, turn: Dispatch, run_next: None = None) -> Dispatch | None | Literal[False]:
+    def complete(self, turn: Dispatch, run_next: None = None, *,
+                 outcome: str = "") -> Dispatch | None | Literal[False]:
         ...
 
     @overload
-    def complete(self, turn: Dispatch, run_next: tuple[str, str] | None) -> Completed: ...
+    def complete(self, turn: Dispatch, run_next: tuple[str, str] | None, *,
+                 outcome: str = "") -> Completed: ...
 
-    def complete(self, turn: Dispatch, run_next: tuple[str, str] | None = None) -> Completed:
+    def complete(self, turn: Dispatch, run_next: tuple[str, str] | None = None, *,
+                 outcome: str = "") -> Completed:
         """Drop the finished message and claim the next one. Returns the next turn to
         publish, None when idle, False when the fence was stale (nothing was touched); with
         `run_next` = (task_id, worker) the next turn is started too, for the caller to run
-        now: then (its Dispatch, its Started)."""
+        now: then (its Dispatch, its Started). `outcome` (replied, failed, stopped, ...) goes
+        into the chat's history ('' records nothing)."""
         c = self.config
         go_on = run_next or ("", "")
-        reply = self._run_starting("complete", turn.chat_id, turn.fence, c.claim_ttl_ms,
-                                   turn.chat_id, "1" if run_next else "0", go_on[0], go_on[1],
-                                   c.running_ttl_ms, c.max_attempts, c.session_ttl_ms)
+        k = self.keys(turn.chat_id)
+        reply = self._scripts["complete"](keys=[*k.all, k.ran, k.done], args=[
+            turn.fence, c.claim_ttl_ms, turn.chat_id, "1" if run_next else "0", go_on[0],
+            go_on[1], c.running_ttl_ms, c.max_attempts, c.session_ttl_ms, self.runner,
+            c.ran_ttl_ms, outcome, c.history_cap, c.history_ttl_ms])
         outcome = _text(reply[0])
         if outcome == "dispatch":
-            return _dispatch(turn.chat_id, reply[1], reply[2])
+            return dispatch_of(turn.chat_id, reply[1], reply[2])
         if outcome == "started":
-            return _dispatch(turn.chat_id, reply[1], reply[3]), _started(reply[2:])
+            return dispatch_of(turn.chat_id, reply[1], reply[3]), _started(reply[2:])
         return None if outcome == "idle" else False
 
     def holds(self, turn: Dispatch) -> bool:
@@ -386,15 +402,15 @@ class ChatStore:
         command is about ("" none held the chat when it was sent, "*" whatever holds it)."""
         c = self.config
         k = self.keys(chat_id)
-        keys = [*k.all, k.command(command_id)]
+        keys = [*k.all, k.command(command_id), k.done]
         reply = [_text(v) for v in self._scripts["cancel"](keys=keys, args=[
             command_id, debounce_ms, flag_ttl_ms, c.claim_ttl_ms, chat_id, target_fence,
-            "1" if new_session else "0", c.session_ttl_ms])]
+            "1" if new_session else "0", c.session_ttl_ms, c.history_cap, c.history_ttl_ms])]
         how = reply[0]
         if how == "again":
             return CancelStep("again", int(reply[2]) if reply[2] else None, reply[3],
                               int(reply[4]), recorded_how=reply[1])
-        following = _dispatch(chat_id, reply[4], reply[5]) if len(reply) > 5 else None
+        following = dispatch_of(chat_id, reply[4], reply[5]) if len(reply) > 5 else None
         return CancelStep(how, int(reply[1]) if reply[1] else None,  # type: ignore[arg-type]
                           reply[2], int(reply[3]), following)
 
@@ -410,8 +426,11 @@ class ChatStore:
 
     def pending(self, chat_id: str) -> list[tuple[str, Message | None]]:
         """Waiting messages in the order they will run (the running one included)."""
-        entries = self.redis.zrange(self.keys(chat_id).inbox, 0, -1)
-        return [(entry_parts(_text(e))[0], entry_message(_text(e))) for e in entries]
+        return [(entry_parts(e)[0], entry_message(e)) for e in self.pending_entries(chat_id)]
+
+    def pending_entries(self, chat_id: str) -> list[str]:
+        """The chat's raw inbox entries in the order they will run (see lua/chat.lua)."""
+        return [_text(e) for e in self.redis.zrange(self.keys(chat_id).inbox, 0, -1)]
 
     def pending_count(self, chat_id: str) -> int:
         return int(self.redis.zcard(self.keys(chat_id).inbox))

@@ -1,11 +1,12 @@
 --!include chat.lua
+--!include history.lua
 -- cancel: the state change of /stop, /new, `feishu-gateway stop`, in one step, recorded under
 -- the command's id so that running it again (its listener died) finishes it, never repeats it.
--- KEYS: chat.lua's, then 10 cmd:<command_id> (the record)
+-- KEYS: chat.lua's, then 10 cmd:<command_id> (the record), 11 done (history.lua)
 -- ARGV: 1 command_id  2 debounce_ms  3 record_ttl_ms  4 claim_ttl_ms  5 chat_id
 --       6 target: the fence the command is about ('' none held the chat, '*' the current)
 --       7 new_session ('1': start a new conversation too; '0' also when the ingest step of
---         the /new already did)  8 session_ttl_ms
+--         the /new already did)  8 session_ttl_ms  9 history_cap  10 history_ttl_ms
 -- → {how, fence, task_id, waiting[, next_fence, next_entry]} where how is
 --   'again'       this command ran before: how/fence/task_id/waiting as recorded
 --   'debounced'   another stop came within debounce_ms: this one does nothing more
@@ -45,7 +46,10 @@ if entry and redis.call('HGET', K.tries, 'n') == '0' then
   -- never started: it would run the oldest waiting message (start.lua), so that one goes
   entry = redis.call('ZRANGE', K.inbox, 0, 0)[1] or entry
 end
-if entry then redis.call('ZREM', K.inbox, entry) end
+if entry then
+  redis.call('ZREM', K.inbox, entry)
+  remember(KEYS[11], entry, 'stopped', task_id, fence, 0, ARGV[9], ARGV[10], now_ms)
+end
 local r = record('not-started', fence, task_id)
 local c = claim(ARGV[5], now_us, now_ms, tonumber(ARGV[4]), true)  -- its head was dropped
 if c then

@@ -1,0 +1,17 @@
+--!include chat.lua
+-- purge: an operator drops a chat's waiting messages (`feishu-gateway purge`): the entries
+-- given (the ones the operator was shown), except the one the chat's turn holds, so the
+-- turn ends as it would have and nothing is left pointing at a missing message.
+-- KEYS: chat.lua's.  ARGV: 1 chat_id, then the entries to drop
+-- → {dropped, kept} (kept: 1 when the held entry was among them and stayed)
+local held = redis.call('HGET', K.lease, 'entry')
+local dropped, kept = 0, 0
+for i = 2, #ARGV do
+  if ARGV[i] == held then
+    kept = 1
+  else
+    dropped = dropped + redis.call('ZREM', K.inbox, ARGV[i])
+  end
+end
+if not held and redis.call('ZCARD', K.inbox) == 0 then redis.call('ZREM', K.index, ARGV[1]) end
+return {dropped, kept}

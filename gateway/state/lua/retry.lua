@@ -1,0 +1,31 @@
+--!include chat.lua
+-- retry: an operator re-runs the message of a turn that ended badly (`feishu-gateway retry`).
+-- It enters the chat's inbox at the back, behind what waits now, and runs in its turn like
+-- any message; it is never run around the chat's lease.
+-- KEYS: chat.lua's, then 10 done (history.lua)
+-- ARGV: 1 message_id  2 the message json to store (its retry count raised)  3 chat_id
+--       4 claim_ttl_ms  5 inbox_cap
+-- → {'unknown'} (no turn of it in the history: never seen, or older than its retention)
+--   | {'answered', outcome} | {'waiting'} (it waits or runs already) | {'full', waiting}
+--   | {'queued', waiting} | {'dispatch', waiting, fence, entry}
+local found = nil
+for _, raw in ipairs(redis.call('LRANGE', KEYS[10], 0, -1)) do
+  local ok, record = pcall(cjson.decode, raw)
+  if ok and type(record) == 'table' and record.mid == ARGV[1] then
+    found = record
+    break
+  end
+end
+if not found then return {'unknown'} end
+if not found.entry then return {'answered', found.outcome or ''} end
+local entries = redis.call('ZRANGE', K.inbox, 0, -1)
+for _, e in ipairs(entries) do
+  if entry_id(e) == ARGV[1] then return {'waiting'} end
+end
+local waiting = #entries
+if waiting >= tonumber(ARGV[5]) then return {'full', waiting} end
+local now_us, now_ms = clock()
+redis.call('ZADD', K.inbox, str(now_ms), string.format('%016.0f|%s|%s', now_us, ARGV[1], ARGV[2]))
+if redis.call('EXISTS', K.lease) == 1 then return {'queued', waiting} end
+local c = claim(ARGV[3], now_us, now_ms, tonumber(ARGV[4]))
+return {'dispatch', waiting, c[1], c[2]}

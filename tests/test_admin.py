@@ -1,0 +1,132 @@
+"""The operator's state changes against a real redis-server: a chat's history of finished
+turns, purge and retry (lua/history.lua, lua/purge.lua, lua/retry.lua)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from gateway.embedded_redis import EmbeddedRedis
+from gateway.state import admin
+from gateway.state.history import read_history
+from gateway.state.store import ChatStore, Dispatch
+from tests.conftest import client_of
+from tests.test_state import msg, pending_ids, store_for
+
+
+@pytest.fixture
+def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
+    yield from client_of(private_redis)
+
+
+def run_to_end(store: ChatStore, turn: Dispatch, outcome: str) -> Dispatch | None:
+    assert store.start(turn, f"task-{turn.message_id}", "w1") is not None
+    following = store.complete(turn, outcome=outcome)
+    assert following is not False
+    return following
+
+
+def test_finished_turns_are_kept_newest_first_with_the_message_only_when_retryable(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client, history_cap=2)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    for n in (2, 3):
+        store.ingest(msg(chat_id, n))
+    assert turn is not None
+    turn = run_to_end(store, turn, "replied")
+    assert turn is not None
+    turn = run_to_end(store, turn, "failed")
+    assert turn is not None
+    assert run_to_end(store, turn, "silent") is None
+    history = read_history(redis_client, store.keys(chat_id))
+    assert [(r.message_id, r.outcome) for r in history] == [("om_3", "silent"),
+                                                            ("om_2", "failed")], "capped at 2"
+    assert history[1].task_id == "task-om_2" and history[1].attempts == 1
+    assert history[1].message is not None and history[1].message.text == "text 2"
+    assert history[0].entry == "", "an answered turn keeps no message"
+    assert 0 < redis_client.pttl(store.keys(chat_id).done) <= store.config.history_ttl_ms
+
+
+def test_a_stop_before_the_turn_started_is_recorded_as_stopped(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    store.ingest(msg(chat_id, 1))
+    step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
+    assert step.how == "not-started"
+    [record] = read_history(redis_client, store.keys(chat_id))
+    assert (record.message_id, record.outcome) == ("om_1", "stopped")
+
+
+def test_retry_refuses_unknown_and_answered_messages(redis_client: redis.Redis,
+                                                     chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None
+    run_to_end(store, turn, "replied")
+    assert admin.retry(store, chat_id, "om_404").how == "unknown"
+    answered = admin.retry(store, chat_id, "om_1")
+    assert (answered.how, answered.outcome) == ("answered", "replied")
+    assert pending_ids(store, chat_id) == []
+
+
+def test_a_retried_message_waits_behind_the_chat_and_runs_once_with_new_uuids(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    store.ingest(msg(chat_id, 2))
+    assert turn is not None
+    following = run_to_end(store, turn, "failed")
+    assert following is not None and following.message_id == "om_2"
+    store.ingest(msg(chat_id, 3))
+    result = admin.retry(store, chat_id, "om_1")
+    assert (result.how, result.waiting, result.following) == ("queued", 2, None)
+    assert pending_ids(store, chat_id) == ["om_2", "om_3", "om_1"], "at the back, in order"
+    assert admin.retry(store, chat_id, "om_1").how == "waiting", "never twice at once"
+    turn = run_to_end(store, following, "replied")
+    assert turn is not None
+    turn = run_to_end(store, turn, "replied")
+    assert turn is not None and turn.message_id == "om_1"
+    started = store.start(turn, "task-retry", "w1")
+    assert started is not None and started.message is not None
+    assert started.message.retry == 1 and started.message.reply_key != "om_1"
+    assert store.complete(turn, outcome="replied") is None
+    assert admin.retry(store, chat_id, "om_1").how == "answered"
+
+
+def test_a_retry_in_an_idle_chat_claims_a_turn_to_publish(redis_client: redis.Redis,
+                                                          chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None
+    run_to_end(store, turn, "gave-up")
+    result = admin.retry(store, chat_id, "om_1")
+    assert result.how == "dispatch" and result.following is not None
+    assert result.following.message_id == "om_1" and store.holds(result.following)
+
+
+def test_purge_drops_what_waits_but_never_the_message_the_turn_holds(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client, inbox_cap=10)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    for n in (2, 3):
+        store.ingest(msg(chat_id, n))
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    shown = store.pending_entries(chat_id)
+    store.ingest(msg(chat_id, 4))  # arrived after the operator looked: it stays
+    assert admin.purge(store, chat_id, shown) == (2, True)
+    assert pending_ids(store, chat_id) == ["om_1", "om_4"]
+    following = store.complete(turn, outcome="replied")
+    assert following is not False and following is not None
+    assert following.message_id == "om_4"
+
+
+def test_known_tells_a_chat_redis_remembers_from_a_typo(redis_client: redis.Redis,
+                                                       chat_id: str) -> None:
+    store = store_for(redis_client)
+    assert not admin.known(store, chat_id)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None
+    run_to_end(store, turn, "replied")
+    assert admin.known(store, chat_id), "an idle chat is known by its fence and history"
