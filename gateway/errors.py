@@ -43,3 +43,8 @@ class TooLarge(RejectedError):
 
 class CredentialsRefused(RejectedError):
     """Feishu refused the app's id or secret."""
+
+
+class Refused(GatewayError):
+    """An operator's request that cannot be done as asked (an unknown chat, a turn that is
+    over, nothing to retry); the CLI says why in one line and exits 1."""

@@ -16,6 +16,10 @@ from typing import Any
 
 import redis
 
+CONNECTIONS_KEY = "gw:connections"
+"""Each listener's long connections, by `process|app_id` (gateway/feishu/listener.py)."""
+CONNECTIONS_STALE_S = 30.0
+
 
 def publish(client: redis.Redis, key: str, field: str, record: dict[str, Any], *,
             ttl_s: int = 3600) -> None:
@@ -43,3 +47,8 @@ def read_live(client: redis.Redis, key: str, stale_s: float) -> dict[str, dict[s
     if dead:
         client.hdel(key, *dead)
     return live
+
+
+def read_connections(client: redis.Redis) -> dict[str, dict[str, Any]]:
+    """Every live listener's connection states, by `process|app_id`."""
+    return read_live(client, CONNECTIONS_KEY, CONNECTIONS_STALE_S)

@@ -15,6 +15,7 @@
 - `quoted`       replies `quote: <the text of the message it replied to>`
 - a file message replies `fetched <n> bytes: <first 20>` (or why it could not, e.g. too large)
 - `boom ...`     raises
+- `flaky T`      raises the first time token T is seen (in Redis), echoes after that
 - `silent ...`   returns None
 - anything else  replies `echo: <text>`
 Every start and end is recorded in Redis (`test:events:<chat_id>`) with the pid.
@@ -33,8 +34,8 @@ from functools import cache
 
 import redis
 
+from gateway.clients import redis_client
 from gateway.errors import GatewayError
-from gateway.runtime import redis_client
 from gateway.settings import load_settings
 from gateway.types import Turn
 
@@ -110,6 +111,8 @@ class ScriptedAgent:
                     time.sleep(0.05)
             elif word == "boom":
                 raise RuntimeError("scripted failure")
+            elif word == "flaky" and _redis().set(f"test:flaky:{rest}", "1", nx=True, ex=600):
+                raise RuntimeError("scripted first failure")
             elif word == "silent":
                 return None
             return f"echo: {turn.text}"

@@ -159,17 +159,17 @@ def test_operator_stop_from_the_terminal(
     long_turn = feishu.send_text(chat_id, "sleep 30")
     waiting = feishu.send_text(chat_id, "queued behind")
     wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
-    status = operator(gateway_env, tmp_path, "status", chat_id).splitlines()
-    assert re.match(rf"chat {chat_id}: running turn turn:{chat_id}:{long_turn}:\d+ ", status[0])
-    assert status[0].endswith("pending 2")
-    assert status[2].startswith(f"  {waiting} from ou_user_1: 'queued behind'")
+    status = operator(gateway_env, tmp_path, "chat", chat_id)
+    assert re.search(rf"turn: running turn:{chat_id}:{long_turn}:\d+\n", status)
+    assert "pending: 2" in status
+    assert f"    {waiting} from ou_user_1: 'queued behind'" in status
     line = operator(gateway_env, tmp_path, "stop", chat_id)
     assert line.startswith(f"chat {chat_id}: turn turn:{chat_id}:{long_turn}:")
     assert "cancelled cooperatively" in line and "pending messages re-dispatched: 1" in line
     assert reply_of(feishu, chat_id, waiting) == "echo: queued behind"
     assert long_turn not in replies_to(feishu, chat_id)
-    wait_until(lambda: operator(gateway_env, tmp_path, "status", chat_id)
-               == f"chat {chat_id}: idle; pending 0", 10, "the chat to be idle")
+    wait_until(lambda: "turn: idle\n  pending: 0\n" in operator(
+        gateway_env, tmp_path, "chat", chat_id), 10, "the chat to be idle")
 
 
 def test_stop_is_deduplicated_like_any_message(

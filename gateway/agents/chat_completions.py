@@ -31,8 +31,8 @@ from typing import Any
 import httpx
 import redis
 
+from gateway.clients import redis_client
 from gateway.errors import GatewayError
-from gateway.runtime import redis_client
 from gateway.settings import Settings, load_settings
 from gateway.types import Turn
 

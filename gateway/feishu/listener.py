@@ -23,16 +23,14 @@ from gateway.feishu.connection import (
     ConnectionOptions,
     ConnectionStatus,
 )
-from gateway.presence import publish, read_live
+from gateway.presence import CONNECTIONS_KEY, publish
 from gateway.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 AppHandler = Callable[[str, str, bytes], Mapping[str, Any] | None]
 """(app_id, frame type, payload) → the callback's answer; see connection.FrameHandler."""
-CONNECTIONS_KEY = "gw:connections"
 REPORT_EVERY_S = 5.0
-STALE_S = 30.0
 RESTART_AFTER_S = 1.0
 
 
@@ -165,7 +163,3 @@ class StatusBoard:
             except redis.RedisError as error:
                 logger.debug("connection states not published: %s", error)
 
-
-def read_connections(client: redis.Redis) -> dict[str, dict[str, Any]]:
-    """Every live listener's connection states, by `process|app_id`."""
-    return read_live(client, CONNECTIONS_KEY, STALE_S)

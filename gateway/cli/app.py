@@ -1,0 +1,267 @@
+"""The `feishu-gateway` commands (click). Each one loads the settings once, imports only
+what it needs (a read of Redis never imports Celery or the Feishu SDK), and leaves errors to
+the boundary in gateway/cli/__init__.py. May import: anything of the gateway."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+import click
+from rich.console import Console
+
+from gateway.cli import actions, show, views
+from gateway.cli.context import Ops
+from gateway.errors import GatewayError
+from gateway.logs import setup_logging
+from gateway.settings import load_settings
+
+CONNECTION = "Reads REDIS_URL (REDIS_CLUSTER, GATEWAY_STATE_SHARDS) and GATEWAY_REDIS_TIMEOUT_S."
+BROKER = "CELERY_BROKER_URL (default: REDIS_URL)"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("feishu-gateway")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def console() -> Console:
+    """Rich on a terminal; plain, unwrapped lines in a pipe (scripts use --json)."""
+    tty = sys.stdout.isatty()
+    return Console(soft_wrap=True, width=None if tty else 240, no_color=not tty,
+                   highlight=False)
+
+
+def emit(view: Any, as_json: bool, render: Any) -> None:
+    if as_json:
+        click.echo(json.dumps(view, indent=2, ensure_ascii=False, default=str))
+    else:
+        render(console(), view)
+
+
+def ops() -> Ops:
+    return Ops(load_settings())
+
+
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print JSON for scripts instead of a table.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", prog_name="feishu-gateway")
+def cli() -> None:
+    """The Feishu gateway: hold the long connection, and operate the chats it serves.
+
+    Settings come from the environment (or .env); README.md lists every one."""
+
+
+@cli.command()
+def listen() -> None:
+    """Hold the Feishu long connection(s) and admit messages.
+
+    Reads FEISHU_APP_ID, FEISHU_APP_SECRET (or FEISHU_APPS), FEISHU_DOMAIN, the admission
+    settings (FEISHU_*), REDIS_URL and CELERY_BROKER_URL."""
+    settings = load_settings()
+    setup_logging(settings.log_level)
+    if not settings.has_credentials:
+        raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET (or FEISHU_APPS) must be set "
+                           "for `listen`")
+    from gateway.dispatch import bound_publishing
+    from gateway.service import ListenerService
+    from tasks import app
+
+    bound_publishing(app, 2 * settings.redis_timeout_s)
+    service = ListenerService(settings, app).start()
+    stop = threading.Event()
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+    while not stop.wait(0.5):
+        if service.listener.fatal:
+            service.stop()
+            raise GatewayError(service.listener.fatal)
+    service.stop()
+
+
+@cli.command()
+def sweep() -> None:
+    """Re-dispatch stranded chats once (workers also sweep on their own).
+
+    Reads REDIS_URL and CELERY_BROKER_URL."""
+    o = ops()
+    setup_logging(o.settings.log_level)
+    from gateway.state.sweeper import sweep_once
+
+    click.echo(f"re-dispatched {sweep_once(o.runtime.store, o.runtime.publisher)} chat(s)")
+
+
+@cli.command()
+@json_option
+def status(as_json: bool) -> None:
+    """The whole gateway at a glance: Redis, workers and their pools, queue lengths, chats
+    running and waiting, each listener's connections, agent caches, undelivered replies.
+
+    Reads REDIS_URL and CELERY_BROKER_URL (workers answer within a second)."""
+    o = ops()
+    from gateway.agents.report import read_reports, summary
+    from gateway.presence import read_connections
+
+    chats = views.chats_view(o.store, limit=views.CHATS_SCAN_MAX)
+    view = {
+        "redis": views.redis_view(o.store),
+        "workers": _broker_read(lambda: views.worker_view(o.workers())),
+        "queues": _broker_read(o.queue_lengths),
+        "chats": {"active": chats["total"], "running": chats["running"],
+                  "waiting": sum(r["pending"] for r in chats["chats"])},
+        "connections": read_connections(o.redis),
+        "agents": {owner: summary(r) for owner, r in read_reports(o.redis).items()},
+        "undelivered": {"count": len(u := o.store.undelivered()), "newest": u[:5]},
+    }
+    emit(view, as_json, show.status)
+
+
+def _broker_read(read: Any) -> Any:
+    """A broker read for `status`: its value, or why the broker could not be read."""
+    from kombu.exceptions import OperationalError
+
+    try:
+        return read()
+    except (OperationalError, OSError) as error:
+        return f"broker unreachable: {error}"
+
+
+@cli.command()
+@json_option
+@click.option("--limit", default=20, show_default=True, help="Chats a page.")
+@click.option("--page", default=1, show_default=True, help="Which page.")
+def chats(as_json: bool, limit: int, page: int) -> None:
+    """Active chats (a turn runs or messages wait), busiest first, paged.
+
+    Reads REDIS_URL; no broker needed."""
+    emit(views.chats_view(ops().store, limit=limit, page=page), as_json, show.chats)
+
+
+@cli.command()
+@json_option
+@click.argument("chat_id")
+@click.option("--first", default=5, show_default=True, help="Waiting messages to list.")
+def chat(as_json: bool, chat_id: str, first: int) -> None:
+    """One chat's whole state: its turn (task, since, worker, fence, attempt), waiting
+    messages, lease TTL, session generation and last turns with their outcome.
+
+    Reads REDIS_URL and GATEWAY_HISTORY_TURNS; no broker needed."""
+    o = ops()
+    o.require_chat(chat_id)
+    emit(views.chat_view(o.store, chat_id, first=first), as_json, show.chat)
+
+
+@cli.command()
+@click.argument("chat_id")
+@click.option("--new", is_flag=True, help="Also start a new conversation (as /new).")
+def stop(chat_id: str, new: bool) -> None:
+    """Stop a chat's turn exactly as /stop does; the chat's waiting messages go on.
+
+    Reads GATEWAY_CANCEL_TIMEOUT, GATEWAY_CANCEL_TERMINATE, REDIS_URL, CELERY_BROKER_URL."""
+    click.echo(actions.stop(ops(), chat_id, new=new).describe())
+
+
+@cli.command()
+@click.argument("task_id")
+@click.option("--terminate", is_flag=True,
+              help="Kill the worker process if the turn has not stopped within "
+                   "GATEWAY_CANCEL_TIMEOUT (prefork pools).")
+def revoke(task_id: str, terminate: bool) -> None:
+    """Revoke one turn by its task id (turn:<chat>:<message>:<fence>).
+
+    A queued turn never runs; a running one is stopped the /stop way. Either way the chat
+    goes on with its next message. (`celery -A tasks control revoke` only stops a turn that
+    has not started.) Reads GATEWAY_CANCEL_TIMEOUT, REDIS_URL, CELERY_BROKER_URL."""
+    click.echo(actions.revoke(ops(), task_id, terminate=terminate).describe())
+
+
+@cli.command()
+@click.argument("target")
+@click.argument("message_id", required=False)
+@click.option("--anyway", is_flag=True, help="Queue it even when no worker answers.")
+def retry(target: str, message_id: str | None, anyway: bool) -> None:
+    """Run a failed, stopped or given-up turn again: TASK_ID, or CHAT_ID MESSAGE_ID.
+
+    The message enters its chat's inbox behind what waits and is answered once. Refused for a
+    message that was answered, is unknown, or ended longer ago than GATEWAY_RETRY_RETENTION_S.
+    Reads REDIS_URL, CELERY_BROKER_URL, GATEWAY_HISTORY_TURNS."""
+    if message_id is None:
+        turn = actions.TurnId.parse(target)
+        chat_id, message_id = turn.chat_id, turn.message_id
+    else:
+        chat_id = target
+    click.echo(actions.retry(ops(), chat_id, message_id, anyway=anyway))
+
+
+@cli.command()
+@click.argument("chat_id")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--stop", "and_stop", is_flag=True, help="Stop the chat's turn too.")
+@click.option("--notify", is_flag=True,
+              help="Tell the chat in one line that its waiting messages were dropped.")
+def purge(chat_id: str, yes: bool, and_stop: bool, notify: bool) -> None:
+    """Drop a chat's waiting messages (not its turn's, unless --stop).
+
+    Its users are told nothing unless --notify. Reads REDIS_URL (and, with --stop or
+    --notify, CELERY_BROKER_URL and the FEISHU_* credentials)."""
+    o = ops()
+    o.require_chat(chat_id)
+    held = o.store.lease(chat_id).get("entry")
+    entries = [e for e in o.store.pending_entries(chat_id) if e != held]
+    if entries and not yes:
+        click.confirm(f"Drop {len(entries)} waiting message(s) of chat {chat_id}?",
+                      abort=True)
+    dropped = _purge_with_progress(o, chat_id, entries)
+    click.echo(f"chat {chat_id}: {dropped} waiting message(s) dropped")
+    if and_stop:
+        click.echo(actions.stop(o, chat_id, new=False).describe())
+    if notify and dropped:
+        click.echo(actions.notify_purged(o, chat_id, entries, dropped))
+
+
+def _purge_with_progress(o: Ops, chat_id: str, entries: list[str]) -> int:
+    if not sys.stderr.isatty() or len(entries) <= actions.PURGE_BATCH:
+        return actions.purge(o, chat_id, entries)
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(f"purging chat {chat_id}", total=len(entries))
+        return actions.purge(o, chat_id, entries,
+                             lambda n: progress.advance(task, n))
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=9900, show_default=True)
+def simulator(host: str, port: int) -> None:
+    """Run the fake Feishu open platform (for demos and tests)."""
+    setup_logging("INFO")
+    from gateway.simulator import serve_forever
+
+    serve_forever(host=host, port=port)
+
+
+@cli.command()
+@click.option("--chat", "chat_id", default="oc_demo_chat", show_default=True,
+              help="The simulated chat id.")
+def demo(chat_id: str) -> None:
+    """Everything on embedded defaults (Redis, simulator, a worker, a listener); chat from
+    the terminal. Reads REDIS_URL and FEISHU_APP_ID when set (then they are used instead)."""
+    from gateway.demo import run_demo
+
+    sys.exit(run_demo(chat_id=chat_id))

@@ -1,0 +1,132 @@
+"""The read views (gateway/cli/views.py) as tables and lines for people, with rich.
+May import: nothing of the gateway but the views' shapes."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    return f"{seconds / 60:.0f}m" if seconds < 7200 else f"{seconds / 3600:.1f}h"
+
+
+def _when(at_ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at_ms / 1000))
+
+
+def chat(console: Console, view: dict[str, Any]) -> None:
+    turn = view["turn"]
+    console.print(f"[bold]chat {view['chat_id']}[/bold]")
+    if turn is None:
+        console.print("  turn: idle")
+    else:
+        stopping = " [yellow](asked to stop)[/yellow]" if turn["stopping"] else ""
+        console.print(f"  turn: {turn['state']} {turn['task_id'] or '-'}{stopping}")
+        console.print(f"        message {turn['message_id']}, fence {turn['fence']}, worker "
+                      f"{turn['worker'] or '-'}, for {_ago(turn['for_s'])}, attempt "
+                      f"{turn['attempt']}, published {turn['requeues'] + 1}x, lease "
+                      f"{turn['lease_ttl_s']:.1f}s left")
+    pending = view["pending"]
+    console.print(f"  pending: {pending['count']}")
+    for m in pending["first"]:
+        retry = f" (retry {m['retry']})" if m["retry"] else ""
+        text = "(unreadable entry)" if m["text"] is None else repr(m["text"])
+        console.print(f"    {m['message_id']} from {m['sender'] or '-'}{retry}: {text}",
+                      markup=False)
+    if pending["count"] > len(pending["first"]):
+        console.print(f"    … and {pending['count'] - len(pending['first'])} more")
+    session = view["session"]
+    ttl = f", expires in {_ago(session['ttl_s'])}" if session["ttl_s"] else ""
+    console.print(f"  session: generation {session['generation']}{ttl}")
+    if view["history"]:
+        table = Table("ended", "message", "outcome", "attempts", "task", title="last turns",
+                      title_justify="left")
+        for r in view["history"]:
+            outcome = r["outcome"] + (" (retryable)" if r["retryable"] else "")
+            table.add_row(_when(r["at_ms"]), r["message_id"], outcome, str(r["attempts"]),
+                          r["task_id"] or "-")
+        console.print(table)
+    else:
+        console.print("  last turns: none on record")
+    for u in view["undelivered"]:
+        console.print(f"  undelivered: {u.get('message_id')} ({u.get('purpose')}): "
+                      f"{u.get('error')}", markup=False)
+
+
+def chats(console: Console, view: dict[str, Any]) -> None:
+    if not view["total"]:
+        console.print("no chat is active (no turn runs, no message waits)")
+        return
+    table = Table("chat", "pending", "turn", "for", "task",
+                  title=f"active chats: {view['total']}, {view['running']} running "
+                        f"(page {view['page']}, busiest first)", title_justify="left")
+    for row in view["chats"]:
+        table.add_row(row["chat_id"], str(row["pending"]), row["state"], _ago(row["for_s"]),
+                      row["task_id"] or "-")
+    console.print(table)
+    shown = (view["page"] - 1) * view["limit"] + len(view["chats"])
+    if shown < view["total"]:
+        console.print(f"more: --page {view['page'] + 1}")
+    if view["truncated"]:
+        console.print("(only the first chats of each index were ranked)")
+
+
+def status(console: Console, view: dict[str, Any]) -> None:
+    r = view["redis"]
+    console.print(f"redis: {r['version']}, {r['used_memory_human']} used, ping "
+                  f"{r['ping_ms']}ms, aof {'on' if r['aof'] else 'off'}")
+    workers = view["workers"]
+    if isinstance(workers, str):
+        console.print(f"workers: unknown ({workers})", markup=False)
+    elif not workers:
+        console.print("workers: [red]none answered[/red]")
+    else:
+        table = Table("worker", "pool", "concurrency", "tasks", "up",
+                      title=f"workers: {len(workers)}", title_justify="left")
+        for w in workers:
+            table.add_row(w["name"], w["pool"] or "-", str(w["concurrency"] or "-"),
+                          str(w["tasks"]), _ago(w["uptime_s"]))
+        console.print(table)
+    queues = view["queues"]
+    console.print("queues: " + (queues if isinstance(queues, str) else ", ".join(
+        f"{name} {'?' if n is None else n}" for name, n in queues.items())), markup=False)
+    c = view["chats"]
+    console.print(f"chats: {c['active']} active, {c['running']} running, "
+                  f"{c['waiting']} messages waiting")
+    _connections(console, view["connections"])
+    agents = view["agents"]
+    if not agents:
+        console.print("agents: no worker process reported (none ran a turn yet)")
+    for owner, line in sorted(agents.items()):
+        console.print(f"agents {owner}: {line}", markup=False)
+    undelivered = view["undelivered"]
+    console.print(f"undelivered replies: {undelivered['count']}")
+    for u in undelivered["newest"]:
+        console.print(f"  {u.get('message_id')} in chat {u.get('chat_id')} "
+                      f"({u.get('purpose')}): {u.get('error')}", markup=False)
+
+
+def _connections(console: Console, connections: dict[str, dict[str, Any]]) -> None:
+    if not connections:
+        console.print("connections: no listener reported")
+        return
+    now = time.time()
+
+    def ago(at: Any) -> str:
+        return "never" if not at else f"{now - float(at):.0f}s ago"
+
+    console.print(f"connections, per listener and app ({len(connections)}):")
+    for owner, c in sorted(connections.items()):
+        detail = f" ({c['detail']})" if c.get("detail") else ""
+        console.print(f"  {owner}: {c.get('state')} since {ago(c.get('since'))}{detail}; "
+                      f"last frame {ago(c.get('last_frame_at'))}, last event "
+                      f"{ago(c.get('last_event_at'))}, {c.get('reconnects', 0)} reconnects",
+                      markup=False)

@@ -1,0 +1,203 @@
+"""`feishu-gateway` as an operator runs it, against a live stack (real Redis, real workers,
+a listener on the simulator): status, chats, chat, revoke, retry, purge, and one clear line
+with a non-zero exit for every bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from gateway.processes import GatewayProcess, wait_until
+from gateway.simulator import Simulator
+from gateway.simulator.payloads import new_id
+from tests.test_cancel import reply_of, started
+from tests.test_pipeline import replies_to
+
+# one pool is enough here: the commands talk to Redis and Celery's control API, not a pool
+one_pool = pytest.mark.parametrize("pool", ["prefork"], indirect=True)
+
+
+def cli(env: dict[str, str], *argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], input=stdin,
+                          env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+                          timeout=60, cwd=str(Path(__file__).parent))
+
+
+def ok(env: dict[str, str], *argv: str, stdin: str = "") -> str:
+    result = cli(env, *argv, stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def read(env: dict[str, str], *argv: str) -> Any:
+    return json.loads(ok(env, *argv, "--json"))
+
+
+def refused(env: dict[str, str], *argv: str, code: int = 1, stdin: str = "") -> str:
+    """The command failed with exit `code` and exactly one line on stderr: that line."""
+    result = cli(env, *argv, stdin=stdin)
+    assert result.returncode == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("feishu-gateway: "), result.stderr
+    return lines[0]
+
+
+def turn_of(env: dict[str, str], chat_id: str, state: str = "running") -> dict[str, Any]:
+    found = wait_until(lambda: (t := read(env, "chat", chat_id)["turn"]) and
+                       t["state"] == state and t, 20, f"a {state} turn in {chat_id}")
+    assert isinstance(found, dict)
+    return found
+
+
+@one_pool
+def test_status_chats_and_chat_show_a_running_turn_and_what_waits(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        gateway_env: dict[str, str], chat_id: str) -> None:
+    long_turn = feishu.send_text(chat_id, "sleep 30")
+    waiting = [feishu.send_text(chat_id, f"queued {n}") for n in range(2)]
+    wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
+    view = read(gateway_env, "chat", chat_id)
+    turn = view["turn"]
+    assert turn["task_id"].startswith(f"turn:{chat_id}:{long_turn}:")
+    assert (turn["state"], turn["message_id"], turn["attempt"]) == ("running", long_turn, 1)
+    assert turn["worker"] and turn["fence"] and turn["lease_ttl_s"] > 0
+    assert view["pending"]["count"] == 3
+    assert [m["message_id"] for m in view["pending"]["first"]] == [long_turn, *waiting]
+    assert view["pending"]["first"][2]["text"] == "queued 1"
+    people = ok(gateway_env, "chat", chat_id)
+    assert f"turn: running {turn['task_id']}" in people and "pending: 3" in people
+    rows = read(gateway_env, "chats", "--limit", "1000")["chats"]
+    mine = next(r for r in rows if r["chat_id"] == chat_id)
+    assert (mine["pending"], mine["state"], mine["task_id"]) == (3, "running", turn["task_id"])
+    status = read(gateway_env, "status")
+    assert status["workers"] and all(w["concurrency"] for w in status["workers"])
+    assert status["chats"]["running"] >= 1 and status["chats"]["waiting"] >= 3
+    assert set(status["queues"]) == {"gateway.turns", "gateway.release"}
+    assert any(c.get("state") == "connected" for c in status["connections"].values())
+    assert "workers: " in ok(gateway_env, "status")
+    ok(gateway_env, "stop", chat_id)
+    for message_id in waiting:
+        reply_of(feishu, chat_id, message_id)
+    history = wait_until(lambda: len(h := read(gateway_env, "chat", chat_id)["history"]) == 3
+                         and h, 20, "three finished turns")
+    assert isinstance(history, list)
+    assert [(r["message_id"], r["outcome"]) for r in history] == [
+        (waiting[1], "replied"), (waiting[0], "replied"), (long_turn, "stopped")]
+    assert history[2]["retryable"] and not history[0]["retryable"]
+
+
+@one_pool
+def test_revoke_drops_a_queued_turn_and_stops_a_running_one(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        gateway_env: dict[str, str]) -> None:
+    slots = sum(w["concurrency"] for w in read(gateway_env, "status")["workers"])
+    busy = [f"oc_busy{n}_{new_id('')}" for n in range(slots)]
+    sleepers = {chat: feishu.send_text(chat, "sleep 30") for chat in busy}
+    wait_until(lambda: all(started(redis_client, c, m) for c, m in sleepers.items()), 20,
+               "every slot busy")
+    chat_id = f"oc_queued_{new_id('')}"
+    doomed = feishu.send_text(chat_id, "never runs")
+    queued = turn_of(gateway_env, chat_id, "queued")
+    assert queued["message_id"] == doomed
+    line = ok(gateway_env, "revoke", queued["task_id"])
+    assert f"turn {queued['task_id']} revoked before it started" in line
+    running = turn_of(gateway_env, busy[0])
+    line = ok(gateway_env, "revoke", running["task_id"])
+    assert "cancelled cooperatively" in line
+    for chat in busy[1:]:
+        ok(gateway_env, "stop", chat)
+    after = feishu.send_text(chat_id, "goes on")
+    assert reply_of(feishu, chat_id, after) == "echo: goes on"
+    assert doomed not in replies_to(feishu, chat_id)
+    assert "is over (stopped)" in refused(gateway_env, "revoke", queued["task_id"])
+
+
+@one_pool
+def test_retry_of_a_failed_turn_is_answered_once_behind_what_waited(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        gateway_env: dict[str, str], chat_id: str) -> None:
+    flaky = feishu.send_text(chat_id, f"flaky {chat_id}")
+    assert reply_of(feishu, chat_id, flaky).startswith("Sorry, something went wrong")
+    history = wait_until(lambda: read(gateway_env, "chat", chat_id)["history"], 10, "history")
+    assert isinstance(history, list) and history[0]["outcome"] == "failed"
+    task_id = history[0]["task_id"]
+    slow = feishu.send_text(chat_id, "sleep 30")
+    after = feishu.send_text(chat_id, "waiting before the retry")
+    wait_until(lambda: started(redis_client, chat_id, slow), 20, "the slow turn")
+    assert "will run again" in ok(gateway_env, "retry", task_id)
+    assert "already waits or runs" in refused(gateway_env, "retry", chat_id, flaky)
+    assert [m["message_id"] for m in read(gateway_env, "chat", chat_id)["pending"]["first"]
+            ] == [slow, after, flaky]
+    ok(gateway_env, "stop", chat_id)
+    wait_until(lambda: len(replies_to(feishu, chat_id).get(flaky, [])) == 2, 30,
+               "the retry's answer")
+    texts = [m.text for m in feishu.sent_messages(chat_id)]
+    assert texts.index("echo: waiting before the retry") < texts.index(f"echo: flaky {chat_id}")
+    assert replies_to(feishu, chat_id)[flaky] == [texts[0], f"echo: flaky {chat_id}"]
+    assert replies_to(feishu, chat_id)[after] == ["echo: waiting before the retry"]
+    line = refused(gateway_env, "retry", chat_id, flaky)
+    assert "was answered (replied)" in line
+    line = refused(gateway_env, "retry", chat_id, "om_never_seen")
+    assert "no finished turn on record" in line and "GATEWAY_RETRY_RETENTION_S" in line
+
+
+@one_pool
+def test_purge_asks_first_keeps_the_running_turn_and_tells_the_chat_only_when_asked(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        gateway_env: dict[str, str], chat_id: str) -> None:
+    long_turn = feishu.send_text(chat_id, "sleep 30")
+    waiting = [feishu.send_text(chat_id, f"to drop {n}") for n in range(3)]
+    wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
+    wait_until(lambda: read(gateway_env, "chat", chat_id)["pending"]["count"] == 4, 10,
+               "all four admitted")
+    assert "aborted; nothing was changed" in refused(gateway_env, "purge", chat_id,
+                                                     stdin="n\n")
+    assert read(gateway_env, "chat", chat_id)["pending"]["count"] == 4
+    out = ok(gateway_env, "purge", chat_id, "--notify", stdin="y\n")
+    assert f"chat {chat_id}: 3 waiting message(s) dropped" in out
+    view = read(gateway_env, "chat", chat_id)
+    assert view["pending"]["count"] == 1 and view["turn"]["message_id"] == long_turn
+    told = reply_of(feishu, chat_id, waiting[-1])
+    assert told.startswith("An operator cleared 3 waiting message(s)")
+    last = feishu.send_text(chat_id, "after the purge")
+    out = ok(gateway_env, "purge", chat_id, "--yes", "--stop")
+    assert "1 waiting message(s) dropped" in out and "cancelled cooperatively" in out
+    wait_until(lambda: read(gateway_env, "chat", chat_id)["turn"] is None, 10, "idle")
+    assert set(replies_to(feishu, chat_id)) == {waiting[-1]}, "nothing else was answered"
+    assert last not in replies_to(feishu, chat_id)
+
+
+def test_every_bad_input_gets_one_clear_line_and_a_non_zero_exit(
+        gateway_env: dict[str, str], redis_client: redis.Redis) -> None:
+    env = gateway_env
+    assert "chat oc_nobody is unknown" in refused(env, "chat", "oc_nobody")
+    assert "chat oc_nobody is unknown" in refused(env, "stop", "oc_nobody")
+    assert "chat oc_nobody is unknown" in refused(env, "purge", "oc_nobody", "--yes")
+    assert "not a turn's task id" in refused(env, "revoke", "3f2a-not-a-turn")
+    assert "chat oc_nobody is unknown" in refused(env, "revoke", "turn:oc_nobody:om_1:17")
+    assert "chat oc_nobody is unknown" in refused(env, "retry", "oc_nobody", "om_1")
+    dead = {**env, "REDIS_URL": "redis://:hunter2@127.0.0.1:1/0",
+            "GATEWAY_REDIS_TIMEOUT_S": "0.5"}
+    for argv in (["status"], ["chats"], ["chat", "oc_x"], ["stop", "oc_x"], ["sweep"],
+                 ["purge", "oc_x", "--yes"]):
+        line = refused(dead, *argv, code=2)
+        assert "cannot reach Redis at redis://:***@127.0.0.1:1/0" in line, line
+        assert "hunter2" not in line
+    assert "Usage:" in cli(env, "revoke").stderr and cli(env, "revoke").returncode == 2
+
+
+def test_reads_answer_without_importing_celery_or_the_feishu_sdk(
+        gateway_env: dict[str, str]) -> None:
+    probe = ("import sys; from gateway.cli import main; code = main(['chats', '--json']); "
+             "heavy = sorted(m for m in ('celery', 'kombu', 'lark_oapi') if m in sys.modules); "
+             "print(code, heavy, file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            env={**gateway_env, "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert result.stderr.strip().splitlines()[-1] == "0 []", result.stderr
+    assert ok(gateway_env, "--version").startswith("feishu-gateway, version ")
