@@ -9,10 +9,13 @@ listener run as subprocesses, exactly as in production (`celery -A tasks worker`
 from __future__ import annotations
 
 import contextlib
+import functools
+import shutil
 import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -28,42 +31,83 @@ from gateway.processes import (
 from gateway.settings import load_settings
 
 REPLY_TIMEOUT_S = 60.0
+FENCE = "```"
+CONTINUED = "\\"
+HELP = ("type a message and Enter; end a line with \\ to go on with the next one, and a "
+        "```fenced block``` (or a paste of one) is one message up to its closing ```; "
+        "Ctrl-D quits")
 
 
-def _chat(sim: object, chat_id: str, lines: TextIO, out: TextIO) -> None:
-    """Send each line as a user message; print the bot's replies to it."""
+def gather(lines: Iterable[str]) -> Iterator[str]:
+    """Terminal lines → messages. A line ending in a backslash goes on with the next line; a
+    line opening a ``` fence takes every line up to the closing fence; an empty line alone is
+    no message. Layout (indents, blank lines inside) is kept exactly."""
+    held: list[str] = []
+    fenced = False
+    for raw in lines:
+        line = raw.rstrip("\r\n")
+        if fenced:
+            held.append(line)
+            fenced = not line.strip().startswith(FENCE)
+        elif line.strip().startswith(FENCE):
+            held.append(line)
+            fenced = line.strip().count(FENCE) == 1  # ```x``` on one line is closed already
+        elif line.endswith(CONTINUED):
+            held.append(line[:-1])
+            continue
+        else:
+            held.append(line)
+        if fenced:
+            continue
+        text = "\n".join(held)
+        held = []
+        if text.strip():
+            yield text
+    if held and "\n".join(held).strip():
+        yield "\n".join(held)  # Ctrl-D inside a block or after a backslash: sent as it is
+
+
+def _print_reply(out: TextIO, text: str) -> None:
+    """Every line of a reply, in full (a terminal wraps long lines; nothing is cut)."""
+    first, *rest = text.split("\n")
+    out.write(f"bot: {first}\n")
+    for line in rest:
+        out.write(f"     {line}\n")
+
+
+def _chat(sim: object, chat_id: str, lines: TextIO, out: TextIO,
+          finished: Callable[[str], bool]) -> None:
+    """Send each message; print the bot's replies to it once its turn is over."""
     from gateway.simulator import Simulator
 
     assert isinstance(sim, Simulator)
-    out.write(f"chat {chat_id}: type a message, Ctrl-D to quit\n> ")
+    out.write(f"chat {chat_id}: {HELP}\n> ")
     out.flush()
-    for line in lines:
-        text = line.rstrip("\n")
-        if not text.strip():
-            out.write("> ")
-            out.flush()
-            continue
+    for text in gather(lines):
         message_id = sim.send_text(chat_id, text)
-
-        def replies(mid: str = message_id) -> list[str]:
-            return [m.text for m in sim.sent_messages(chat_id) if m.reply_to == mid]
-
         try:
-            found = wait_until(replies, REPLY_TIMEOUT_S, "the bot's reply", interval_s=0.1)
-            for text_out in found if isinstance(found, list) else []:
-                out.write(f"bot: {text_out}\n")
+            wait_until(functools.partial(finished, message_id), REPLY_TIMEOUT_S,
+                       "the bot's turn", interval_s=0.1)
         except TimeoutError:
-            out.write(f"(no reply within {REPLY_TIMEOUT_S:.0f}s)\n")
+            out.write(f"(its turn is not over after {REPLY_TIMEOUT_S:.0f}s; what came so far)\n")
+        replies = [m.text for m in sim.sent_messages(chat_id) if m.reply_to == message_id]
+        for reply in replies:
+            _print_reply(out, reply)
+        if not replies:
+            out.write("(no reply)\n")
         out.write("> ")
         out.flush()
     out.write("\n")
 
 
-def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout) -> int:
+def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, *,
+             keep_logs: bool = False) -> int:
     settings = load_settings()
     workdir = Path(tempfile.mkdtemp(prefix="feishu-gateway-demo-"))
     env: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
+        if not keep_logs:
+            stack.callback(shutil.rmtree, workdir, True)
         if "redis_url" not in settings.model_fields_set:
             server = stack.enter_context(EmbeddedRedis())
             env["REDIS_URL"] = server.url
@@ -83,11 +127,21 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout) 
         listener = GatewayProcess("listener", LISTENER_ARGV, env, workdir)
         stack.callback(listener.stop)
         listener.wait_for_log(LISTENER_READY, timeout_s=60)
-        out.write(f"worker and listener running; logs in {workdir}\n")
+        kept = "kept" if keep_logs else "removed at exit; --keep-logs keeps them"
+        out.write(f"worker and listener running; logs in {workdir} ({kept})\n")
         if sim is not None:
             sim.wait_connected(1, timeout_s=30)
+            from gateway.clients import keyspace, redis_client
+            from gateway.state.history import find_turn, read_history
+
+            client = redis_client(env.get("REDIS_URL", settings.redis_url))
+            keys = keyspace(settings).chat(chat_id)
+
+            def finished(message_id: str) -> bool:
+                return find_turn(read_history(client, keys), message_id) is not None
+
             with contextlib.suppress(KeyboardInterrupt):
-                _chat(sim, chat_id, lines, out)
+                _chat(sim, chat_id, lines, out, finished)
         else:
             stopped = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: stopped.set())

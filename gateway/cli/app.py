@@ -259,9 +259,11 @@ def simulator(host: str, port: int) -> None:
 @cli.command()
 @click.option("--chat", "chat_id", default="oc_demo_chat", show_default=True,
               help="The simulated chat id.")
-def demo(chat_id: str) -> None:
+@click.option("--keep-logs", is_flag=True, help="Keep the processes' log folder at exit.")
+def demo(chat_id: str, keep_logs: bool) -> None:
     """Everything on embedded defaults (Redis, simulator, a worker, a listener); chat from
-    the terminal. Reads REDIS_URL and FEISHU_APP_ID when set (then they are used instead)."""
+    the terminal. A line ending in \\ goes on with the next; a ``` block is one message.
+    Reads REDIS_URL and FEISHU_APP_ID when set (then they are used instead)."""
     from gateway.demo import run_demo
 
-    sys.exit(run_demo(chat_id=chat_id))
+    sys.exit(run_demo(chat_id=chat_id, keep_logs=keep_logs))
