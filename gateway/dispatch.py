@@ -61,7 +61,7 @@ class Publisher:
                 # what Flower shows; given, Celery skips its saferepr (a fifth of a publish)
                 argsrepr="()", kwargsrepr=repr({"chat_id": turn.chat_id,
                                                 "message_id": turn.message_id,
-                                                "fence": turn.fence}),
+                                                "fence": turn.fence, "text": turn.preview}),
             )
         except BROKER_ERRORS as error:
             logger.error("publish of %s failed (%s); the sweeper will publish it again",

@@ -11,6 +11,7 @@ import redis
 from celery import Task
 from celery.signals import (
     after_setup_logger,
+    task_revoked,
     worker_init,
     worker_process_shutdown,
     worker_ready,
@@ -70,6 +71,31 @@ def release_agent(owner: str, token: str, cause: str, session: str = "") -> str:
         return "released here" if rt.agents.lane.deliver(token) else "released already"
     rt.release_post.hand_back(owner, token)
     return "handed back"
+
+
+@task_revoked.connect(sender=run_turn)
+def _turn_revoked(request: Any = None, terminated: bool = False, **_: Any) -> None:
+    """A turn revoked through Celery (`celery -A tasks control revoke`, Flower): the chat
+    takes the `feishu-gateway revoke` path, so it goes on with its next message instead of
+    waiting for the revoked turn's lease to run out. A turn the gateway itself revoked (a
+    /stop before it started) no longer holds its chat: nothing more is done."""
+    kwargs = getattr(request, "kwargs", None) or {}
+    chat_id, fence = kwargs.get("chat_id"), kwargs.get("fence")
+    if not isinstance(chat_id, str) or not isinstance(fence, int):
+        return
+    try:
+        rt = runtime()
+        if rt.store.lease(chat_id).get("fence") != str(fence):
+            return
+        began = rt.canceller.begin(chat_id, f"revoked:{getattr(request, 'id', fence)}",
+                                   target=str(fence), debounce=False)
+        logger.info("turn of chat %s (fence %d) revoked through Celery%s: %s", chat_id, fence,
+                    " and terminated" if terminated else "",
+                    began.describe() if hasattr(began, "describe") else
+                    "asked to stop; its lease ends it")
+    except (redis.RedisError, GatewayError) as error:
+        logger.warning("revoke of chat %s's turn not applied to its state (%s); its lease "
+                       "runs out and the sweeper runs it again", chat_id, error)
 
 
 @worker_init.connect

@@ -88,4 +88,4 @@ class Ops:
         if not self.workers():
             raise Refused(f"no Celery worker answered within {WORKERS_TIMEOUT_S:.0f}s, so "
                           "nothing would run it; nothing was changed (start one: `celery -A "
-                          "tasks worker -Q gateway.turns,gateway.release`, or pass --anyway)")
+                          "tasks worker`, or pass --anyway)")

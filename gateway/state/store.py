@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
 import redis
@@ -54,6 +54,8 @@ class Dispatch:
     chat_id: str
     message_id: str
     fence: int
+    preview: str = field(default="", compare=False)
+    """The start of the message's text, for Flower's view of the task (when known)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +128,17 @@ def entry_message(entry: str) -> Message | None:
         return None
 
 
+PREVIEW_CHARS = 40
+
+
 def dispatch_of(chat_id: str, fence: Any, entry: Any) -> Dispatch:
-    return Dispatch(chat_id, entry_parts(_text(entry))[0], int(fence))
+    message_id, raw = entry_parts(_text(entry))
+    try:
+        text = json.loads(raw).get("text")
+    except (ValueError, AttributeError):
+        text = None
+    preview = text[:PREVIEW_CHARS] if isinstance(text, str) else ""
+    return Dispatch(chat_id, message_id, int(fence), preview)
 
 
 Recovered = tuple[Literal["dispatch", "requeue"], Dispatch]
