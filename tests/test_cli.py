@@ -201,3 +201,13 @@ def test_reads_answer_without_importing_celery_or_the_feishu_sdk(
                             env={**gateway_env, "PATH": "/usr/bin:/bin"}, timeout=60)
     assert result.stderr.strip().splitlines()[-1] == "0 []", result.stderr
     assert ok(gateway_env, "--version").startswith("feishu-gateway, version ")
+
+
+@one_pool
+def test_health_checks_this_hosts_listener_and_worker(
+        listener: GatewayProcess, gateway_env: dict[str, str]) -> None:
+    assert "connection(s) up" in ok(gateway_env, "health", "listener")
+    assert "worker(s) on " in ok(gateway_env, "health", "worker")
+    elsewhere = {**gateway_env, "REDIS_URL": "redis://127.0.0.1:1/0",
+                 "GATEWAY_REDIS_TIMEOUT_S": "0.5"}
+    assert "cannot reach Redis" in refused(elsewhere, "health", "listener", code=2)

@@ -246,6 +246,38 @@ def _purge_with_progress(o: Ops, chat_id: str, entries: list[str]) -> int:
 
 
 @cli.command()
+@click.argument("role", type=click.Choice(["listener", "worker"]))
+def health(role: str) -> None:
+    """Exit 0 when this host's listener (every app connected) or Celery worker (answers a
+    ping within a second) is healthy; else one line and exit 1. For container healthchecks.
+
+    Reads REDIS_URL (listener) or CELERY_BROKER_URL (worker)."""
+    import socket
+
+    from gateway.errors import Refused
+
+    host = socket.gethostname()
+    o = ops()
+    if role == "listener":
+        from gateway.presence import read_connections
+
+        mine = {owner: c for owner, c in read_connections(o.redis).items()
+                if owner.startswith(f"{host}:")}
+        down = sorted(owner.split("|", 1)[-1] for owner, c in mine.items()
+                      if c.get("state") != "connected")
+        if not mine or down:
+            raise Refused(f"listener on {host}: " + (f"not connected: {', '.join(down)}"
+                                                     if mine else "no connection reported"))
+        click.echo(f"listener on {host}: {len(mine)} connection(s) up")
+        return
+    answered = [name for reply in o.app.control.ping(timeout=1.0) for name in reply
+                if name.endswith(f"@{host}")]
+    if not answered:
+        raise Refused(f"no Celery worker on {host} answered a ping within 1s")
+    click.echo(f"worker(s) on {host}: {', '.join(sorted(answered))}")
+
+
+@cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=9900, show_default=True)
 def simulator(host: str, port: int) -> None:
