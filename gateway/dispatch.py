@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
@@ -57,7 +58,7 @@ class Publisher:
             self._sender.send_task(
                 RUN_TURN, task_id=task_id, queue=TURNS_QUEUE,
                 kwargs={"chat_id": turn.chat_id, "message_id": turn.message_id,
-                        "fence": turn.fence},
+                        "fence": turn.fence, "sent_ms": int(time.time() * 1000)},
                 # what Flower shows; given, Celery skips its saferepr (a fifth of a publish)
                 argsrepr="()", kwargsrepr=repr({"chat_id": turn.chat_id,
                                                 "message_id": turn.message_id,

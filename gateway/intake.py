@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import redis
 
+from gateway import metrics
 from gateway.dispatch import Publisher
 from gateway.errors import MalformedEvent, RetryableError
 from gateway.events import arrival_of, parse_command, parse_message
@@ -83,7 +84,11 @@ class Intake:
         event_type, event = decoded
         try:
             if event_type == MESSAGE_EVENT:
-                self.accept(event, app_id=app_id)
+                outcome = "error"
+                try:
+                    outcome = self.accept(event, app_id=app_id)
+                finally:
+                    metrics.event(outcome)
                 return None
             if event_type == CARD_EVENT and self.cards is not None:
                 return self.cards(app_id, event)
@@ -102,6 +107,7 @@ class Intake:
         arrival = arrival_of(payload)
         verdict = admit(arrival, self.rules, bot_open_id)
         if not verdict.admitted:
+            metrics.refused(verdict.code or "other")
             return self._refused(payload, event_id, arrival, verdict.reason, verdict.tell,
                                  bot_open_id)
         try:

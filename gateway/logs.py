@@ -6,11 +6,12 @@ import logging
 import re
 
 _SECRET_QUERY = re.compile(r"((?:access_key|ticket|app_secret|token)=)[^&\s'\"]+", re.I)
+_PASSWORD_QUERY = re.compile(r"([?&](?:password|passwd|pwd)=)[^&#\s]*", re.I)
 
 
 def masked_url(url: str) -> str:
-    """A URL fit for a log line: any password replaced by ***."""
-    return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+    """A URL fit for a log line: any password (user info or query) replaced by ***."""
+    return _PASSWORD_QUERY.sub(r"\1***", re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url))
 
 
 class RedactSecrets(logging.Filter):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import redis
 
+from gateway import metrics
 from gateway.agents.cache import AgentCache, conversation_of, session_key
 from gateway.approvals.asking import Asker
 from gateway.chunking import chunk_markdown
@@ -147,6 +148,7 @@ class TurnRunner:
                 outcome = "timed-out"
             else:
                 following = self.publisher.finish(turn, run_next, outcome)  # stale: no-op
+        metrics.turn_ended(outcome, time.monotonic() - clock)
         logger.debug("turn %s of chat %s %s in %.2fs (attempt %d)", turn.message_id,
                      turn.chat_id, outcome, time.monotonic() - clock, started.attempt)
         return outcome, following

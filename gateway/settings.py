@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.errors import SettingsError
 from gateway.feishu.admission import DmPolicy, GroupPolicy, Rules, parse_group_rules
+from gateway.logs import masked_url
 
 DEFAULT_DOMAIN = "https://open.feishu.cn"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -134,6 +135,15 @@ class Settings(BaseSettings):
     drain_turns: int = Field(8, validation_alias="GATEWAY_DRAIN_TURNS", ge=1)
     drain_budget_s: float = Field(1.0, validation_alias="GATEWAY_DRAIN_BUDGET_S", ge=0)
     task_events: bool = Field(False, validation_alias="GATEWAY_TASK_EVENTS")
+    metrics_port: int = Field(0, validation_alias="GATEWAY_METRICS_PORT", ge=0, le=65535)
+    """The listener's Prometheus `/metrics` port (0: not served)."""
+    worker_metrics_port: int = Field(0, validation_alias="GATEWAY_WORKER_METRICS_PORT", ge=0,
+                                     le=65535)
+    """A worker host's `/metrics` port, every pool process summed (0: not served)."""
+    metrics_addr: str = Field("127.0.0.1", validation_alias="GATEWAY_METRICS_ADDR")
+    prometheus_multiproc_dir: str = Field("", validation_alias="PROMETHEUS_MULTIPROC_DIR")
+    """prometheus_client's multiprocess folder, needed by GATEWAY_WORKER_METRICS_PORT."""
+    """The address both metrics endpoints bind (0.0.0.0 in a container)."""
 
     @field_validator("feishu_domain", "openai_base_url")
     @classmethod
@@ -281,6 +291,8 @@ def _describe(error: ValidationError) -> str:
     name = alias if isinstance(alias, str) else field.upper()
     got = first.get("input")
     secret = name in ("FEISHU_APP_SECRET", "FEISHU_APPS", "OPENAI_API_KEY")
+    if isinstance(got, str) and "://" in got:
+        got = masked_url(got)
     shown = "" if secret else f", got {got!r}"
     return f"bad setting {name}: {first['msg']}{shown}"
 

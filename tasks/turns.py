@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 import redis
@@ -18,6 +19,7 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from gateway import metrics
 from gateway.agents import load_factory
 from gateway.errors import GatewayError, SettingsError
 from gateway.logs import quiet_lark_handler, redact_handlers
@@ -55,8 +57,11 @@ def _redact_logs(logger: logging.Logger, **_: Any) -> None:
 
 
 @app.task(name=RUN_TURN, bind=True)
-def run_turn(self: Task, chat_id: str, message_id: str, fence: int) -> str:
-    """Answer the head message of `chat_id` if `fence` still holds its lease."""
+def run_turn(self: Task, chat_id: str, message_id: str, fence: int, sent_ms: int = 0) -> str:
+    """Answer the head message of `chat_id` if `fence` still holds its lease. `sent_ms`:
+    when it was published (wall clock), for the queue-time metric."""
+    if sent_ms:
+        metrics.turn_started(time.time() - sent_ms / 1000)
     return runtime().runner.run(Dispatch(chat_id, message_id, fence),
                                 task_id=str(self.request.id), worker=str(self.request.hostname))
 
@@ -99,6 +104,15 @@ def _turn_revoked(request: Any = None, terminated: bool = False, **_: Any) -> No
 
 
 @worker_init.connect
+def _serve_metrics(**_: Any) -> None:
+    """The host's `/metrics` (GATEWAY_WORKER_METRICS_PORT), before the pool forks."""
+    settings = runtime().settings
+    if settings.worker_metrics_port:
+        metrics.serve_worker(settings.worker_metrics_port, settings.metrics_addr,
+                             settings.prometheus_multiproc_dir)
+
+
+@worker_init.connect
 def _check_agent(**_: Any) -> None:
     """A bad GATEWAY_AGENT stops the worker at start, in one line, not at the first turn."""
     try:
@@ -135,6 +149,7 @@ def _start_sweeper(**_: Any) -> None:
 @worker_shutdown.connect  # the main process (with the threads pool, turns ran here)
 def _release_agents(**_: Any) -> None:
     """Warm shutdown: every agent this process built is released, within a bounded time."""
+    metrics.process_ended(os.getpid())
     built = _built.get(os.getpid())
     if built is not None:
         try:

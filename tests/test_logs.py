@@ -20,3 +20,10 @@ def test_long_connection_url_secrets_are_masked() -> None:
 def test_redis_password_is_masked() -> None:
     assert masked_url("redis://user:pw@host:6379/0") == "redis://user:***@host:6379/0"
     assert masked_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+
+
+def test_a_password_in_a_urls_query_is_masked_too() -> None:
+    assert masked_url("redis://host:6379/0?password=s3cret&db=1") == \
+        "redis://host:6379/0?password=***&db=1"
+    assert masked_url("unix:///run/redis.sock?password=s3cret") == \
+        "unix:///run/redis.sock?password=***"

@@ -140,3 +140,10 @@ def test_admin_and_allowed_lists_and_ping_settings(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("FEISHU_LATE_EVENTS", "replay")
     with pytest.raises(SettingsError, match="FEISHU_LATE_EVENTS"):
         load_settings(_env_file=None)
+
+
+def test_a_bad_url_setting_never_shows_its_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_URL", "http://:s3cretpw@127.0.0.1:6379/0")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert "REDIS_URL" in str(caught.value) and "s3cretpw" not in str(caught.value)

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from gateway import metrics
 from gateway.presence import publish, read_live
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class AgentReport:
 
     def step(self) -> None:
         figures = self._figures()
+        metrics.agent_figures(figures)
         publish(self._redis, AGENTS_KEY, self.owner, figures)
         self._log(figures)
 

@@ -68,7 +68,7 @@ def listen() -> None:
     """Hold the Feishu long connection(s) and admit messages.
 
     Reads FEISHU_APP_ID, FEISHU_APP_SECRET (or FEISHU_APPS), FEISHU_DOMAIN, the admission
-    settings (FEISHU_*), REDIS_URL and CELERY_BROKER_URL."""
+    settings (FEISHU_*), REDIS_URL, CELERY_BROKER_URL and GATEWAY_METRICS_PORT."""
     settings = load_settings()
     setup_logging(settings.log_level)
     if not settings.has_credentials:
@@ -80,6 +80,11 @@ def listen() -> None:
 
     bound_publishing(app, 2 * settings.redis_timeout_s)
     service = ListenerService(settings, app).start()
+    if settings.metrics_port:
+        from gateway import metrics
+
+        metrics.serve_listener(settings.metrics_port, settings.metrics_addr,
+                               service.listener.statuses)
     stop = threading.Event()
 
     def handle(signum: int, frame: FrameType | None) -> None:

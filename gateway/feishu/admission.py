@@ -59,6 +59,8 @@ class Verdict:
     """Why it was refused, for the one log line."""
     tell: bool = False
     """A refused DM from a person: they may be told, politely, once a day."""
+    code: str = ""
+    """The reason as a short fixed word, for metrics (no id or free text in it)."""
 
 
 IN = Verdict(True)
@@ -100,23 +102,25 @@ def admit(a: Arrival, rules: Rules, bot_open_id: str) -> Verdict:
     identity refuses (fails closed): the bot cannot tell it was addressed."""
     if a.sender_type != "user":
         if bot_open_id and a.sender_open_id == bot_open_id:
-            return Verdict(False, "the bot's own message")
+            return Verdict(False, "the bot's own message", code="own")
         if not bot_open_id:  # its own messages cannot be told apart: never a loop
-            return Verdict(False, "sent by an app while the bot's identity is unknown")
+            return Verdict(False, "sent by an app while the bot's identity is unknown",
+                           code="identity-unknown")
         if not rules.allow_bots:
-            return Verdict(False, f"sent by a {a.sender_type or 'non-user'} (bots are ignored)")
+            return Verdict(False, f"sent by a {a.sender_type or 'non-user'} (bots are ignored)",
+                           code="bot")
     admin = a.sender_open_id in rules.admins
     if a.chat_type == "p2p":
         return _dm(a, rules, admin)
     rule = rules.groups.get(a.chat_id, GroupRule())
     policy = rule.policy or rules.group_policy
     if policy == "disabled":
-        return Verdict(False, "groups are disabled")
+        return Verdict(False, "groups are disabled", code="groups-disabled")
     allowed = rules.allowed if rule.allowed is None else rule.allowed
     if policy == "allowlist" and not (admin or a.sender_open_id in allowed):
-        return Verdict(False, "sender not in the group's allowlist")
+        return Verdict(False, "sender not in the group's allowlist", code="group-allowlist")
     if policy == "admin_only" and not admin:
-        return Verdict(False, "sender is not an admin (admin_only group)")
+        return Verdict(False, "sender is not an admin (admin_only group)", code="not-admin")
     needs_mention = rules.require_mention if rule.require_mention is None \
         else rule.require_mention
     if not needs_mention:
@@ -124,16 +128,17 @@ def admit(a: Arrival, rules: Rules, bot_open_id: str) -> Verdict:
     if a.mentions_all and rules.mention_all:
         return IN
     if not bot_open_id:
-        return Verdict(False, "the bot's identity is unknown, so a mention cannot be checked")
+        return Verdict(False, "the bot's identity is unknown, so a mention cannot be checked",
+                       code="identity-unknown")
     if bot_open_id in a.mentioned_open_ids:
         return IN
-    return Verdict(False, "group message without an @mention of the bot")
+    return Verdict(False, "group message without an @mention of the bot", code="no-mention")
 
 
 def _dm(a: Arrival, rules: Rules, admin: bool) -> Verdict:
     person = a.sender_type == "user"
     if rules.dm_policy == "disabled":
-        return Verdict(False, "direct messages are disabled", tell=person)
+        return Verdict(False, "direct messages are disabled", code="dms-disabled", tell=person)
     if rules.dm_policy == "allowlist" and not (admin or a.sender_open_id in rules.allowed):
-        return Verdict(False, "sender not in the allowlist", tell=person)
+        return Verdict(False, "sender not in the allowlist", code="allowlist", tell=person)
     return IN

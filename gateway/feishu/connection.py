@@ -28,6 +28,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.protocol import State
 
+from gateway import metrics
 from gateway.errors import GatewayError, RetryableError
 from gateway.feishu import frames as f
 from gateway.feishu.endpoint import (
@@ -213,6 +214,7 @@ class Connection:
             logger.warning("feishu app %s: data frame of type %r dropped", self.app.app_id, kind)
             return
         self.status.last_event_at = time.time()
+        arrived = time.monotonic()
         loop = asyncio.get_running_loop()
         timed = [0.0]
         try:
@@ -230,6 +232,7 @@ class Connection:
         ack = f.build_ack(frame, code=code, data=answer, biz_rt_ms=int(timed[0] * 1000))
         try:
             await ws.send(ack)
+            metrics.acked(time.monotonic() - arrived, code)
         except ConnectionClosed:
             logger.info("ACK of frame %s lost with its connection (Feishu delivers it again)",
                         frame.headers.get(f.HEADER_MESSAGE_ID, "?"))

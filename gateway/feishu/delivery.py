@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay
 
+from gateway import metrics
 from gateway.errors import GatewayError, RateLimited, RejectedError, RetryableError
 from gateway.feishu.openapi import TARGET_GONE_CODES, OpenApi
 from gateway.feishu.quota import Quota
@@ -174,6 +175,7 @@ class Replies:
             error = state.outcome.exception() if state.outcome is not None else None
             logger.warning("%s failed (%s); retry %d in %.1fs", what, error,
                            state.attempt_number, state.upcoming_sleep)
+            metrics.send_retried()
 
         interrupt = stopped if stopped is not None else threading.Event()
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import redis
 
+from gateway import metrics
 from gateway.state.scripts import register
 
 logger = logging.getLogger(__name__)
@@ -84,8 +85,16 @@ class Quota:
                 stopped: threading.Event | None = None, timeout_s: float = 60.0) -> bool:
         """Wait for a send's tokens (the chat's first, then the app's); False when
         `timeout_s` passed or `stopped` was set first. True at once when Redis fails."""
-        deadline = time.monotonic() + timeout_s
+        began = time.monotonic()
+        deadline = began + timeout_s
         interrupt = stopped or threading.Event()
+        try:
+            return self._acquire(app_id, chat_id, low, interrupt, deadline)
+        finally:
+            metrics.rate_waited(time.monotonic() - began)
+
+    def _acquire(self, app_id: str, chat_id: str, low: bool, interrupt: threading.Event,
+                 deadline: float) -> bool:
         keys = ([chat_key(chat_id)] if chat_id else []) + [app_key(app_id)]
         for key in keys:
             while True:

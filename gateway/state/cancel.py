@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from gateway import metrics
 from gateway.state.store import ChatStore, Dispatch
 
 logger = logging.getLogger(__name__)
@@ -154,6 +155,7 @@ class Canceller:
                 new_session: bool) -> CancelResult:
         result = CancelResult(chat_id, how, task_id, time.monotonic() - began, pending,
                               new_session)
+        metrics.cancelled(how)
         logger.info("cancel chat=%s turn=%s how=%s took_s=%.3f pending=%d", chat_id,
                     task_id or "-", how, result.took_s, result.pending)
         return result

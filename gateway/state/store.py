@@ -10,6 +10,7 @@ from typing import Any, Literal, overload
 
 import redis
 
+from gateway import metrics
 from gateway.errors import RetryableError, SettingsError
 from gateway.state.keys import KEYSPACE_KEY, UNDELIVERED_KEY, ChatKeys, Keyspace
 from gateway.state.routing import route
@@ -466,6 +467,7 @@ class ChatStore:
     # replies that were given up
     def record_undelivered(self, chat_id: str, message_id: str, purpose: str,
                            error: str) -> None:
+        metrics.undelivered()
         record = json.dumps({"chat_id": chat_id, "message_id": message_id, "purpose": purpose,
                              "error": error, "at_ms": int(time.time() * 1000)})
         with self.redis.pipeline() as pipe:

@@ -1,0 +1,90 @@
+"""The Prometheus endpoints of a listener and of a prefork worker host: the named series are
+there and they move when traffic flows (real listener, real workers, simulator)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from gateway.embedded_redis import free_port
+from gateway.processes import wait_until
+from tests.conftest import Rig
+from tests.test_cancel import reply_of, started
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    rig = Rig(tmp_path_factory, GATEWAY_METRICS_PORT=str(free_port()),
+              GATEWAY_WORKER_METRICS_PORT=str(free_port()), FEISHU_GROUP_POLICY="disabled",
+              FEISHU_TYPING="false")
+    try:  # the multiprocess folder is the worker's alone (README, Metrics)
+        rig.fleet("worker", supervise=True,
+                  PROMETHEUS_MULTIPROC_DIR=str(tmp_path_factory.mktemp("metrics")))
+        rig.fleet("listener")
+        rig.sim.wait_connected(1, timeout_s=30)
+        yield rig
+    finally:
+        rig.close()
+
+
+def scrape(port: str) -> str:
+    return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+
+
+def value(text: str, series: str) -> float:
+    """The sum of every sample of `series` whose name and labels start as given."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(series):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_the_listeners_series_move_with_traffic(rig: Rig) -> None:
+    port = rig.env["GATEWAY_METRICS_PORT"]
+    before = scrape(port)
+    assert value(before, f'gateway_connection_up{{app="{rig.sim.app_id}"}}') == 1.0
+    assert "gateway_reconnects_total" in before
+    chat_id = "oc_metrics_listener"
+    first = rig.sim.send_text(chat_id, "one")
+    reply_of(rig.sim, chat_id, first)
+    rig.sim.redeliver(first)
+    rig.sim.send_text("oc_metrics_group", "hello all", chat_type="group")
+
+    def moved() -> bool:
+        now = scrape(port)
+        return (value(now, 'gateway_events_total{outcome="dispatch"}') >= 1
+                and value(now, 'gateway_events_total{outcome="duplicate"}') >= 1
+                and value(now, 'gateway_events_refused_total{reason="groups-disabled"}') >= 1
+                and value(now, 'gateway_ack_seconds_count{code="200"}') >= 3)
+
+    wait_until(moved, 20, "the listener's counters to move")
+
+
+def test_the_worker_hosts_series_sum_every_pool_process(rig: Rig) -> None:
+    port = rig.env["GATEWAY_WORKER_METRICS_PORT"]
+    before = scrape(port)
+    replied = value(before, 'gateway_turn_seconds_count{outcome="replied"}')
+    chats = [f"oc_metrics_w{n}" for n in range(4)]
+    sent = {chat: rig.sim.send_text(chat, "sleep 0.5") for chat in chats}
+    client = rig.client()
+    wait_until(lambda: all(started(client, c, m) for c, m in sent.items()), 20, "turns")
+    for chat, message_id in sent.items():
+        reply_of(rig.sim, chat, message_id)
+
+    def counted() -> str | None:
+        now = scrape(port)
+        done = value(now, 'gateway_turn_seconds_count{outcome="replied"}') - replied
+        reported = value(now, "gateway_agents_cached") >= 1  # (every 10 s)
+        return now if done >= len(chats) and reported else None
+
+    after = wait_until(counted, 30, "every turn counted and the agents reported")
+    assert isinstance(after, str)
+    assert value(after, "gateway_turn_queue_seconds_count") >= len(chats)
+    assert "gateway_ack_seconds" not in after, "the listener's figures are its own"
+    for name in ("gateway_send_retries_total", "gateway_rate_limit_wait_seconds_total",
+                 "gateway_replies_undelivered_total", 'gateway_agent_releases_total{how="soft"}'):
+        assert re.search(rf"^{re.escape(name)} ", after, re.M), name
