@@ -130,3 +130,32 @@ def test_known_tells_a_chat_redis_remembers_from_a_typo(redis_client: redis.Redi
     assert turn is not None
     run_to_end(store, turn, "replied")
     assert admin.known(store, chat_id), "an idle chat is known by its fence and history"
+
+
+def test_a_retry_built_from_an_older_record_is_refused_and_read_again(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None
+    run_to_end(store, turn, "failed")
+    keys = [store.keys(chat_id).done]
+    again = msg(chat_id, 1).to_json()
+    c = store.config
+    reply = store.run_script("retry", chat_id, ["om_1", again, chat_id, c.claim_ttl_ms,
+                                                c.inbox_cap, "not-the-record's-fence"],
+                             more_keys=keys)
+    assert reply == [b"changed"] or reply == ["changed"]
+    assert pending_ids(store, chat_id) == []
+
+
+def test_a_retry_goes_behind_messages_stamped_by_a_clock_that_runs_ahead(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None
+    following = run_to_end(store, turn, "failed")
+    assert following is None
+    ahead = store.ingest(msg(chat_id, 2, create_ms=store.server_ms() + 3_600_000)).dispatch
+    assert ahead is not None
+    assert admin.retry(store, chat_id, "om_1").how == "queued"
+    assert pending_ids(store, chat_id) == ["om_2", "om_1"]

@@ -51,6 +51,14 @@ def purge(store: ChatStore, chat_id: str, entries: Sequence[str]) -> tuple[int, 
 def retry(store: ChatStore, chat_id: str, message_id: str) -> RetryResult:
     """Put the message of a failed, stopped or given-up turn back in the chat's inbox,
     behind what waits; its answer gets uuids of its own (`Message.reply_key`)."""
+    for _ in range(3):  # a newer record of it may come between the read and the script
+        result = _retry_once(store, chat_id, message_id)
+        if result is not None:
+            return result
+    return RetryResult("waiting")
+
+
+def _retry_once(store: ChatStore, chat_id: str, message_id: str) -> RetryResult | None:
     record = find_turn(read_history(store.redis, store.keys(chat_id)), message_id)
     if record is None:
         return RetryResult("unknown")
@@ -61,12 +69,14 @@ def retry(store: ChatStore, chat_id: str, message_id: str) -> RetryResult:
         return RetryResult("unreadable", outcome=record.outcome)
     again = dataclasses.replace(message, retry=message.retry + 1)
     c = store.config
-    reply = store.run_script("retry", chat_id,
-                             [message_id, again.to_json(), chat_id, c.claim_ttl_ms, c.inbox_cap],
-                             more_keys=[store.keys(chat_id).done])
-    how = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+    reply = [_text(v) for v in store.run_script(
+        "retry", chat_id, [message_id, again.to_json(), chat_id, c.claim_ttl_ms, c.inbox_cap,
+                           record.fence], more_keys=[store.keys(chat_id).done])]
+    how = reply[0]
+    if how == "changed":
+        return None
     if how == "answered":
-        return RetryResult("answered", outcome=str(reply[1]))
+        return RetryResult("answered", outcome=reply[1])
     if how in ("unknown", "waiting"):
         return RetryResult(how)  # type: ignore[arg-type]
     waiting = int(reply[1])
@@ -74,3 +84,7 @@ def retry(store: ChatStore, chat_id: str, message_id: str) -> RetryResult:
         return RetryResult("dispatch", waiting, following=dispatch_of(chat_id, reply[2],
                                                                        reply[3]))
     return RetryResult(how, waiting)  # type: ignore[arg-type]
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -4,9 +4,10 @@
 -- any message; it is never run around the chat's lease.
 -- KEYS: chat.lua's, then 10 done (history.lua)
 -- ARGV: 1 message_id  2 the message json to store (its retry count raised)  3 chat_id
---       4 claim_ttl_ms  5 inbox_cap
+--       4 claim_ttl_ms  5 inbox_cap  6 the fence of the record the json was made from
 -- → {'unknown'} (no turn of it in the history: never seen, or older than its retention)
---   | {'answered', outcome} | {'waiting'} (it waits or runs already) | {'full', waiting}
+--   | {'answered', outcome} | {'changed'} (a newer record of it came meanwhile: read again)
+--   | {'waiting'} (it waits or runs already) | {'full', waiting}
 --   | {'queued', waiting} | {'dispatch', waiting, fence, entry}
 local found = nil
 for _, raw in ipairs(redis.call('LRANGE', KEYS[10], 0, -1)) do
@@ -18,6 +19,7 @@ for _, raw in ipairs(redis.call('LRANGE', KEYS[10], 0, -1)) do
 end
 if not found then return {'unknown'} end
 if not found.entry then return {'answered', found.outcome or ''} end
+if found.fence ~= ARGV[6] then return {'changed'} end
 local entries = redis.call('ZRANGE', K.inbox, 0, -1)
 for _, e in ipairs(entries) do
   if entry_id(e) == ARGV[1] then return {'waiting'} end
@@ -25,7 +27,11 @@ end
 local waiting = #entries
 if waiting >= tonumber(ARGV[5]) then return {'full', waiting} end
 local now_us, now_ms = clock()
-redis.call('ZADD', K.inbox, str(now_ms), string.format('%016.0f|%s|%s', now_us, ARGV[1], ARGV[2]))
+-- behind the last waiting message even when Feishu's clock (its scores) runs ahead of ours
+local score = now_ms
+local last = redis.call('ZRANGE', K.inbox, -1, -1, 'WITHSCORES')
+if last[2] then score = math.max(score, tonumber(last[2]) + 1) end
+redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, ARGV[1], ARGV[2]))
 if redis.call('EXISTS', K.lease) == 1 then return {'queued', waiting} end
 local c = claim(ARGV[3], now_us, now_ms, tonumber(ARGV[4]))
 return {'dispatch', waiting, c[1], c[2]}
