@@ -13,7 +13,7 @@ from gateway.state import admin
 from gateway.state.history import read_history
 from gateway.state.store import ChatStore, Dispatch
 from tests.conftest import client_of
-from tests.test_state import msg, pending_ids, store_for
+from tests.test_state import lease_gone, msg, pending_ids, store_for
 
 
 @pytest.fixture
@@ -159,3 +159,17 @@ def test_a_retry_goes_behind_messages_stamped_by_a_clock_that_runs_ahead(
     assert ahead is not None
     assert admin.retry(store, chat_id, "om_1").how == "queued"
     assert pending_ids(store, chat_id) == ["om_2", "om_1"]
+
+
+def test_a_stopped_turn_whose_lease_ran_out_never_runs_again_when_a_message_comes(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """Its worker and its canceller both died: the next message (or a retry) that finds the
+    chat without a lease must drop the stopped message, as the sweeper would."""
+    store = store_for(redis_client, running_ttl_ms=300)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    assert store.cancel(chat_id, "cmd", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
+    lease_gone(store, chat_id)
+    admission = store.ingest(msg(chat_id, 2))
+    assert admission.dispatch is not None and admission.dispatch.message_id == "om_2"
+    assert pending_ids(store, chat_id) == ["om_2"]

@@ -43,6 +43,13 @@ end
 local function claim(chat, now_us, now_ms, ttl_ms, done, run)
   local first = false
   if not done then
+    -- a stopped turn whose lease ran out (its worker and its canceller gone): its message
+    -- is done, not to be run again (the flag outlives the lease)
+    local stopped = redis.call('HGET', K.stop, 'entry')
+    if stopped and stopped ~= '' and
+       tonumber(redis.call('HGET', K.stop, 'fence')) == last_fence() then
+      redis.call('ZREM', K.inbox, stopped)
+    end
     first = redis.call('HGET', K.tries, 'head')
     if first and not redis.call('ZSCORE', K.inbox, first) then first = false end
   end

@@ -32,13 +32,8 @@ if pttl > 0 then
   redis.call('ZADD', K.index, str(now_ms + pttl), ARGV[2])
   return {'held'}
 end
--- The lease is gone: its holder died, or a stopped turn's lease ran out (then its message is
--- done: the flag outlives the lease).
-local stopped = redis.call('HGET', K.stop, 'entry')
-if stopped and stopped ~= '' and
-   tonumber(redis.call('HGET', K.stop, 'fence')) == last_fence() then
-  redis.call('ZREM', K.inbox, stopped)
-end
+-- The lease is gone: its holder died, or a stopped turn's lease ran out (then `claim` drops
+-- its message: the flag outlives the lease).
 local c = claim(ARGV[2], now_us, now_ms, tonumber(ARGV[1]))
 if not c then return {'empty'} end
 return {'dispatch', c[1], c[2]}
