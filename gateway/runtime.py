@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -22,7 +23,7 @@ from gateway.approvals.asking import Asker
 from gateway.approvals.book import ApprovalBook
 from gateway.approvals.verdicts import Verdicts
 from gateway.clients import keyspace, redis_client, store_config
-from gateway.dispatch import Publisher, TaskSender
+from gateway.dispatch import BROKER_ERRORS, Publisher, TaskSender
 from gateway.feishu.delivery import Replies, RetryPolicy
 from gateway.feishu.enrich import Enricher
 from gateway.feishu.openapi import OpenApi
@@ -38,6 +39,8 @@ from gateway.state.jobs import ControlJobs
 from gateway.state.store import ChatStore
 from gateway.state.streams import StreamCards
 from gateway.types import AgentFactory
+
+logger = logging.getLogger(__name__)
 
 Role = Literal["worker", "listener", "cli"]
 T = TypeVar("T")
@@ -169,8 +172,13 @@ class Runtime:
             if self.settings.typing else None)
 
     def revoke(self, task_id: str, terminate: bool) -> None:
-        """Celery's revoke broadcast; terminate kills the pool process (prefork only)."""
-        self.sender.control.revoke(task_id, terminate=terminate, signal="SIGKILL")
+        """Celery's revoke broadcast; terminate kills the pool process (prefork only). Best
+        effort: the turn's fence already makes any copy of it a no-op."""
+        try:
+            self.sender.control.revoke(task_id, terminate=terminate, signal="SIGKILL")
+        except BROKER_ERRORS as error:
+            logger.warning("revoke of %s not broadcast (%s); its fence makes it a no-op",
+                           task_id, error)
 
     @cached_property
     def canceller(self) -> Canceller:

@@ -10,6 +10,7 @@ import redis
 
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.state import admin
+from gateway.state.cancel import Canceller
 from gateway.state.history import read_history
 from gateway.state.store import ChatStore, Dispatch
 from tests.conftest import client_of
@@ -173,3 +174,21 @@ def test_a_stopped_turn_whose_lease_ran_out_never_runs_again_when_a_message_come
     admission = store.ingest(msg(chat_id, 2))
     assert admission.dispatch is not None and admission.dispatch.message_id == "om_2"
     assert pending_ids(store, chat_id) == ["om_2"]
+
+
+def test_a_stop_before_the_start_lets_the_chat_go_on_even_when_the_revoke_fails(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.confirm(turn, "task-1")  # published, not started
+    store.ingest(msg(chat_id, 2))
+    published: list[Dispatch] = []
+
+    def broker_down(task_id: str, terminate: bool) -> None:
+        raise ConnectionError("broker down")
+
+    canceller = Canceller(store, published.append, lambda t, o: None, broker_down,
+                          timeout_s=1, lease_ttl_ms=5000, debounce_s=0)
+    with pytest.raises(ConnectionError):
+        canceller.cancel(chat_id, "cmd-1")
+    assert [t.message_id for t in published] == ["om_2"]

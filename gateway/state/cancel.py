@@ -129,10 +129,10 @@ class Canceller:
             how = recorded  # type: ignore[assignment]
         elif recorded == "not-started":
             how = "not-started"
+            if step.following is not None:  # first: the chat goes on whatever the broker says
+                self._publish(step.following)
             if step.task_id:
                 self._revoke(step.task_id, False)  # copies in the broker are skipped at once
-            if step.following is not None:
-                self._publish(step.following)
         else:
             assert step.fence is not None
             return Waiting(Dispatch(chat_id, "", step.fence), step.task_id, step.waiting,
