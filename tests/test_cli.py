@@ -71,7 +71,8 @@ def test_status_chats_and_chat_show_a_running_turn_and_what_waits(
     assert [m["message_id"] for m in view["pending"]["first"]] == [long_turn, *waiting]
     assert view["pending"]["first"][2]["text"] == "queued 1"
     people = ok(gateway_env, "chat", chat_id)
-    assert f"turn: running {turn['task_id']}" in people and "pending: 3" in people
+    assert turn["turn_id"] == turn["task_id"], "the task's first turn"
+    assert f"turn: running {turn['turn_id']}\n" in people and "pending: 3" in people
     rows = read(gateway_env, "chats", "--limit", "1000")["chats"]
     mine = next(r for r in rows if r["chat_id"] == chat_id)
     assert (mine["pending"], mine["state"], mine["task_id"]) == (3, "running", turn["task_id"])
@@ -156,8 +157,7 @@ def test_purge_asks_first_keeps_the_running_turn_and_tells_the_chat_only_when_as
     wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
     wait_until(lambda: read(gateway_env, "chat", chat_id)["pending"]["count"] == 4, 10,
                "all four admitted")
-    assert "aborted; nothing was changed" in refused(gateway_env, "purge", chat_id,
-                                                     stdin="n\n")
+    assert "aborted" in refused(gateway_env, "purge", chat_id, stdin="n\n")
     assert read(gateway_env, "chat", chat_id)["pending"]["count"] == 4
     out = ok(gateway_env, "purge", chat_id, "--notify", stdin="y\n")
     assert f"chat {chat_id}: 3 waiting message(s) dropped" in out
@@ -211,3 +211,26 @@ def test_health_checks_this_hosts_listener_and_worker(
     elsewhere = {**gateway_env, "REDIS_URL": "redis://127.0.0.1:1/0",
                  "GATEWAY_REDIS_TIMEOUT_S": "0.5"}
     assert "cannot reach Redis" in refused(elsewhere, "health", "listener", code=2)
+
+
+@one_pool
+def test_turns_a_task_ran_after_its_first_are_revoked_and_retried_by_their_ids(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        gateway_env: dict[str, str], chat_id: str) -> None:
+    flaky = feishu.send_text(chat_id, f"flaky {chat_id}")
+    slow = feishu.send_text(chat_id, "sleep 5")
+    wait_until(lambda: started(redis_client, chat_id, slow), 20, "the second turn")
+    turn = read(gateway_env, "chat", chat_id)["turn"]
+    assert turn["message_id"] == slow and turn["task_id"].split(":")[2] == flaky
+    assert turn["task_id"] != turn["turn_id"], "it runs in the task of the turn before it"
+    assert "cancelled cooperatively" in ok(gateway_env, "revoke", turn["task_id"])
+    history = wait_until(lambda: len(h := read(gateway_env, "chat", chat_id)["history"]) == 2
+                         and h, 10, "two finished turns")
+    assert isinstance(history, list)
+    assert [(r["message_id"], r["outcome"]) for r in history] == [(slow, "stopped"),
+                                                                  (flaky, "failed")]
+    for record in history:
+        assert "will run again" in ok(gateway_env, "retry", record["turn_id"])
+    wait_until(lambda: replies_to(feishu, chat_id).get(slow) == ["echo: sleep 5"], 30,
+               "the stopped turn's answer, once")
+    assert replies_to(feishu, chat_id)[flaky][-1] == f"echo: flaky {chat_id}"

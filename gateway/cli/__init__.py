@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import click
 import redis
+from redis.exceptions import RedisClusterException
 
 from gateway.errors import GatewayError, Refused
 
@@ -45,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           standalone_mode=False)
         return int(result or 0)
     except click.exceptions.Abort:
-        _say("aborted; nothing was changed")
+        _say("aborted (`feishu-gateway chat <chat_id>` shows where things stand)")
         return 1
     except click.exceptions.Exit as done:
         return int(done.exit_code)
@@ -58,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GatewayError as error:
         _say(str(error))
         return 2
-    except (redis.ConnectionError, redis.TimeoutError) as error:
+    except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as error:
         _say(f"cannot reach Redis at {_redis_url()} ({error}); is it running, and is "
              "REDIS_URL right?")
         return 2

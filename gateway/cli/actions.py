@@ -15,7 +15,7 @@ from gateway.errors import Refused
 from gateway.names import turn_task_id
 from gateway.state import admin
 from gateway.state.cancel import CancelResult
-from gateway.state.history import find_turn, read_history
+from gateway.state.history import read_history
 
 PURGE_BATCH = 200
 """Entries dropped per script call (a progress step; Redis stays responsive meanwhile)."""
@@ -54,14 +54,16 @@ def stop(ops: Ops, chat_id: str, *, new: bool) -> CancelResult:
 def revoke(ops: Ops, task_id: str, *, terminate: bool) -> CancelResult:
     """A queued turn never runs (its message is dropped, the chat's next one goes); a
     running one is stopped as /stop stops it, and with `terminate` its process is killed
-    if it has not stopped within GATEWAY_CANCEL_TIMEOUT."""
+    if it has not stopped within GATEWAY_CANCEL_TIMEOUT. `task_id` is the Celery task's id
+    or the turn's own (they differ for the turns a task ran after its first)."""
     turn = TurnId.parse(task_id)
     ops.require_chat(turn.chat_id)
-    fence = ops.store.lease(turn.chat_id).get("fence")
-    if fence != str(turn.fence):
-        record = find_turn(read_history(ops.redis, ops.store.keys(turn.chat_id)),
-                           turn.message_id)
-        if record is not None and record.fence == str(turn.fence):
+    lease = ops.store.lease(turn.chat_id)
+    if lease.get("fence") != str(turn.fence) and lease.get("task_id") != task_id:
+        history = read_history(ops.redis, ops.store.keys(turn.chat_id))
+        record = next((r for r in history if r.fence == str(turn.fence)
+                       or r.task_id == task_id), None)
+        if record is not None:
             raise Refused(f"turn {task_id} is over ({record.outcome}); nothing to revoke"
                           + (" (`feishu-gateway retry` runs it again)"
                              if record.entry else ""))
@@ -69,8 +71,24 @@ def revoke(ops: Ops, task_id: str, *, terminate: bool) -> CancelResult:
                       "was); nothing to revoke")
     canceller = ops.runtime.canceller
     canceller.terminate = terminate or canceller.terminate
-    return canceller.cancel(turn.chat_id, f"cli:{uuid.uuid4().hex}", target=str(turn.fence),
-                            debounce=False)
+    return canceller.cancel(turn.chat_id, f"cli:{uuid.uuid4().hex}",
+                            target=lease.get("fence", str(turn.fence)), debounce=False)
+
+
+def resolve(ops: Ops, task_id: str) -> tuple[str, str]:
+    """(chat_id, message_id) of a finished turn named by its turn id or its task's id: a
+    task that drained its chat ran several turns, and only its first one's message is in
+    its id."""
+    turn = TurnId.parse(task_id)
+    ops.require_chat(turn.chat_id)
+    history = read_history(ops.redis, ops.store.keys(turn.chat_id))
+    if any(r.message_id == turn.message_id and r.fence == str(turn.fence) for r in history):
+        return turn.chat_id, turn.message_id
+    ran = {r.message_id for r in history if r.task_id == task_id and r.entry}
+    if len(ran) > 1:
+        raise Refused(f"task {task_id} ran several turns that can be retried; name one by "
+                      f"its turn id (`feishu-gateway chat {turn.chat_id}` lists them)")
+    return turn.chat_id, ran.pop() if ran else turn.message_id
 
 
 def retry(ops: Ops, chat_id: str, message_id: str, *, anyway: bool) -> str:

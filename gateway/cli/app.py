@@ -20,8 +20,8 @@ from gateway.errors import GatewayError
 from gateway.logs import setup_logging
 from gateway.settings import load_settings
 
-CONNECTION = "Reads REDIS_URL (REDIS_CLUSTER, GATEWAY_STATE_SHARDS) and GATEWAY_REDIS_TIMEOUT_S."
-BROKER = "CELERY_BROKER_URL (default: REDIS_URL)"
+NOTIFY_BUDGET_S = 15.0
+"""How long `purge --notify` keeps trying to send its one line."""
 
 
 def _version() -> str:
@@ -148,8 +148,10 @@ def _broker_read(read: Any) -> Any:
 
 @cli.command()
 @json_option
-@click.option("--limit", default=20, show_default=True, help="Chats a page.")
-@click.option("--page", default=1, show_default=True, help="Which page.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Chats a page.")
+@click.option("--page", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Which page.")
 def chats(as_json: bool, limit: int, page: int) -> None:
     """Active chats (a turn runs or messages wait), busiest first, paged.
 
@@ -160,7 +162,8 @@ def chats(as_json: bool, limit: int, page: int) -> None:
 @cli.command()
 @json_option
 @click.argument("chat_id")
-@click.option("--first", default=5, show_default=True, help="Waiting messages to list.")
+@click.option("--first", default=5, show_default=True, type=click.IntRange(min=0),
+              help="Waiting messages to list.")
 def chat(as_json: bool, chat_id: str, first: int) -> None:
     """One chat's whole state: its turn (task, since, worker, fence, attempt), waiting
     messages, lease TTL, session generation and last turns with their outcome.
@@ -187,7 +190,7 @@ def stop(chat_id: str, new: bool) -> None:
               help="Kill the worker process if the turn has not stopped within "
                    "GATEWAY_CANCEL_TIMEOUT (prefork pools).")
 def revoke(task_id: str, terminate: bool) -> None:
-    """Revoke one turn by its task id (turn:<chat>:<message>:<fence>).
+    """Revoke one turn by its id or its task's id (turn:<chat>:<message>:<fence>).
 
     A queued turn never runs; a running one is stopped the /stop way. Either way the chat
     goes on with its next message. (`celery -A tasks control revoke` only stops a turn that
@@ -200,17 +203,18 @@ def revoke(task_id: str, terminate: bool) -> None:
 @click.argument("message_id", required=False)
 @click.option("--anyway", is_flag=True, help="Queue it even when no worker answers.")
 def retry(target: str, message_id: str | None, anyway: bool) -> None:
-    """Run a failed, stopped or given-up turn again: TASK_ID, or CHAT_ID MESSAGE_ID.
+    """Run a failed, stopped or given-up turn again: TURN_ID (or its task's id), or
+    CHAT_ID MESSAGE_ID.
 
     The message enters its chat's inbox behind what waits and is answered once. Refused for a
     message that was answered, is unknown, or ended longer ago than GATEWAY_RETRY_RETENTION_S.
     Reads REDIS_URL, CELERY_BROKER_URL, GATEWAY_HISTORY_TURNS."""
+    o = ops()
     if message_id is None:
-        turn = actions.TurnId.parse(target)
-        chat_id, message_id = turn.chat_id, turn.message_id
+        chat_id, message_id = actions.resolve(o, target)
     else:
         chat_id = target
-    click.echo(actions.retry(ops(), chat_id, message_id, anyway=anyway))
+    click.echo(actions.retry(o, chat_id, message_id, anyway=anyway))
 
 
 @cli.command()
@@ -224,7 +228,10 @@ def purge(chat_id: str, yes: bool, and_stop: bool, notify: bool) -> None:
 
     Its users are told nothing unless --notify. Reads REDIS_URL (and, with --stop or
     --notify, CELERY_BROKER_URL and the FEISHU_* credentials)."""
-    o = ops()
+    o = Ops(load_settings(reply_retry_budget_s=NOTIFY_BUDGET_S)) if notify else ops()
+    if notify and not o.settings.has_credentials:
+        raise GatewayError("--notify sends through Feishu: set FEISHU_APP_ID and "
+                           "FEISHU_APP_SECRET (nothing was dropped)")
     o.require_chat(chat_id)
     held = o.store.lease(chat_id).get("entry")
     entries = [e for e in o.store.pending_entries(chat_id) if e != held]

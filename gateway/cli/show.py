@@ -29,7 +29,9 @@ def chat(console: Console, view: dict[str, Any]) -> None:
         console.print("  turn: idle")
     else:
         stopping = " [yellow](asked to stop)[/yellow]" if turn["stopping"] else ""
-        console.print(f"  turn: {turn['state']} {turn['task_id'] or '-'}{stopping}")
+        task = f" (task {turn['task_id']})" if turn["task_id"] not in (None,
+                                                                        turn["turn_id"]) else ""
+        console.print(f"  turn: {turn['state']} {turn['turn_id']}{task}{stopping}")
         console.print(f"        message {turn['message_id']}, fence {turn['fence']}, worker "
                       f"{turn['worker'] or '-'}, for {_ago(turn['for_s'])}, attempt "
                       f"{turn['attempt']}, published {turn['requeues'] + 1}x, lease "
@@ -47,12 +49,12 @@ def chat(console: Console, view: dict[str, Any]) -> None:
     ttl = f", expires in {_ago(session['ttl_s'])}" if session["ttl_s"] else ""
     console.print(f"  session: generation {session['generation']}{ttl}")
     if view["history"]:
-        table = Table("ended", "message", "outcome", "attempts", "task", title="last turns",
+        table = Table("ended", "message", "outcome", "attempts", "turn", title="last turns",
                       title_justify="left")
         for r in view["history"]:
             outcome = r["outcome"] + (" (retryable)" if r["retryable"] else "")
             table.add_row(_when(r["at_ms"]), r["message_id"], outcome, str(r["attempts"]),
-                          r["task_id"] or "-")
+                          r["turn_id"])
         console.print(table)
     else:
         console.print("  last turns: none on record")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gateway.names import turn_task_id
 from gateway.state.history import read_history
 from gateway.state.store import ChatStore
 
@@ -32,8 +33,10 @@ def turn_view(store: ChatStore, chat_id: str, now_ms: int) -> dict[str, Any] | N
     if not lease:
         return None
     since_ms = int(lease.get("since_ms") or now_ms)
+    message_id, fence = lease.get("message_id", ""), lease.get("fence", "")
     return {"state": lease.get("state", ""), "task_id": lease.get("task_id") or None,
-            "message_id": lease.get("message_id", ""), "fence": lease.get("fence", ""),
+            "turn_id": turn_task_id(chat_id, message_id, int(fence or 0)),
+            "message_id": message_id, "fence": fence,
             "worker": lease.get("worker") or None, "since_ms": since_ms,
             "for_s": round(max(0, now_ms - since_ms) / 1000, 1),
             "attempt": int(attempt or 0), "requeues": int(lease.get("requeues") or 0),
@@ -57,7 +60,9 @@ def chat_view(store: ChatStore, chat_id: str, *, first: int = 5) -> dict[str, An
             for mid, m in pending[:first]]},
         "session": {"generation": int(generation or 0),
                     "ttl_s": round(session_ttl_ms / 1000) if session_ttl_ms > 0 else None},
-        "history": [r.to_dict() for r in read_history(store.redis, k)],
+        "history": [{**r.to_dict(), "turn_id": turn_task_id(chat_id, r.message_id,
+                                                             int(r.fence or 0))}
+                    for r in read_history(store.redis, k)],
         "undelivered": store.undelivered(chat_id)[:first],
     }
 
