@@ -45,3 +45,24 @@ def test_flower_needs_auth_and_nothing_listens_beyond_loopback() -> None:
             assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} to all"
     text = COMPOSE.read_text(encoding="utf-8")
     assert not re.search(r"(SECRET|PASSWORD|TOKEN)\s*[:=]\s*\S", text), "a credential"
+
+
+def test_metrics_are_served_inside_and_the_dashboard_reads_only_series_we_export() -> None:
+    services = compose()["services"]
+    assert services["listener"]["environment"]["GATEWAY_METRICS_PORT"]
+    for name in ("worker", "worker-low"):
+        env = services[name]["environment"]
+        assert env["GATEWAY_WORKER_METRICS_PORT"] and env["PROMETHEUS_MULTIPROC_DIR"]
+    assert "PROMETHEUS_MULTIPROC_DIR" not in services["listener"]["environment"]
+    dashboard = json.loads((ROOT / "docker" / "grafana-dashboard.json").read_text())
+    exported = set(re.findall(r'"(gateway_[a-z_]+)"',
+                              (ROOT / "gateway" / "metrics.py").read_text()))
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"gateway_[a-z_]+", target["expr"])}
+    suffixes = ("_bucket", "_count", "_sum", "_total")
+
+    def known(series: str) -> bool:
+        return series in exported or any(
+            series.endswith(s) and series.removesuffix(s) in exported for s in suffixes)
+
+    assert used and {u for u in used if not known(u)} == set()
