@@ -289,15 +289,38 @@ def health(role: str) -> None:
     click.echo(f"worker(s) on {host}: {', '.join(sorted(answered))}")
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=9900, show_default=True)
-def simulator(host: str, port: int) -> None:
-    """Run the fake Feishu open platform (for demos and tests)."""
+@click.pass_context
+def simulator(ctx: click.Context, host: str, port: int) -> None:
+    """Run the fake Feishu open platform (for demos and tests); `simulator send` talks to a
+    running one as a user would."""
+    if ctx.invoked_subcommand is not None:
+        return
     setup_logging("INFO")
     from gateway.simulator import serve_forever
 
     serve_forever(host=host, port=port)
+
+
+@simulator.command("send")
+@click.argument("chat_id")
+@click.argument("text")
+@click.option("--url", default="http://127.0.0.1:9900", show_default=True,
+              help="The running simulator.")
+@click.option("--group", is_flag=True, help="A group chat (default: a direct message).")
+@click.option("--mention", is_flag=True, help="@mention the bot (groups gate on it).")
+@click.option("--wait", "wait_s", default=30.0, show_default=True,
+              help="Seconds to wait for the bot's reply.")
+def simulator_send(chat_id: str, text: str, url: str, group: bool, mention: bool,
+                   wait_s: float) -> None:
+    """Send TEXT to CHAT_ID as a user and print the bot's replies to it."""
+    from gateway.cli.simclient import send_and_wait
+
+    replies = send_and_wait(url, chat_id, text, group=group, mention=mention, wait_s=wait_s)
+    for reply in replies:
+        click.echo(f"bot: {reply}")
 
 
 @cli.command()

@@ -75,10 +75,15 @@ class SimulatorCore(Observations):
     async def _startup(self, sock: socket.socket) -> None:
         app, self._hub = build_app(self.apps, self.state, self.faults,
                                    card_limit_ms=self.card_answer_limit_ms)
+        app.router.add_routes(self._user_routes())
         self._redeliverer = Redeliverer(self._hub, self.state, self.redelivery)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
+
+    def _user_routes(self) -> list[web.RouteDef]:
+        """Routes for a person's side (the full Simulator adds its HTTP user API)."""
+        return []
 
     async def _shutdown(self) -> None:
         if self._redeliverer is not None:

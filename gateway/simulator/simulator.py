@@ -7,6 +7,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
+from aiohttp import web
+
 from gateway.simulator import payloads as p
 from gateway.simulator.controls import Controls
 from gateway.simulator.core import SimulatorCore
@@ -207,6 +209,11 @@ class Simulator(SimulatorCore, Controls):
             data = payload.encode("utf-8") if isinstance(payload, str) else payload
         return self._deliver(data, parts=parts, frame_type=frame_type, app_id=app.app_id,
                              message_id=None if message is None else message["message_id"])
+
+    def _user_routes(self) -> list[web.RouteDef]:
+        from gateway.simulator.userapi import user_routes
+
+        return user_routes(self)
 
     def send_card_action(self, chat_id: str, open_message_id: str, operator_open_id: str,
                          value: dict[str, Any], *, parts: int = 1, tag: str = "button",

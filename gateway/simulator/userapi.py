@@ -1,0 +1,92 @@
+"""The simulator's user side over HTTP, for the demo's web chat and `feishu-gateway
+simulator send`: a person sends messages and card clicks and reads what the bot sent.
+
+    POST /sim/v1/messages       {"chat_id", "text", "chat_type": "p2p"|"group",
+                                 "sender_open_id", "mention_bot": bool} → {"message_id"}
+    GET  /sim/v1/messages?chat_id=…   → {"items": [the bot's messages, oldest first]}
+    POST /sim/v1/card_actions   {"chat_id", "message_id", "operator_open_id", "value": {…}}
+                                → {"frame_id"} (the click went to the bot)
+
+The calls block on the simulator's own loop, so each runs on an executor thread.
+May import: gateway.simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from gateway.simulator.simulator import Simulator
+
+T = TypeVar("T")
+PREFIX = "/sim/v1"
+
+
+def _bad(detail: str) -> web.HTTPBadRequest:
+    return web.HTTPBadRequest(text=detail)
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise _bad("the body must be JSON") from None
+    if not isinstance(body, dict):
+        raise _bad("the body must be a JSON object")
+    return body
+
+
+def _text(body: dict[str, Any], name: str, default: str | None = None) -> str:
+    value = body.get(name, default)
+    if not isinstance(value, str) or not value:
+        raise _bad(f"{name} must be a non-empty string")
+    return value
+
+
+async def _off_loop(call: Callable[[], T]) -> T:
+    return await asyncio.get_running_loop().run_in_executor(None, call)
+
+
+def user_routes(sim: Simulator) -> list[web.RouteDef]:
+    async def send(request: web.Request) -> web.Response:
+        body = await _body(request)
+        chat_type = _text(body, "chat_type", "p2p")
+        if chat_type not in ("p2p", "group"):
+            raise _bad("chat_type must be p2p or group")
+        mentions = [sim.mention_bot()] if body.get("mention_bot") is True else None
+        message_id = await _off_loop(functools.partial(
+            sim.send_text, _text(body, "chat_id"), _text(body, "text"), chat_type=chat_type,
+            sender_open_id=_text(body, "sender_open_id", "ou_user_1"), mentions=mentions))
+        return web.json_response({"message_id": message_id})
+
+    async def read(request: web.Request) -> web.Response:
+        chat_id = request.query.get("chat_id", "")
+        if not chat_id:
+            raise _bad("chat_id is required")
+        items = [{**asdict(m), "reactions": sim.reactions(m.reply_to) if m.reply_to else []}
+                 for m in sim.sent_messages(chat_id)]
+        return web.json_response({"items": items}, dumps=_dumps)
+
+    async def click(request: web.Request) -> web.Response:
+        body = await _body(request)
+        value = body.get("value")
+        if not isinstance(value, dict):
+            raise _bad("value must be a JSON object")
+        frame_id = await _off_loop(functools.partial(
+            sim.send_card_action, _text(body, "chat_id"), _text(body, "message_id"),
+            _text(body, "operator_open_id", "ou_user_1"), value))
+        return web.json_response({"frame_id": frame_id})
+
+    return [web.post(f"{PREFIX}/messages", send), web.get(f"{PREFIX}/messages", read),
+            web.post(f"{PREFIX}/card_actions", click)]
+
+
+def _dumps(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=str)

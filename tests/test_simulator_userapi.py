@@ -1,0 +1,69 @@
+"""The simulator's user side over HTTP (what the web chat and `feishu-gateway simulator
+send` use), against a real listener and worker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.processes import GatewayProcess, wait_until
+from gateway.simulator import Simulator
+
+one_pool = pytest.mark.parametrize("pool", ["prefork"], indirect=True)
+
+
+def bot_messages(sim: Simulator, chat_id: str) -> list[dict[str, Any]]:
+    response = httpx.get(f"{sim.url}/sim/v1/messages", params={"chat_id": chat_id}, timeout=5)
+    assert response.status_code == 200, response.text
+    items = response.json()["items"]
+    assert isinstance(items, list)
+    return items
+
+
+def test_bad_requests_get_a_clear_400(feishu: Simulator) -> None:
+    for body, says in (({"text": "hi"}, "chat_id must be a non-empty string"),
+                       ({"chat_id": "oc_x", "text": "hi", "chat_type": "room"},
+                        "chat_type must be p2p or group")):
+        response = httpx.post(f"{feishu.url}/sim/v1/messages", json=body, timeout=5)
+        assert (response.status_code, response.text) == (400, says)
+    response = httpx.post(f"{feishu.url}/sim/v1/messages", content=b"{", timeout=5)
+    assert (response.status_code, response.text) == (400, "the body must be JSON")
+    assert httpx.get(f"{feishu.url}/sim/v1/messages", timeout=5).status_code == 400
+
+
+@one_pool
+def test_a_user_chats_and_clicks_an_approval_card_over_http(
+        feishu: Simulator, listener: GatewayProcess, chat_id: str) -> None:
+    sent = httpx.post(f"{feishu.url}/sim/v1/messages", timeout=10, json={
+        "chat_id": chat_id, "text": "approve 60 tool May I run the tool?"}).json()
+    card = wait_until(lambda: next((m for m in bot_messages(feishu, chat_id)
+                                    if m["reply_to"] == sent["message_id"]
+                                    and m["msg_type"] == "interactive"), None), 30, "the card")
+    assert isinstance(card, dict)
+    value = next(a["value"] for e in card["content"]["elements"] for a in e.get("actions", ())
+                 if a["value"]["decision"] == "once")
+    clicked = httpx.post(f"{feishu.url}/sim/v1/card_actions", timeout=10, json={
+        "chat_id": chat_id, "message_id": card["message_id"], "value": value})
+    assert clicked.status_code == 200 and clicked.json()["frame_id"]
+    wait_until(lambda: any(m["text"] == "decision: once" for m in bot_messages(feishu, chat_id)),
+               30, "the turn to go on with the decision")
+
+
+@one_pool
+def test_simulator_send_prints_the_bots_reply(feishu: Simulator, listener: GatewayProcess,
+                                              chat_id: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "simulator", "send", chat_id, "hello there",
+         "--url", feishu.url], capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "NO_PROXY": "127.0.0.1,localhost"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "bot: echo: hello there\n"
+    gone = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "simulator", "send", chat_id, "x", "--url",
+         "http://127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 2 and gone.stderr.startswith(
+        "feishu-gateway: cannot reach the simulator at http://127.0.0.1:1")
