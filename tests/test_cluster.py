@@ -186,10 +186,10 @@ def test_a_gateway_on_a_cluster_answers_every_chat_once_in_order(
 def test_stop_a_killed_worker_and_status_work_on_a_cluster(
         rig: Rig, client: RedisCluster, tmp_path: Path) -> None:
     """The control desk reads every shard's stream; the sweepers recover every shard's
-    chats; the operator's status reads the chat from its shard."""
+    chats; the operator's `chat` reads the chat from its shard."""
     chat = chats_of("stop", 1)[0]
 
     def status_shows(message_id: str) -> None:
-        assert message_id in operator(rig.env, tmp_path, "status", chat), "status shows it"
+        assert message_id in operator(rig.env, tmp_path, "chat", chat), "chat shows it"
 
     stop_then_kill_a_worker(rig, cast(redis.Redis, client), chat, status_shows)

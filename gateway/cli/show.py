@@ -107,8 +107,10 @@ def status(console: Console, view: dict[str, Any]) -> None:
     agents = view["agents"]
     if not agents:
         console.print("agents: no worker process reported (none ran a turn yet)")
+    else:
+        console.print(f"agents, per worker process ({len(agents)}):")
     for owner, line in sorted(agents.items()):
-        console.print(f"agents {owner}: {line}", markup=False)
+        console.print(f"  {owner}: {line}", markup=False)
     undelivered = view["undelivered"]
     console.print(f"undelivered replies: {undelivered['count']}")
     for u in undelivered["newest"]:
