@@ -101,7 +101,7 @@ def _chat(sim: object, chat_id: str, lines: TextIO, out: TextIO,
 
 
 def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, *,
-             keep_logs: bool = False) -> int:
+             keep_logs: bool = False, sim_port: int = 0) -> int:
     settings = load_settings()
     workdir = Path(tempfile.mkdtemp(prefix="feishu-gateway-demo-"))
     env: dict[str, str] = {}
@@ -116,7 +116,7 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
         if not settings.has_credentials:
             from gateway.simulator import Simulator
 
-            sim = stack.enter_context(Simulator())
+            sim = stack.enter_context(Simulator(port=sim_port))
             env.update(FEISHU_APP_ID=sim.app_id, FEISHU_APP_SECRET=sim.app_secret,
                        FEISHU_DOMAIN=sim.url, NO_PROXY="127.0.0.1,localhost")
             out.write(f"feishu simulator on {sim.url}\n")
@@ -131,6 +131,8 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
         out.write(f"worker and listener running; logs in {workdir} ({kept})\n")
         if sim is not None:
             sim.wait_connected(1, timeout_s=30)
+            out.write(f"web chat: open {sim.url}/ (a direct message and a group; cards "
+                      "click)\n")
             from gateway.clients import keyspace, redis_client
             from gateway.state.history import find_turn, read_history
 

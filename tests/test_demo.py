@@ -34,7 +34,8 @@ def test_the_demo_answers_a_code_block_and_a_long_line_in_full_and_cleans_up(
     typed = f"```python\ndef f():\n    return 1\n```\n{long_line}\n"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("REDIS_", "FEISHU_", "GATEWAY_", "CELERY_"))}
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "demo"], input=typed,
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "demo", "--port", "0"],
+                            input=typed,
                             capture_output=True, text=True, timeout=110, cwd=str(tmp_path),
                             env={**env, "NO_PROXY": "127.0.0.1,localhost"})
     assert result.returncode == 0, result.stderr[-2000:]
@@ -42,6 +43,7 @@ def test_the_demo_answers_a_code_block_and_a_long_line_in_full_and_cleans_up(
     assert "bot: echo: ```python\n     def f():\n         return 1\n     ```\n" in out
     echoed = "".join(re.findall(r"bot: (?:echo: )?(x+)", out))
     assert echoed == long_line, "the long reply came in pieces, every one printed"
+    assert re.search(r"web chat: open http://127\.0\.0\.1:\d+/ ", out), out
     logs = re.search(r"logs in (\S+) \(removed at exit", out)
     assert logs is not None, out
     assert not Path(logs.group(1)).exists()

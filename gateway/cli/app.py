@@ -327,10 +327,12 @@ def simulator_send(chat_id: str, text: str, url: str, group: bool, mention: bool
 @click.option("--chat", "chat_id", default="oc_demo_chat", show_default=True,
               help="The simulated chat id.")
 @click.option("--keep-logs", is_flag=True, help="Keep the processes' log folder at exit.")
-def demo(chat_id: str, keep_logs: bool) -> None:
+@click.option("--port", "sim_port", default=9900, show_default=True,
+              help="The simulator's port, where the web chat is served (0: any free one).")
+def demo(chat_id: str, keep_logs: bool, sim_port: int) -> None:
     """Everything on embedded defaults (Redis, simulator, a worker, a listener); chat from
     the terminal. A line ending in \\ goes on with the next; a ``` block is one message.
     Reads REDIS_URL and FEISHU_APP_ID when set (then they are used instead)."""
     from gateway.demo import run_demo
 
-    sys.exit(run_demo(chat_id=chat_id, keep_logs=keep_logs))
+    sys.exit(run_demo(chat_id=chat_id, keep_logs=keep_logs, sim_port=sim_port))

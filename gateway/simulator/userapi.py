@@ -3,7 +3,10 @@ simulator send`: a person sends messages and card clicks and reads what the bot 
 
     POST /sim/v1/messages       {"chat_id", "text", "chat_type": "p2p"|"group",
                                  "sender_open_id", "mention_bot": bool} → {"message_id"}
-    GET  /sim/v1/messages?chat_id=…   → {"items": [the bot's messages, oldest first]}
+    GET  /sim/v1/messages?chat_id=…&reactions_of=id,id
+                                → {"items": [the bot's messages, oldest first],
+                                   "reactions": {id: [emoji types on that message]}}
+    GET  /                      the web chat (webchat.html), built on these calls
     POST /sim/v1/card_actions   {"chat_id", "message_id", "operator_open_id", "value": {…}}
                                 → {"frame_id"} (the click went to the bot)
 
@@ -16,6 +19,7 @@ import asyncio
 import functools
 from collections.abc import Callable
 from dataclasses import asdict
+from importlib import resources
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -68,9 +72,16 @@ def user_routes(sim: Simulator) -> list[web.RouteDef]:
         chat_id = request.query.get("chat_id", "")
         if not chat_id:
             raise _bad("chat_id is required")
-        items = [{**asdict(m), "reactions": sim.reactions(m.reply_to) if m.reply_to else []}
-                 for m in sim.sent_messages(chat_id)]
-        return web.json_response({"items": items}, dumps=_dumps)
+        items = [asdict(m) for m in sim.sent_messages(chat_id)]
+        asked = [i for i in request.query.get("reactions_of", "").split(",") if i][:200]
+        return web.json_response({"items": items,
+                                  "reactions": {i: sim.reactions(i) for i in asked}},
+                                 dumps=_dumps)
+
+    async def page(request: web.Request) -> web.Response:
+        html = resources.files("gateway.simulator").joinpath("webchat.html").read_text(
+            encoding="utf-8")
+        return web.Response(text=html, content_type="text/html")
 
     async def click(request: web.Request) -> web.Response:
         body = await _body(request)
@@ -83,7 +94,7 @@ def user_routes(sim: Simulator) -> list[web.RouteDef]:
         return web.json_response({"frame_id": frame_id})
 
     return [web.post(f"{PREFIX}/messages", send), web.get(f"{PREFIX}/messages", read),
-            web.post(f"{PREFIX}/card_actions", click)]
+            web.post(f"{PREFIX}/card_actions", click), web.get("/", page)]
 
 
 def _dumps(value: Any) -> str:

@@ -1,0 +1,96 @@
+"""The demo's web chat in a real headless Chromium: a message round trip, a group with an
+@mention, an approval card clicked, a typing reaction and a /stop (real listener, real
+workers, the simulator serving the page). Saves a screenshot."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.processes import GatewayProcess, wait_until
+from gateway.simulator import Simulator
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+
+SCREENSHOT = Path(__file__).resolve().parent.parent / ".artifacts" / "webchat.png"
+
+pytestmark = pytest.mark.parametrize("pool", ["prefork"], indirect=True)
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    """Looked for when the test runs (.ci/run installs it while the suite starts)."""
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        pytest.skip("NO BROWSER: the web chat is untested here (apt-get install chromium "
+                    "chromium-driver; .ci/run does)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                 "--disable-gpu", "--window-size=1200,900"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(chromedriver), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def say(driver: WebDriver, text: str) -> None:
+    box = driver.find_element(By.ID, "text")
+    box.send_keys(text)
+    box.send_keys("\n")
+
+
+def texts(driver: WebDriver, selector: str) -> list[str]:
+    """The text of every element `selector` finds, read in one step (the page redraws)."""
+    found = driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.innerText)", selector)
+    return [str(t) for t in found]
+
+
+def bot_says(driver: WebDriver, text: str, timeout_s: float = 30) -> None:
+    wait_until(lambda: any(text in t for t in texts(driver, ".msg.bot, .msg.card")),
+               timeout_s, f"the bot's {text!r} on the page")
+
+
+def click_button(driver: WebDriver, label: str) -> bool:
+    for button in driver.find_elements(By.CSS_SELECTOR, ".card button"):
+        try:
+            if button.text == label:
+                button.click()
+                return True
+        except StaleElementReferenceException:  # redrawn meanwhile: look again
+            return False
+    return False
+
+
+def test_a_person_chats_with_the_bot_in_the_browser(
+        feishu: Simulator, listener: GatewayProcess, browser: WebDriver) -> None:
+    browser.get(feishu.url + "/")
+    say(browser, "hello from the browser")
+    bot_says(browser, "echo: hello from the browser")
+
+    browser.find_element(By.CSS_SELECTOR, "nav button[data-chat='oc_web_team']").click()
+    assert browser.find_element(By.ID, "mention").is_selected(), "@bot is on in a group"
+    say(browser, "hello team")
+    bot_says(browser, "echo: hello team")
+
+    browser.find_element(By.CSS_SELECTOR, "nav button[data-chat='oc_web_dm']").click()
+    say(browser, "approve 60 tool May I run the tool?")
+    wait_until(lambda: click_button(browser, "Allow once"), 30, "the card's button clicked")
+    bot_says(browser, "decision: once")
+
+    say(browser, "sleep 30")
+    wait_until(lambda: any("[Typing]" in t for t in texts(browser, ".msg.user .reactions")),
+               30, "the typing reaction on the page")
+    say(browser, "/stop")
+    bot_says(browser, "Stopped.")
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOT)) and SCREENSHOT.stat().st_size > 10_000
