@@ -22,8 +22,10 @@ from gateway.dispatch import Publisher
 from gateway.errors import MalformedEvent, RetryableError
 from gateway.events import arrival_of, parse_command, parse_message
 from gateway.feishu.admission import Arrival, Rules, admit
+from gateway.logs import turn_context
 from gateway.outbox import Outbox
 from gateway.state.store import ChatStore, Dispatch, NotDurable
+from gateway.types import Message
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +120,11 @@ class Intake:
             return "malformed"
         if app_id and (self.several_apps or app_id != self.primary_app_id):
             message = replace(message, app_id=app_id)
+        with turn_context(message.chat_id, message.message_id):
+            return self._admit(message)
+
+    def _admit(self, message: Message) -> str:
+        """The admitted message's one Redis step, and its hand-off."""
         command = parse_command(message.text) or ""
         age_ms = self._clock_ms() - message.create_time_ms
         if self.late_after_ms and message.create_time_ms and age_ms > self.late_after_ms:

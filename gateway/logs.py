@@ -1,9 +1,18 @@
-"""Logging set-up, and a filter that keeps connection secrets out of every log line."""
+"""Logging set-up: one line a record, JSON when stderr is not a terminal (key=value on one),
+the turn a line concerns (chat, message, turn id, fence) on every line logged while it runs,
+and a filter that keeps connection secrets out of every line."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import json
 import logging
 import re
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
 
 _SECRET_QUERY = re.compile(r"((?:access_key|ticket|app_secret|token)=)[^&\s'\"]+", re.I)
 _PASSWORD_QUERY = re.compile(r"([?&](?:password|passwd|pwd)=)[^&#\s]*", re.I)
@@ -44,14 +53,89 @@ def quiet_lark_handler() -> None:
         lark_logger.addFilter(RedactSecrets())
 
 
-def setup_logging(level: str = "INFO") -> None:
-    """Plain one-line records on stderr; the lark SDK's own logger redacted too."""
+TURN_FIELDS = ("chat_id", "message_id", "turn_id", "fence")
+_turn: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("turn",
+                                                                            default=None)
+
+
+@contextlib.contextmanager
+def turn_context(chat_id: str, message_id: str = "", turn_id: str = "",
+                 fence: int | str = "") -> Iterator[None]:
+    """Every line logged inside (in this thread) carries the turn's ids."""
+    token = _turn.set({"chat_id": chat_id, "message_id": message_id, "turn_id": turn_id,
+                       "fence": str(fence)})
+    try:
+        yield
+    finally:
+        _turn.reset(token)
+
+
+class TurnFields(logging.Filter):
+    """Puts the current turn's ids (`turn_context`) on the record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in (_turn.get() or {}).items():
+            if value and not getattr(record, key, None):
+                setattr(record, key, value)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ts, level, logger, msg, the turn's ids when known, exc."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname, "logger": record.name, "msg": record.getMessage()}
+        for key in TURN_FIELDS:
+            value = getattr(record, key, None)
+            if value:
+                line[key] = value
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+class KeyValueFormatter(logging.Formatter):
+    """The classic line, then `chat=… message=… turn=… fence=…` when a turn is known."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        fields = " ".join(f"{key.removesuffix('_id')}={value}" for key in TURN_FIELDS
+                          if (value := getattr(record, key, None)))
+        if not fields:
+            return text
+        first, newline, rest = text.partition("\n")
+        return f"{first} [{fields}]{newline}{rest}"
+
+
+def formatter_for(log_format: str, stream: Any = None) -> logging.Formatter:
+    """`json`, `text`, or `auto`: JSON unless `stream` (stderr) is a terminal."""
+    if log_format == "auto":
+        tty = getattr(stream or sys.stderr, "isatty", lambda: False)()
+        log_format = "text" if tty else "json"
+    return JsonFormatter() if log_format == "json" else KeyValueFormatter()
+
+
+def dress_handlers(logger: logging.Logger, log_format: str) -> None:
+    """Our formatter, the turn's fields and the redaction on every handler of `logger`
+    (the root's, or Celery's own)."""
+    for handler in logger.handlers:
+        handler.setFormatter(formatter_for(log_format, getattr(handler, "stream", None)))
+        if not any(isinstance(f, TurnFields) for f in handler.filters):
+            handler.addFilter(TurnFields())
+    redact_handlers(logger)
+
+
+def setup_logging(level: str = "INFO", log_format: str = "auto") -> None:
+    """One-line records on stderr; the lark SDK's own logger redacted too."""
     root = logging.getLogger()
     if not any(isinstance(f, RedactSecrets) for h in root.handlers for f in h.filters):
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter(
-            "%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handler.addFilter(RedactSecrets())
-        root.addHandler(handler)
+        root.addHandler(logging.StreamHandler())
+    dress_handlers(root, log_format)
     root.setLevel(level)
     quiet_lark_handler()

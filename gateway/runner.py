@@ -28,6 +28,8 @@ from gateway.feishu.enrich import Enricher
 from gateway.feishu.typing import Typist
 from gateway.heartbeat import Heartbeater
 from gateway.locks import TIME_LIMIT, LockRegistry, TurnHandle
+from gateway.logs import turn_context
+from gateway.names import turn_task_id
 from gateway.state.store import Answer, ChatStore, Completed, Dispatch, Started
 from gateway.state.streams import StreamCards
 from gateway.streaming import FAILED_MARK, STOPPED_MARK, Stream
@@ -127,7 +129,9 @@ class TurnRunner:
         chat's next turn (claimed, or started when `run_next` asked for it), or nothing."""
         clock = time.monotonic()
         following: Completed = None
-        with self.locks.hold(turn) as handle:
+        with turn_context(turn.chat_id, turn.message_id,
+                          turn_task_id(turn.chat_id, turn.message_id, turn.fence), turn.fence), \
+                self.locks.hold(turn) as handle:
             self.heartbeats.ensure_running()
             try:
                 outcome = self._turn(turn, started, handle)

@@ -105,6 +105,9 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(16_000, validation_alias="GATEWAY_MAX_TEXT_CHARS", ge=1)
     worker_concurrency: int = Field(2, validation_alias="GATEWAY_WORKER_CONCURRENCY", ge=1)
     log_level: str = Field("INFO", validation_alias="GATEWAY_LOG_LEVEL")
+    log_format: Literal["auto", "json", "text"] = Field("auto",
+                                                        validation_alias="GATEWAY_LOG_FORMAT")
+    """auto: JSON lines when stderr is not a terminal, key=value text on one."""
     reply_retry_budget_s: float = Field(120.0, validation_alias="GATEWAY_REPLY_RETRY_BUDGET_S",
                                         gt=0)
     stop_debounce_s: float = Field(3.0, validation_alias="GATEWAY_STOP_DEBOUNCE_S", ge=0)

@@ -12,6 +12,7 @@ import redis
 from celery import Task
 from celery.signals import (
     after_setup_logger,
+    after_setup_task_logger,
     task_revoked,
     worker_init,
     worker_process_shutdown,
@@ -22,7 +23,7 @@ from celery.signals import (
 from gateway import metrics
 from gateway.agents import load_factory
 from gateway.errors import GatewayError, SettingsError
-from gateway.logs import quiet_lark_handler, redact_handlers
+from gateway.logs import dress_handlers, quiet_lark_handler
 from gateway.names import RELEASE_AGENT, RUN_TURN
 from gateway.runtime import Runtime
 from gateway.settings import load_settings
@@ -50,9 +51,11 @@ def runtime() -> Runtime:
 
 
 @after_setup_logger.connect
-def _redact_logs(logger: logging.Logger, **_: Any) -> None:
-    """Celery owns the worker's logging; we only keep secrets out of it."""
-    redact_handlers(logger)
+@after_setup_task_logger.connect
+def _dress_logs(logger: logging.Logger, **_: Any) -> None:
+    """Celery owns the worker's handlers; we give them our format (GATEWAY_LOG_FORMAT), the
+    turn's fields, and keep secrets out of them."""
+    dress_handlers(logger, runtime().settings.log_format)
     quiet_lark_handler()
 
 

@@ -105,6 +105,7 @@ def env_for(redis_url: str, sim: Simulator) -> dict[str, str]:
         "FEISHU_APP_SECRET": sim.app_secret,
         "FEISHU_DOMAIN": sim.url,
         "GATEWAY_AGENT": "tests.agents:scripted",
+        "GATEWAY_LOG_FORMAT": "text",  # the suites read the logs as text; test_logs.py: JSON
         "GATEWAY_LEASE_TTL_S": str(TEST_LEASE_TTL_S),
         "GATEWAY_CLAIM_TTL_S": "3",
         "GATEWAY_SWEEP_INTERVAL_S": "0.5",

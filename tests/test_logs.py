@@ -1,10 +1,26 @@
-"""No secrets in logs: connection URLs and Redis passwords are masked."""
+"""Logs: no secrets (connection URLs, Redis passwords), the turn's ids on its lines, JSON
+lines from real processes, no message bodies."""
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Iterator
+from typing import Any
 
-from gateway.logs import RedactSecrets, masked_url
+import pytest
+
+from gateway.logs import (
+    JsonFormatter,
+    KeyValueFormatter,
+    RedactSecrets,
+    TurnFields,
+    masked_url,
+    turn_context,
+)
+from gateway.processes import wait_until
+from tests.conftest import Rig
+from tests.test_cancel import reply_of
 
 
 def test_long_connection_url_secrets_are_masked() -> None:
@@ -27,3 +43,60 @@ def test_a_password_in_a_urls_query_is_masked_too() -> None:
         "redis://host:6379/0?password=***&db=1"
     assert masked_url("unix:///run/redis.sock?password=s3cret") == \
         "unix:///run/redis.sock?password=***"
+
+
+def test_a_turns_lines_carry_its_ids_as_text_and_as_json() -> None:
+    record = logging.LogRecord("gateway.runner", logging.ERROR, __file__, 1,
+                               "agent failed: token=abc123", None, None)
+    handler = logging.Handler()
+    handler.addFilter(TurnFields())
+    handler.addFilter(RedactSecrets())
+    with turn_context("oc_1", "om_2", "turn:oc_1:om_2:7", 7):
+        assert handler.filter(record)
+    text = KeyValueFormatter().format(record)
+    assert text.endswith("agent failed: token=*** [chat=oc_1 message=om_2 turn=turn:oc_1:om_2:7 "
+                         "fence=7]")
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["level"], line["logger"], line["msg"]) == ("ERROR", "gateway.runner",
+                                                            "agent failed: token=***")
+    assert (line["chat_id"], line["message_id"], line["turn_id"], line["fence"]) == (
+        "oc_1", "om_2", "turn:oc_1:om_2:7", "7")
+    outside = logging.LogRecord("x", logging.INFO, __file__, 1, "idle", None, None)
+    assert handler.filter(outside) and "chat_id" not in json.loads(
+        JsonFormatter().format(outside))
+
+
+@pytest.fixture(scope="module")
+def json_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    rig = Rig(tmp_path_factory, GATEWAY_LOG_FORMAT="json", GATEWAY_LOG_LEVEL="DEBUG").up()
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+def json_lines(log: str) -> list[dict[str, Any]]:
+    """Every logged line (Celery's banner is printed, not logged, so it is left out)."""
+    return [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+
+
+def test_processes_log_json_lines_with_the_turns_ids_and_no_message_bodies(
+        json_rig: Rig) -> None:
+    sim, chat = json_rig.sim, "oc_json_logs"
+    body = "private " + "x" * 300
+    answered = sim.send_text(chat, body)
+    failed = sim.send_text(chat, "boom now")
+    reply_of(sim, chat, answered)
+    reply_of(sim, chat, failed)
+    worker = wait_until(lambda: next((line for line in json_lines(json_rig.fleet.logs("worker"))
+                                      if line["msg"].startswith("agent failed on message")),
+                                     None), 10, "the failure's line")
+    assert isinstance(worker, dict)
+    assert (worker["chat_id"], worker["message_id"], worker["level"]) == (chat, failed, "ERROR")
+    assert worker["turn_id"].startswith(f"turn:{chat}:{failed}:") and worker["fence"]
+    assert "RuntimeError: scripted failure" in worker["exc"]
+    listener = json_lines(json_rig.fleet.logs("listener"))
+    assert any(line.get("message_id") == answered and line.get("chat_id") == chat
+               for line in listener), "the listener's lines about the message carry its ids"
+    for log in (json_rig.fleet.logs("worker"), json_rig.fleet.logs("listener")):
+        assert "x" * 60 not in log, "a message body beyond a short prefix"

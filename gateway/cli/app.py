@@ -70,7 +70,7 @@ def listen() -> None:
     Reads FEISHU_APP_ID, FEISHU_APP_SECRET (or FEISHU_APPS), FEISHU_DOMAIN, the admission
     settings (FEISHU_*), REDIS_URL, CELERY_BROKER_URL and GATEWAY_METRICS_PORT."""
     settings = load_settings()
-    setup_logging(settings.log_level)
+    setup_logging(settings.log_level, settings.log_format)
     if not settings.has_credentials:
         raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET (or FEISHU_APPS) must be set "
                            "for `listen`")
@@ -105,7 +105,7 @@ def sweep() -> None:
 
     Reads REDIS_URL and CELERY_BROKER_URL."""
     o = ops()
-    setup_logging(o.settings.log_level)
+    setup_logging(o.settings.log_level, o.settings.log_format)
     from gateway.state.sweeper import sweep_once
 
     click.echo(f"re-dispatched {sweep_once(o.runtime.store, o.runtime.publisher)} chat(s)")
