@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gateway.embedded_redis import EmbeddedRedis
+from gateway.errors import GatewayError
 from gateway.processes import (
     LISTENER_ARGV,
     LISTENER_READY,
@@ -100,6 +101,15 @@ def _chat(sim: object, chat_id: str, lines: TextIO, out: TextIO,
     out.write("\n")
 
 
+def _waiting(out: TextIO, what: str) -> contextlib.AbstractContextManager[object]:
+    """A spinner while `what` takes its time, on a terminal only."""
+    if not out.isatty():
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(file=out).status(what + " …")
+
+
 def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, *,
              keep_logs: bool = False, sim_port: int = 0) -> int:
     settings = load_settings()
@@ -116,17 +126,22 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
         if not settings.has_credentials:
             from gateway.simulator import Simulator
 
-            sim = stack.enter_context(Simulator(port=sim_port))
+            try:
+                sim = stack.enter_context(Simulator(port=sim_port))
+            except OSError as error:
+                raise GatewayError(f"cannot serve the simulator on port {sim_port} ({error}); "
+                                   "--port 0 picks a free one") from None
             env.update(FEISHU_APP_ID=sim.app_id, FEISHU_APP_SECRET=sim.app_secret,
                        FEISHU_DOMAIN=sim.url, NO_PROXY="127.0.0.1,localhost")
             out.write(f"feishu simulator on {sim.url}\n")
-        worker = GatewayProcess("worker", worker_argv("demo", settings.worker_concurrency),
-                                env, workdir)
-        stack.callback(worker.stop)
-        worker.wait_for_log(WORKER_READY, timeout_s=60)
-        listener = GatewayProcess("listener", LISTENER_ARGV, env, workdir)
-        stack.callback(listener.stop)
-        listener.wait_for_log(LISTENER_READY, timeout_s=60)
+        with _waiting(out, "starting a Celery worker and a listener"):
+            worker = GatewayProcess("worker", worker_argv("demo", settings.worker_concurrency),
+                                    env, workdir)
+            stack.callback(worker.stop)
+            listener = GatewayProcess("listener", LISTENER_ARGV, env, workdir)
+            stack.callback(listener.stop)
+            worker.wait_for_log(WORKER_READY, timeout_s=60)
+            listener.wait_for_log(LISTENER_READY, timeout_s=60)
         kept = "kept" if keep_logs else "removed at exit; --keep-logs keeps them"
         out.write(f"worker and listener running; logs in {workdir} ({kept})\n")
         if sim is not None:

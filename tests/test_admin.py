@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from gateway.embedded_redis import EmbeddedRedis
+from gateway.processes import wait_until
 from gateway.state import admin
 from gateway.state.cancel import Canceller
 from gateway.state.history import read_history
@@ -192,3 +193,16 @@ def test_a_stop_before_the_start_lets_the_chat_go_on_even_when_the_revoke_fails(
     with pytest.raises(ConnectionError):
         canceller.cancel(chat_id, "cmd-1")
     assert [t.message_id for t in published] == ["om_2"]
+
+
+def test_a_turn_older_than_the_retention_cannot_be_retried(redis_client: redis.Redis,
+                                                          chat_id: str) -> None:
+    store = store_for(redis_client, history_ttl_ms=300)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None
+    run_to_end(store, turn, "failed")
+    assert read_history(redis_client, store.keys(chat_id))
+    wait_until(lambda: not read_history(redis_client, store.keys(chat_id)), 5,
+               "the history to expire")
+    assert admin.retry(store, chat_id, "om_1").how == "unknown"
+    assert pending_ids(store, chat_id) == []

@@ -108,7 +108,12 @@ def sweep() -> None:
     setup_logging(o.settings.log_level, o.settings.log_format)
     from gateway.state.sweeper import sweep_once
 
-    click.echo(f"re-dispatched {sweep_once(o.runtime.store, o.runtime.publisher)} chat(s)")
+    if sys.stderr.isatty():
+        with Console(stderr=True).status("sweeping every chat whose deadline passed …"):
+            swept = sweep_once(o.runtime.store, o.runtime.publisher)
+    else:
+        swept = sweep_once(o.runtime.store, o.runtime.publisher)
+    click.echo(f"re-dispatched {swept} chat(s)")
 
 
 @cli.command()
