@@ -21,6 +21,7 @@ from typing import TextIO
 
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.errors import GatewayError
+from gateway.logs import masked_url
 from gateway.processes import (
     LISTENER_ARGV,
     LISTENER_READY,
@@ -148,6 +149,11 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
             sim.wait_connected(1, timeout_s=30)
             out.write(f"web chat: open {sim.url}/ (a direct message and a group; cards "
                       "click)\n")
+            url = env.get("REDIS_URL", settings.redis_url)
+            out.write(f"operate it from another terminal: export REDIS_URL={masked_url(url)}\n"
+                      "  feishu-gateway chats | chat <chat_id> | stop | revoke | retry | purge\n"
+                      "  FLOWER_UNAUTHENTICATED_API=true celery -A tasks flower "
+                      "--address=127.0.0.1   (then http://127.0.0.1:5555/)\n")
             from gateway.clients import keyspace, redis_client
             from gateway.state.history import find_turn, read_history
 

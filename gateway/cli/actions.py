@@ -134,7 +134,6 @@ def purge(ops: Ops, chat_id: str, entries: list[str],
 
 def notify_purged(ops: Ops, chat_id: str, entries: list[str], dropped: int) -> str:
     """Tell the chat, in one reply to the newest dropped message, that it was cleared."""
-    from gateway.feishu.delivery import reply_uuid
     from gateway.state.store import entry_message
 
     newest = next((m for m in map(entry_message, reversed(entries)) if m is not None), None)
@@ -142,6 +141,6 @@ def notify_purged(ops: Ops, chat_id: str, entries: list[str], dropped: int) -> s
         return "nobody told: no dropped message could be read"
     ops.runtime.replies.send_text(
         newest.message_id, f"An operator cleared {dropped} waiting message(s) of this chat; "
-        "they will not be answered.", uuid=reply_uuid(newest.message_id, "purged"),
+        "they will not be answered.", uuid=str(uuid.uuid4()),  # one notice a purge
         app_id=newest.app_id, chat_id=chat_id)
     return f"chat {chat_id} told in a reply to {newest.message_id}"

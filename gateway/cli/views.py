@@ -110,8 +110,9 @@ def worker_view(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for name, s in sorted(stats.items()):
         pool = s.get("pool") or {}
-        out.append({"name": name, "pool": pool.get("implementation", "").rsplit(":", 1)[-1]
-                    or None, "concurrency": pool.get("max-concurrency"),
+        kind = str(pool.get("implementation", "")).split(":", 1)[0].rsplit(".", 1)[-1]
+        out.append({"name": name, "pool": kind or None,
+                    "concurrency": pool.get("max-concurrency"),
                     "processes": len(pool.get("processes") or []) or None,
                     "uptime_s": s.get("uptime"),
                     "tasks": sum((s.get("total") or {}).values())})

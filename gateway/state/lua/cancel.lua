@@ -48,7 +48,8 @@ if entry and redis.call('HGET', K.tries, 'n') == '0' then
 end
 if entry then
   redis.call('ZREM', K.inbox, entry)
-  remember(KEYS[11], entry, 'stopped', task_id, fence, 0, ARGV[9], ARGV[10], now_ms)
+  remember(KEYS[11], entry, 'stopped', task_id, fence, redis.call('HGET', K.tries, 'n'),
+           ARGV[9], ARGV[10], now_ms)
 end
 local r = record('not-started', fence, task_id)
 local c = claim(ARGV[5], now_us, now_ms, tonumber(ARGV[4]), true)  -- its head was dropped
