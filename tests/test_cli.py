@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import redis
 
+from gateway.embedded_redis import EmbeddedRedis
 from gateway.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.payloads import new_id
@@ -190,6 +191,11 @@ def test_every_bad_input_gets_one_clear_line_and_a_non_zero_exit(
         assert "cannot reach Redis at redis://:***@127.0.0.1:1/0" in line, line
         assert "hunter2" not in line
     assert "Usage:" in cli(env, "revoke").stderr and cli(env, "revoke").returncode == 2
+    with EmbeddedRedis() as lonely:  # a broker no worker consumes
+        alone = {**env, "REDIS_URL": lonely.url}
+        result = cli(alone, "status")
+        assert result.returncode == 1 and "workers: none answered" in result.stdout
+        assert result.stderr.startswith("feishu-gateway: no Celery worker answered")
 
 
 def test_reads_answer_without_importing_celery_or_the_feishu_sdk(

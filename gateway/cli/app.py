@@ -121,6 +121,7 @@ def sweep() -> None:
 def status(as_json: bool) -> None:
     """The whole gateway at a glance: Redis, workers and their pools, queue lengths, chats
     running and waiting, each listener's connections, agent caches, undelivered replies.
+    Exits 1 (after printing it all) when no worker answered, 2 when the broker is down.
 
     Reads REDIS_URL and CELERY_BROKER_URL (workers answer within a second)."""
     o = ops()
@@ -139,6 +140,13 @@ def status(as_json: bool) -> None:
         "undelivered": {"count": len(u := o.store.undelivered()), "newest": u[:5]},
     }
     emit(view, as_json, show.status)
+    if isinstance(view["workers"], str):
+        raise GatewayError(f"cannot read the Celery workers: {view['workers']}")
+    if not view["workers"]:
+        from gateway.errors import Refused
+
+        raise Refused("no Celery worker answered within 1s: turns wait until one runs "
+                      "(`celery -A tasks worker`)")
 
 
 def _broker_read(read: Any) -> Any:
