@@ -33,7 +33,8 @@ class TurnId:
         head, _, rest = task_id.partition(":")
         chat_id, _, tail = rest.partition(":")
         message_id, _, fence = tail.rpartition(":")
-        if head != "turn" or not chat_id or not message_id or not fence.isdigit():
+        digits = fence.isascii() and fence.isdigit()
+        if head != "turn" or not chat_id or not message_id or not digits:
             raise Refused(f"{task_id!r} is not a turn's task id (they read "
                           "turn:<chat_id>:<message_id>:<fence>; `feishu-gateway chat <chat_id>` "
                           "shows them)")

@@ -304,7 +304,7 @@ def health(role: str) -> None:
 
 @cli.group(invoke_without_command=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=9900, show_default=True)
+@click.option("--port", default=9900, show_default=True, type=click.IntRange(0, 65535))
 @click.pass_context
 def simulator(ctx: click.Context, host: str, port: int) -> None:
     """Run the fake Feishu open platform (for demos and tests); `simulator send` talks to a
@@ -341,6 +341,7 @@ def simulator_send(chat_id: str, text: str, url: str, group: bool, mention: bool
               help="The simulated chat id.")
 @click.option("--keep-logs", is_flag=True, help="Keep the processes' log folder at exit.")
 @click.option("--port", "sim_port", default=9900, show_default=True,
+              type=click.IntRange(0, 65535),
               help="The simulator's port, where the web chat is served (0: any free one).")
 def demo(chat_id: str, keep_logs: bool, sim_port: int) -> None:
     """Everything on embedded defaults (Redis, simulator, a worker, a listener); chat from

@@ -37,6 +37,9 @@ def send_and_wait(url: str, chat_id: str, text: str, *, group: bool = False,
                 elif seen and time.monotonic() - changed >= QUIET_S:
                     return [text for _, text in seen]
                 time.sleep(POLL_S)
+    except (ValueError, KeyError, TypeError) as error:
+        raise GatewayError(f"the simulator at {url} answered something else than its user "
+                           f"API ({error})") from None
     except httpx.HTTPError as error:
         raise GatewayError(f"cannot reach the simulator at {url} ({error}); is "
                            "`feishu-gateway simulator` running?") from None
