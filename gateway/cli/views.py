@@ -8,7 +8,7 @@ from typing import Any
 
 from gateway.names import turn_task_id
 from gateway.state.history import read_history
-from gateway.state.store import ChatStore
+from gateway.state.store import ChatStore, text_of
 
 TEXT_CHARS = 60
 """Message texts are shortened to this many characters (a view is not a transcript)."""
@@ -29,7 +29,7 @@ def turn_view(store: ChatStore, chat_id: str, now_ms: int) -> dict[str, Any] | N
         pipe.hget(k.tries, "n")
         pipe.hget(k.stop, "fence")
         raw, ttl_ms, attempt, stop_fence = pipe.execute()
-    lease = {_text(a): _text(b) for a, b in raw.items()}
+    lease = {text_of(a): text_of(b) for a, b in raw.items()}
     if not lease:
         return None
     since_ms = int(lease.get("since_ms") or now_ms)
@@ -41,7 +41,7 @@ def turn_view(store: ChatStore, chat_id: str, now_ms: int) -> dict[str, Any] | N
             "for_s": round(max(0, now_ms - since_ms) / 1000, 1),
             "attempt": int(attempt or 0), "requeues": int(lease.get("requeues") or 0),
             "lease_ttl_s": round(max(0, int(ttl_ms)) / 1000, 1),
-            "stopping": stop_fence is not None and _text(stop_fence) == lease.get("fence")}
+            "stopping": stop_fence is not None and text_of(stop_fence) == lease.get("fence")}
 
 
 def chat_view(store: ChatStore, chat_id: str, *, first: int = 5) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def chats_view(store: ChatStore, *, limit: int, page: int = 1) -> dict[str, Any]
     """Active chats (a turn or waiting messages), busiest first, `limit` a page."""
     found: list[str] = []
     for index in store.keyspace.indexes:
-        found += [_text(c) for c in store.redis.zrange(index, 0, CHATS_SCAN_MAX - 1)]
+        found += [text_of(c) for c in store.redis.zrange(index, 0, CHATS_SCAN_MAX - 1)]
     with store.redis.pipeline(transaction=False) as pipe:
         for chat_id in found:
             k = store.keys(chat_id)
@@ -83,8 +83,8 @@ def chats_view(store: ChatStore, *, limit: int, page: int = 1) -> dict[str, Any]
     for i, chat_id in enumerate(found):
         count, (state, since, task) = replies[2 * i], replies[2 * i + 1]
         rows.append({"chat_id": chat_id, "pending": int(count),
-                     "state": _text(state) if state else "idle",
-                     "task_id": _text(task) if task else None,
+                     "state": text_of(state) if state else "idle",
+                     "task_id": text_of(task) if task else None,
                      "for_s": round((now_ms - int(since)) / 1000, 1) if since else None})
     rows.sort(key=lambda r: (-r["pending"], r["chat_id"]))
     start = (max(page, 1) - 1) * limit
@@ -117,7 +117,3 @@ def worker_view(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                     "uptime_s": s.get("uptime"),
                     "tasks": sum((s.get("total") or {}).values())})
     return out
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

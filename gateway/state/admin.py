@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.state.history import find_turn, read_history
-from gateway.state.store import ChatStore, Dispatch, dispatch_of
+from gateway.state.store import ChatStore, Dispatch, dispatch_of, text_of
 
 RetryHow = Literal["unknown", "answered", "waiting", "full", "unreadable", "queued",
                    "dispatch"]
@@ -69,7 +69,7 @@ def _retry_once(store: ChatStore, chat_id: str, message_id: str) -> RetryResult 
         return RetryResult("unreadable", outcome=record.outcome)
     again = dataclasses.replace(message, retry=message.retry + 1)
     c = store.config
-    reply = [_text(v) for v in store.run_script(
+    reply = [text_of(v) for v in store.run_script(
         "retry", chat_id, [message_id, again.to_json(), chat_id, c.claim_ttl_ms, c.inbox_cap,
                            record.fence], more_keys=[store.keys(chat_id).done])]
     how = reply[0]
@@ -84,7 +84,3 @@ def _retry_once(store: ChatStore, chat_id: str, message_id: str) -> RetryResult 
         return RetryResult("dispatch", waiting, following=dispatch_of(chat_id, reply[2],
                                                                        reply[3]))
     return RetryResult(how, waiting)  # type: ignore[arg-type]
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

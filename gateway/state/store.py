@@ -112,7 +112,8 @@ class CancelStep:
     recorded_how: str = ""
 
 
-def _text(value: Any) -> str:
+def text_of(value: Any) -> str:
+    """A Redis reply as str (bytes decoded)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -133,7 +134,7 @@ PREVIEW_CHARS = 40
 
 
 def dispatch_of(chat_id: str, fence: Any, entry: Any) -> Dispatch:
-    message_id, raw = entry_parts(_text(entry))
+    message_id, raw = entry_parts(text_of(entry))
     try:
         text = json.loads(raw).get("text")
     except (ValueError, AttributeError):
@@ -147,7 +148,7 @@ Completed = Dispatch | tuple[Dispatch, Started] | None | Literal[False]
 
 
 def _recovered(chat_id: str, reply: Any) -> Recovered | None:
-    outcome = _text(reply[0])
+    outcome = text_of(reply[0])
     if outcome in ("dispatch", "requeue"):
         return outcome, dispatch_of(chat_id, reply[1], reply[2])  # type: ignore[return-value]
     return None
@@ -155,17 +156,17 @@ def _recovered(chat_id: str, reply: Any) -> Recovered | None:
 
 def _started(reply: Sequence[Any]) -> Started:
     """start.lua's (and chat.lua's `begin`) reply: outcome, entry, gen, attempt, answer."""
-    outcome, entry = _text(reply[0]), _text(reply[1])
+    outcome, entry = text_of(reply[0]), text_of(reply[1])
     answer = None
     if reply[4] is not None and reply[5] is not None:
-        answer = Answer(_text(reply[4]), tuple(json.loads(_text(reply[5]))))
+        answer = Answer(text_of(reply[4]), tuple(json.loads(text_of(reply[5]))))
     return Started(entry_parts(entry)[0], entry_message(entry), int(reply[2]), int(reply[3]),
                    exhausted=outcome == "poison", answer=answer,
-                   previous_runner=_text(reply[6]) if len(reply) > 6 else "")
+                   previous_runner=text_of(reply[6]) if len(reply) > 6 else "")
 
 
 def _admission(chat_id: str, reply: Any) -> Admission:
-    outcome = _text(reply[0])
+    outcome = text_of(reply[0])
     if outcome == "dispatch":
         return Admission("dispatch", int(reply[1]), dispatch_of(chat_id, reply[2], reply[3]))
     if outcome in ("queued", "full"):
@@ -231,7 +232,7 @@ class ChatStore:
         be looked for elsewhere (two leases for one chat, dedupe marks not found)."""
         mine = str(self.keyspace.shards)
         self.redis.set(KEYSPACE_KEY, mine, nx=True)
-        recorded = _text(self.redis.get(KEYSPACE_KEY) or mine)
+        recorded = text_of(self.redis.get(KEYSPACE_KEY) or mine)
         if recorded != mine:
             raise SettingsError(
                 f"this Redis keeps the chat state for GATEWAY_STATE_SHARDS={recorded} (0: one "
@@ -294,7 +295,7 @@ class ChatStore:
         reply = self._run_starting("start", turn.chat_id, turn.fence, task_id, worker,
                                    c.running_ttl_ms, turn.chat_id, c.max_attempts,
                                    c.session_ttl_ms)
-        return None if _text(reply[0]) == "stale" else _started(reply)
+        return None if text_of(reply[0]) == "stale" else _started(reply)
 
     def heartbeat(self, turns: Sequence[Dispatch],
                   extend: Sequence[bool] | None = None) -> list[HeartbeatState]:
@@ -340,7 +341,7 @@ class ChatStore:
             turn.fence, c.claim_ttl_ms, turn.chat_id, "1" if run_next else "0", go_on[0],
             go_on[1], c.running_ttl_ms, c.max_attempts, c.session_ttl_ms, self.runner,
             c.ran_ttl_ms, outcome, c.history_cap, c.history_ttl_ms])
-        outcome = _text(reply[0])
+        outcome = text_of(reply[0])
         if outcome == "dispatch":
             return dispatch_of(turn.chat_id, reply[1], reply[2])
         if outcome == "started":
@@ -368,7 +369,7 @@ class ChatStore:
             pipe.hget(k.stop, "fence")
             fence, stopped = pipe.execute()
         return fence is not None and int(fence) == turn.fence and (
-            stopped is None or _text(stopped) != str(turn.fence))
+            stopped is None or text_of(stopped) != str(turn.fence))
 
     # the sweeper's steps
     def due_chats(self, limit: int = 500, *, claim_ms: int = 0) -> list[str]:
@@ -381,10 +382,10 @@ class ChatStore:
         indexes = self.keyspace.indexes
         if len(indexes) == 1:
             due = self._scripts["due"](keys=indexes, args=[limit, claim_ms])
-            return [_text(c) for c in due], len(due) >= limit
+            return [text_of(c) for c in due], len(due) >= limit
         share = -(-limit // len(indexes))  # each shard's part of the batch
         found = self._batch("due", [([index], [share, claim_ms]) for index in indexes])
-        return [_text(c) for due in found for c in due], any(len(d) >= share for d in found)
+        return [text_of(c) for due in found for c in due], any(len(d) >= share for d in found)
 
     def _recover_args(self, chat_id: str, may_requeue: bool) -> list[Any]:
         c = self.config
@@ -415,7 +416,7 @@ class ChatStore:
         c = self.config
         k = self.keys(chat_id)
         keys = [*k.all, k.command(command_id), k.done]
-        reply = [_text(v) for v in self._scripts["cancel"](keys=keys, args=[
+        reply = [text_of(v) for v in self._scripts["cancel"](keys=keys, args=[
             command_id, debounce_ms, flag_ttl_ms, c.claim_ttl_ms, chat_id, target_fence,
             "1" if new_session else "0", c.session_ttl_ms, c.history_cap, c.history_ttl_ms])]
         how = reply[0]
@@ -433,7 +434,7 @@ class ChatStore:
             for index in self.keyspace.indexes:
                 pipe.execute_command("ZRANGE", index, 0, limit - 1, "WITHSCORES",  # type: ignore[no-untyped-call]
                                      withscores=True, **route(self.redis, index))
-            found = [(score, _text(c)) for chats in pipe.execute() for c, score in chats]
+            found = [(score, text_of(c)) for chats in pipe.execute() for c, score in chats]
         return [chat for _, chat in sorted(found)[:limit]]
 
     def pending(self, chat_id: str) -> list[tuple[str, Message | None]]:
@@ -442,14 +443,14 @@ class ChatStore:
 
     def pending_entries(self, chat_id: str) -> list[str]:
         """The chat's raw inbox entries in the order they will run (see lua/chat.lua)."""
-        return [_text(e) for e in self.redis.zrange(self.keys(chat_id).inbox, 0, -1)]
+        return [text_of(e) for e in self.redis.zrange(self.keys(chat_id).inbox, 0, -1)]
 
     def pending_count(self, chat_id: str) -> int:
         return int(self.redis.zcard(self.keys(chat_id).inbox))
 
     def lease(self, chat_id: str) -> dict[str, str]:
         raw = self.redis.hgetall(self.keys(chat_id).lease)
-        return {_text(k): _text(v) for k, v in raw.items()}
+        return {text_of(k): text_of(v) for k, v in raw.items()}
 
     def server_ms(self) -> int:
         seconds, micros = self.redis.time()
