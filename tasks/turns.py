@@ -83,27 +83,31 @@ def release_agent(owner: str, token: str, cause: str, session: str = "") -> str:
 
 @task_revoked.connect(sender=run_turn)
 def _turn_revoked(request: Any = None, terminated: bool = False, **_: Any) -> None:
-    """A turn revoked through Celery (`celery -A tasks control revoke`, Flower): the chat
-    takes the `feishu-gateway revoke` path, so it goes on with its next message instead of
-    waiting for the revoked turn's lease to run out. A turn the gateway itself revoked (a
-    /stop before it started) no longer holds its chat: nothing more is done."""
+    """A turn revoked through Celery (`celery -A tasks control revoke`, Flower): a queued
+    one is dropped and a terminated one stopped, so the chat goes on with its next message
+    instead of waiting for the revoked turn's lease to run out (Canceller.revoked). Applied
+    on a thread of its own: this runs on the worker's consumer, which must not wait on
+    Redis."""
     kwargs = getattr(request, "kwargs", None) or {}
     chat_id, fence = kwargs.get("chat_id"), kwargs.get("fence")
     if not isinstance(chat_id, str) or not isinstance(fence, int):
         return
+    task_id = str(getattr(request, "id", "") or "")
+    threading.Thread(target=_apply_revoke, args=(chat_id, fence, task_id, bool(terminated)),
+                     name=f"revoked-{chat_id}", daemon=True).start()
+
+
+def _apply_revoke(chat_id: str, fence: int, task_id: str, terminated: bool) -> None:
     try:
-        rt = runtime()
-        if rt.store.lease(chat_id).get("fence") != str(fence):
-            return
-        began = rt.canceller.begin(chat_id, f"revoked:{getattr(request, 'id', fence)}",
-                                   target=str(fence), debounce=False)
-        logger.info("turn of chat %s (fence %d) revoked through Celery%s: %s", chat_id, fence,
-                    " and terminated" if terminated else "",
-                    began.describe() if hasattr(began, "describe") else
-                    "asked to stop; its lease ends it")
+        line = runtime().canceller.revoked(chat_id, fence, task_id, terminated=terminated)
     except (redis.RedisError, GatewayError) as error:
         logger.warning("revoke of chat %s's turn not applied to its state (%s); its lease "
                        "runs out and the sweeper runs it again", chat_id, error)
+    except Exception:  # the thread's boundary: one line with the traceback, never silent
+        logger.exception("revoke of chat %s's turn not applied to its state", chat_id)
+    else:
+        logger.info("task %s revoked through Celery%s: %s", task_id,
+                    " and terminated" if terminated else "", line)
 
 
 @worker_init.connect

@@ -4,6 +4,8 @@ outcomes, and a revoke from Flower's API that lets the chat go on."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from gateway.embedded_redis import free_port
 from gateway.processes import GatewayProcess, wait_until
 from tests.conftest import Rig
 from tests.test_cancel import reply_of, started
+from tests.test_cli import read
 from tests.test_pipeline import replies_to
 
 
@@ -98,3 +101,72 @@ def test_a_turn_revoked_in_flower_never_runs_and_its_chat_goes_on(rig: Rig,
     after = rig.sim.send_text(chat_id, "goes on")
     assert reply_of(rig.sim, chat_id, after) == "echo: goes on"
     assert doomed not in replies_to(rig.sim, chat_id)
+
+
+def _running_turn(rig: Rig, chat_id: str, message_id: str) -> dict[str, Any]:
+    wait_until(lambda: started(rig.client(), chat_id, message_id), 20, "the turn to start")
+    turn = read(rig.env, "chat", chat_id)["turn"]
+    assert turn["message_id"] == message_id and turn["state"] == "running", turn
+    return dict(turn)
+
+
+def _history(rig: Rig, chat_id: str) -> list[tuple[str, str]]:
+    return [(r["message_id"], r["outcome"]) for r in read(rig.env, "chat", chat_id)["history"]]
+
+
+def test_a_running_turn_terminated_in_flower_is_stopped_and_its_chat_goes_on(
+        rig: Rig, flower: str) -> None:
+    chat_id = "oc_flower_terminated"
+    hung = rig.sim.send_text(chat_id, "hang 30")
+    behind = rig.sim.send_text(chat_id, "behind the hung one")
+    turn = _running_turn(rig, chat_id, hung)
+    response = httpx.post(f"{flower}/api/task/revoke/{turn['task_id']}",
+                          params={"terminate": "true"}, timeout=10)
+    assert response.status_code == 200, response.text
+    assert reply_of(rig.sim, chat_id, behind) == "echo: behind the hung one"
+    assert hung not in replies_to(rig.sim, chat_id)
+    assert _history(rig, chat_id) == [(behind, "replied"), (hung, "stopped")]
+
+
+def test_terminating_a_task_that_runs_a_later_turn_of_its_chat_stops_that_turn(
+        rig: Rig, flower: str) -> None:
+    chat_id = "oc_flower_drained"
+    first = rig.sim.send_text(chat_id, "sleep 1")
+    hung = rig.sim.send_text(chat_id, "hang 30")
+    behind = rig.sim.send_text(chat_id, "behind the hung one")
+    turn = _running_turn(rig, chat_id, hung)
+    assert turn["task_id"].split(":")[2] == first, "the first turn's task drained the chat"
+    response = httpx.post(f"{flower}/api/task/revoke/{turn['task_id']}",
+                          params={"terminate": "true"}, timeout=10)
+    assert response.status_code == 200, response.text
+    assert reply_of(rig.sim, chat_id, behind) == "echo: behind the hung one"
+    assert hung not in replies_to(rig.sim, chat_id)
+    assert (hung, "stopped") in _history(rig, chat_id)
+
+
+_COPY = """
+import json, sys
+from tasks import app
+from gateway.names import RUN_TURN, TURNS_QUEUE
+task_id, kwargs = sys.argv[1], json.loads(sys.argv[2])
+app.control.revoke(task_id)
+app.send_task(RUN_TURN, kwargs=kwargs, task_id=task_id, queue=TURNS_QUEUE)
+"""
+
+
+def test_a_revoked_copy_of_a_running_turn_leaves_that_turn_running(rig: Rig,
+                                                                   flower: str) -> None:
+    """A plain revoke never stops a running task in Celery; a copy of it the broker hands
+    out again (a redelivery after the visibility timeout) is skipped as revoked, and the
+    turn it copies goes on to answer."""
+    chat_id = "oc_flower_copy"
+    slow = rig.sim.send_text(chat_id, "sleep 5")
+    turn = _running_turn(rig, chat_id, slow)
+    kwargs = {"chat_id": chat_id, "message_id": slow, "fence": int(turn["fence"])}
+    subprocess.run([sys.executable, "-c", _COPY, turn["task_id"], json.dumps(kwargs)],
+                   env=rig.env, check=True, timeout=60, cwd=str(Path(__file__).parent.parent))
+    wait_until(lambda: f"Discarding revoked task: gateway.run_turn[{turn['task_id']}]"
+               in rig.fleet.logs("worker"), 30, "the copy discarded as revoked")
+    assert slow not in replies_to(rig.sim, chat_id), "the copy came while the turn ran"
+    assert reply_of(rig.sim, chat_id, slow) == "echo: sleep 5"
+    assert _history(rig, chat_id) == [(slow, "replied")]

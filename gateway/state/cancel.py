@@ -150,6 +150,31 @@ class Canceller:
         return self._result(waiting.turn.chat_id, how, waiting.task_id, waiting.began,
                             waiting.pending, waiting.new_session)
 
+    def revoked(self, chat_id: str, fence: int, task_id: str, *, terminated: bool) -> str:
+        """Celery revoked task `task_id` (sent for the turn of `fence`) on its own (`celery
+        control revoke`, Flower); the operator's line of what the chat made of it.
+
+        The task may run a later turn of its chat than the one it was sent for (it drains
+        the chat), so the turn is the lease's when either its fence or its task id match.
+        A queued turn is dropped and the chat goes on; a terminated one is stopped at once
+        (its process is gone) and recorded as stopped. A plain revoke never stops a running
+        task in Celery: what was discarded is a copy of it (a redelivery), and the turn
+        goes on. No revoke is broadcast again: Celery did that."""
+        lease = self._store.lease(chat_id)
+        held = lease.get("fence", "")
+        if not held or (held != str(fence) and lease.get("task_id") != task_id):
+            return "its chat has moved on; nothing to do"
+        if lease.get("state") == "running" and not terminated:
+            return (f"a copy of running turn {held} discarded; the turn goes on "
+                    "(`feishu-gateway revoke --terminate` stops it)")
+        quiet = Canceller(self._store, self._publish, self._hand_over, _no_revoke,
+                          timeout_s=self.timeout_s, lease_ttl_ms=self.lease_ttl_ms,
+                          debounce_s=self.debounce_s, poll_s=self.poll_s)
+        began = quiet.begin(chat_id, f"revoked:{task_id}:{held}", target=held, debounce=False)
+        if isinstance(began, Waiting):
+            began = quiet.end(began, ended=False)
+        return began.describe()
+
     @staticmethod
     def _result(chat_id: str, how: How, task_id: str, began: float, pending: int,
                 new_session: bool) -> CancelResult:
@@ -159,3 +184,7 @@ class Canceller:
         logger.info("cancel chat=%s turn=%s how=%s took_s=%.3f pending=%d", chat_id,
                     task_id or "-", how, result.took_s, result.pending)
         return result
+
+
+def _no_revoke(task_id: str, terminate: bool) -> None:
+    """Celery revoked the task already."""
