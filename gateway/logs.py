@@ -14,7 +14,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-_SECRET_QUERY = re.compile(r"((?:access_key|ticket|app_secret|token)=)[^&\s'\"]+", re.I)
+_SECRET_KEY = r"(?:access_key|ticket|app_secret|token)"
+_SECRET = re.compile(
+    # key=value (a URL's query, key=value text), or "key": value as in JSON or a dict's
+    # repr (its quotes escaped too, JSON inside JSON); a quoted value is masked up to its
+    # closing quote, a bare one (a number, null) up to &, a quote, a space, "," or "}"
+    rf"({_SECRET_KEY}=|{_SECRET_KEY}\\?[\"']\s*:\s*)"
+    r"(?:(\\?[\"'])(?:(?!\2).)*|[^&\s'\",}]+)", re.I)
 _PASSWORD_QUERY = re.compile(r"([?&](?:password|passwd|pwd)=)[^&#\s]*", re.I)
 
 
@@ -23,14 +29,32 @@ def masked_url(url: str) -> str:
     return _PASSWORD_QUERY.sub(r"\1***", re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url))
 
 
+def redact(text: str) -> str:
+    """`text` with the value of every access_key, ticket, app_secret or token replaced by
+    *** (`key=…`, `"key": "…"`)."""
+    return _SECRET.sub(lambda m: f"{m[1]}{m[2] or ''}***", text)
+
+
+_PLAIN = logging.Formatter()
+
+
 class RedactSecrets(logging.Filter):
-    """Masks secrets carried in URLs (the long-connection URL has access_key and ticket)."""
+    """Masks secrets carried in URLs (the long-connection URL has access_key and ticket) or
+    JSON bodies: in the message, the exception's text and the stack, whatever formatter
+    the handler has (the exception is formatted here, redacted, into record.exc_text,
+    which logging.Formatter prints instead of formatting it again)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        redacted = _SECRET_QUERY.sub(r"\1***", message)
+        redacted = redact(message)
         if redacted != message:
             record.msg, record.args = redacted, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = _PLAIN.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True
 
 
@@ -81,30 +105,37 @@ class TurnFields(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object a line: ts, level, logger, msg, the turn's ids when known, exc."""
+    """One JSON object a line: ts, level, logger, msg, the turn's ids when known, exc,
+    stack; msg, exc and stack redacted (with or without the filter)."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
-            "level": record.levelname, "logger": record.name, "msg": record.getMessage()}
+            "level": record.levelname, "logger": record.name,
+            "msg": redact(record.getMessage())}
         for key in TURN_FIELDS:
             value = getattr(record, key, None)
             if value:
                 line[key] = value
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exc"] = redact(record.exc_text)
+        if record.stack_info:
+            line["stack"] = redact(self.formatStack(record.stack_info))
         return json.dumps(line, ensure_ascii=False)
 
 
 class KeyValueFormatter(logging.Formatter):
-    """The classic line, then `chat=… message=… turn=… fence=…` when a turn is known."""
+    """The classic line, then `chat=… message=… turn=… fence=…` when a turn is known; the
+    whole text (traceback and stack included) redacted."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        text = redact(super().format(record))
         fields = " ".join(f"{key.removesuffix('_id')}={value}" for key in TURN_FIELDS
                           if (value := getattr(record, key, None)))
         if not fields:

@@ -3,8 +3,11 @@ lines from real processes, no message bodies."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import sys
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +18,10 @@ from gateway.logs import (
     KeyValueFormatter,
     RedactSecrets,
     TurnFields,
+    dress_handlers,
+    formatter_for,
     masked_url,
+    redact_handlers,
     turn_context,
 )
 from gateway.processes import wait_until
@@ -100,3 +106,88 @@ def test_processes_log_json_lines_with_the_turns_ids_and_no_message_bodies(
                for line in listener), "the listener's lines about the message carry its ids"
     for log in (json_rig.fleet.logs("worker"), json_rig.fleet.logs("listener")):
         assert "x" * 60 not in log, "a message body beyond a short prefix"
+
+
+SECRETS = ("SECRETKEY", "SECRETTICKET", "SECRETAPP", "SECRET TOK", "SECRETREPR", "SECRETESC")
+
+
+def fail_with_secrets() -> None:
+    """An exception whose text carries secrets in a URL, a JSON body and a dict's repr."""
+    try:
+        raise ConnectionError("GET wss://host/ws/v2?device_id=1&access_key=SECRETKEY"
+                              "&ticket=SECRETTICKET: 403")
+    except ConnectionError as error:
+        raise RuntimeError('token call answered {"app_secret": "SECRETAPP", "token": '
+                           '"SECRET TOK"} for {\'app_secret\': \'SECRETREPR\'} and '
+                           '"{\\"tenant_access_token\\": \\"SECRETESC\\"}"') from error
+
+
+def assert_redacted(text: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text, f"{secret!r} leaked: {text}"
+    for masked in ("access_key=***", "ticket=***", '"app_secret": "***"', '"token": "***"',
+                   "'app_secret': '***'", '\\"tenant_access_token\\": \\"***\\"'):
+        assert masked in text, f"{masked!r} missing: {text}"
+    assert "device_id=1" in text and "RuntimeError: token call answered" in text
+
+
+def exception_record() -> logging.LogRecord:
+    try:
+        fail_with_secrets()
+    except RuntimeError:
+        return logging.getLogger("gateway.test").makeRecord(
+            "gateway.test", logging.ERROR, __file__, 1, "connect failed", (), sys.exc_info())
+    raise AssertionError("fail_with_secrets did not raise")
+
+
+def test_the_formatters_mask_secrets_in_exception_text_without_the_filter() -> None:
+    assert_redacted(KeyValueFormatter().format(exception_record()))
+    line = json.loads(JsonFormatter().format(exception_record()))
+    assert line["msg"] == "connect failed"
+    assert_redacted(line["exc"])
+
+
+def logger_writing_to(stream: io.StringIO) -> logging.Logger:
+    logger = logging.getLogger(f"test.redact.{uuid.uuid4().hex}")
+    logger.propagate = False
+    logger.addHandler(logging.StreamHandler(stream))
+    return logger
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_exception_text_is_masked_on_the_gateways_handlers(log_format: str) -> None:
+    stream = io.StringIO()
+    logger = logger_writing_to(stream)
+    dress_handlers(logger, log_format)
+    try:
+        fail_with_secrets()
+    except RuntimeError:
+        logger.exception("connect failed")
+    out = stream.getvalue()
+    assert_redacted(json.loads(out)["exc"] if log_format == "json" else out)
+
+
+def test_exception_text_is_masked_on_a_foreign_formatters_handler() -> None:
+    """Celery's own handlers (plain logging.Formatter subclasses) get the filter only."""
+    stream = io.StringIO()
+    logger = logger_writing_to(stream)
+    logger.handlers[0].setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    redact_handlers(logger)
+    try:
+        fail_with_secrets()
+    except RuntimeError:
+        logger.exception("connect failed")
+    assert_redacted(stream.getvalue())
+
+
+@pytest.mark.parametrize("formatter", [None, "json", "text"])
+def test_stack_info_is_masked(formatter: str | None) -> None:
+    stream = io.StringIO()
+    logger = logger_writing_to(stream)
+    if formatter is None:
+        redact_handlers(logger)
+    else:
+        logger.handlers[0].setFormatter(formatter_for(formatter))
+    logger.warning("where", stack_info=True)  # the stack quotes this line: token=STACKSECRET
+    out = stream.getvalue()
+    assert "STACKSECRET" not in out and "token=***" in out
