@@ -3,6 +3,7 @@ send` use), against a real listener and worker."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from typing import Any
@@ -30,9 +31,54 @@ def test_bad_requests_get_a_clear_400(feishu: Simulator) -> None:
                         "chat_type must be p2p or group")):
         response = httpx.post(f"{feishu.url}/sim/v1/messages", json=body, timeout=5)
         assert (response.status_code, response.text) == (400, says)
-    response = httpx.post(f"{feishu.url}/sim/v1/messages", content=b"{", timeout=5)
+    response = httpx.post(f"{feishu.url}/sim/v1/messages", content=b"{", timeout=5,
+                          headers={"Content-Type": "application/json"})
     assert (response.status_code, response.text) == (400, "the body must be JSON")
     assert httpx.get(f"{feishu.url}/sim/v1/messages", timeout=5).status_code == 400
+
+
+CALLS = (("/sim/v1/messages", {"chat_id": "oc_csrf", "text": "hi"}),
+         ("/sim/v1/card_actions", {"chat_id": "oc_csrf", "message_id": "om_x",
+                                   "value": {"decision": "once"}}))
+
+
+def test_a_post_that_is_not_json_is_refused_with_415(simulator: Simulator) -> None:
+    """What a cross-site form (or a no-preflight fetch) can send: never delivered."""
+    simulator.delivery_timeout_s = 0.3  # a call let through would answer 503 (no bot)
+    for path, body in CALLS:
+        for headers in ({"Content-Type": "text/plain"},
+                        {"Content-Type": "application/x-www-form-urlencoded"}, {}):
+            response = httpx.post(f"{simulator.url}{path}", content=json.dumps(body),
+                                  headers=headers, timeout=5)
+            assert (response.status_code, response.text) == (
+                415, "the body must be sent as Content-Type: application/json"), headers
+
+
+def test_a_post_from_another_origin_is_refused_with_403(simulator: Simulator) -> None:
+    host_port = simulator.url.removeprefix("http://")
+    port = host_port.rsplit(":", 1)[1]
+    simulator.delivery_timeout_s = 0.3  # a call let through would answer 503 (no bot)
+    for path, body in CALLS:
+        for origin in ("https://evil.example", f"http://evil.example:{port}",
+                       f"http://localhost:{port}", "null"):
+            response = httpx.post(f"{simulator.url}{path}", json=body, timeout=5,
+                                  headers={"Origin": origin})
+            assert (response.status_code, response.text) == (
+                403, f"a page of another origin ({origin}) cannot post to the simulator"), origin
+    same = httpx.post(f"{simulator.url}/sim/v1/messages", json={"text": "hi"}, timeout=5,
+                      headers={"Origin": simulator.url})
+    assert (same.status_code, same.text) == (400, "chat_id must be a non-empty string"), \
+        "the simulator's own page (same origin) passes"
+
+
+def test_a_send_no_bot_can_take_is_a_503_with_the_reason(simulator: Simulator) -> None:
+    simulator.delivery_timeout_s = 0.3
+    for path, body in CALLS:
+        response = httpx.post(f"{simulator.url}{path}", json=body, timeout=10,
+                              headers={"Origin": simulator.url})
+        assert response.status_code == 503, response.text
+        assert response.text.startswith("not delivered: simulator: no long-connection client")
+        assert "\n" not in response.text
 
 
 @one_pool

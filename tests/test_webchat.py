@@ -1,6 +1,7 @@
 """The demo's web chat in a real headless Chromium: a message round trip, a group with an
 @mention, an approval card clicked, a typing reaction and a /stop (real listener, real
-workers, the simulator serving the page). Saves a screenshot."""
+workers, the simulator serving the page). Saves a screenshot. A message no bot can take is
+shown as not sent and given back in the input box."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 
 SCREENSHOT = Path(__file__).resolve().parent.parent / ".artifacts" / "webchat.png"
 
-pytestmark = pytest.mark.parametrize("pool", ["prefork"], indirect=True)
+one_pool = pytest.mark.parametrize("pool", ["prefork"], indirect=True)
 
 
 @pytest.fixture
@@ -71,6 +72,7 @@ def click_button(driver: WebDriver, label: str) -> bool:
     return False
 
 
+@one_pool
 def test_a_person_chats_with_the_bot_in_the_browser(
         feishu: Simulator, listener: GatewayProcess, browser: WebDriver) -> None:
     browser.get(feishu.url + "/")
@@ -94,3 +96,15 @@ def test_a_person_chats_with_the_bot_in_the_browser(
     bot_says(browser, "Stopped.")
     SCREENSHOT.parent.mkdir(exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOT)) and SCREENSHOT.stat().st_size > 10_000
+
+
+def test_a_message_no_bot_can_take_is_shown_as_not_sent_and_given_back(
+        simulator: Simulator, browser: WebDriver) -> None:
+    simulator.delivery_timeout_s = 0.3  # no listener: the send answers 503
+    browser.get(simulator.url + "/")
+    say(browser, "words worth keeping")
+    error = browser.find_element(By.ID, "error")
+    wait_until(error.is_displayed, 10, "the error on the page")
+    assert error.text.startswith("Not sent (503): not delivered: simulator: no long-connection")
+    assert browser.find_element(By.ID, "text").get_property("value") == "words worth keeping"
+    assert texts(browser, ".msg.user") == [], "no message shown as sent"

@@ -10,6 +10,12 @@ simulator send`: a person sends messages and card clicks and reads what the bot 
     POST /sim/v1/card_actions   {"chat_id", "message_id", "operator_open_id", "value": {…}}
                                 → {"frame_id"} (the click went to the bot)
 
+The POSTs take Content-Type: application/json only (415 otherwise) and, when the request
+has an Origin, only the simulator's own (403 otherwise): a page of another site the user
+visits cannot make them send messages or click cards (a cross-site form or a fetch without
+a CORS preflight cannot send application/json). A send the simulator cannot deliver (no
+bot connected) is a 503 with the reason in one line.
+
 The calls block on the simulator's own loop, so each runs on an executor thread.
 May import: gateway.simulator."""
 
@@ -21,8 +27,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import SplitResult, urlsplit
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 if TYPE_CHECKING:
     from gateway.simulator.simulator import Simulator
@@ -35,7 +42,34 @@ def _bad(detail: str) -> web.HTTPBadRequest:
     return web.HTTPBadRequest(text=detail)
 
 
+def _same_origin(request: web.Request) -> bool:
+    """No Origin (not a browser's cross-site call), or the host:port the request was sent to
+    (its Host)."""
+    origin = request.headers.get(hdrs.ORIGIN)
+    if origin is None:
+        return True
+    try:
+        theirs, ours = urlsplit(origin), urlsplit(f"{request.scheme}://{request.host}")
+        return theirs.hostname is not None and (theirs.hostname, _port(theirs)) == (
+            ours.hostname, _port(ours))
+    except ValueError:  # a malformed Origin or port
+        return False
+
+
+def _port(url: SplitResult) -> int | None:
+    """The URL's port, its scheme's default when it names none."""
+    return url.port or {"http": 80, "https": 443}.get(url.scheme)
+
+
 async def _body(request: web.Request) -> dict[str, Any]:
+    """The JSON object a POST carries, from the simulator's own page or a non-browser
+    client only."""
+    if not _same_origin(request):
+        raise web.HTTPForbidden(text=f"a page of another origin ({request.headers[hdrs.ORIGIN]}) "
+                                     "cannot post to the simulator")
+    if request.content_type != "application/json":
+        raise web.HTTPUnsupportedMediaType(
+            text="the body must be sent as Content-Type: application/json")
     try:
         body = await request.json()
     except ValueError:
@@ -53,7 +87,13 @@ def _text(body: dict[str, Any], name: str, default: str | None = None) -> str:
 
 
 async def _off_loop(call: Callable[[], T]) -> T:
-    return await asyncio.get_running_loop().run_in_executor(None, call)
+    """`call` on an executor thread; the simulator's failure to deliver (no client of the
+    app connected: TimeoutError; stopped: RuntimeError) is a 503 with its reason."""
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, call)
+    except (TimeoutError, RuntimeError, OSError) as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise web.HTTPServiceUnavailable(text=f"not delivered: {reason}") from None
 
 
 def user_routes(sim: Simulator) -> list[web.RouteDef]:
