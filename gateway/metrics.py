@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -116,8 +117,42 @@ def serve_worker(port: int, addr: str, folder: str) -> bool:
         if not _m:
             _m.update(_build(prom, "worker"))
     registry = prom.CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    registry.register(_Living(folder, multiprocess))
     return _start(prom, port, addr, registry)
+
+
+class _Living:
+    """The sum of the pool processes' figures, with the live gauges of any process that died
+    without its shutdown hook (SIGKILL, an OOM kill) dropped first."""
+
+    def __init__(self, folder: str, multiprocess: Any) -> None:
+        self._folder = folder
+        self._multiprocess = multiprocess
+        self._sum = multiprocess.MultiProcessCollector(None, folder)
+
+    def collect(self) -> Iterable[Any]:
+        for pid in _dead_pids(self._folder):
+            self._multiprocess.mark_process_dead(pid, self._folder)
+        return self._sum.collect()  # type: ignore[no-any-return]
+
+
+def _dead_pids(folder: str) -> set[int]:
+    """Processes with live-gauge files in `folder` that no longer exist."""
+    pids = {int(m.group(1)) for m in map(_LIVE_FILE.fullmatch, os.listdir(folder)) if m}
+    return {pid for pid in pids if not _alive(pid)}
+
+
+_LIVE_FILE = re.compile(r"gauge_live\w*_(\d+)\.db")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _start(prom: Any, port: int, addr: str, registry: Any) -> bool:
@@ -138,58 +173,60 @@ def process_ended(pid: int) -> None:
         multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
 
 
-# what the gateway records (no-ops until served)
+# what the gateway records (no-ops until served; `_m.get`: a role's metrics may be
+# half-registered while another thread records)
 def event(outcome: str) -> None:
-    if _m:
-        _m["events"].labels(outcome).inc()
+    if (m := _m.get("events")) is not None:
+        m.labels(outcome).inc()
 
 
 def refused(reason: str) -> None:
-    if _m:
-        _m["refused"].labels(reason).inc()
+    if (m := _m.get("refused")) is not None:
+        m.labels(reason).inc()
 
 
 def acked(seconds: float, code: int) -> None:
-    if _m:
-        _m["ack"].labels(str(code)).observe(seconds)
+    if (m := _m.get("ack")) is not None:
+        m.labels(str(code)).observe(seconds)
 
 
 def cancelled(how: str) -> None:
-    if _m and "cancels" in _m:
-        _m["cancels"].labels(how).inc()
+    if (m := _m.get("cancels")) is not None:
+        m.labels(how).inc()
 
 
 def turn_started(queued_s: float) -> None:
-    if _m and queued_s >= 0:
-        _m["queued"].observe(queued_s)
+    if (m := _m.get("queued")) is not None and queued_s >= 0:
+        m.observe(queued_s)
 
 
 def turn_ended(outcome: str, seconds: float) -> None:
-    if _m:
-        _m["turn"].labels(outcome).observe(seconds)
+    if (m := _m.get("turn")) is not None:
+        m.labels(outcome).observe(seconds)
 
 
 def send_retried() -> None:
-    if _m and "retries" in _m:
-        _m["retries"].inc()
+    if (m := _m.get("retries")) is not None:
+        m.inc()
 
 
 def rate_waited(seconds: float) -> None:
-    if _m and "rate_wait" in _m and seconds > 0:
-        _m["rate_wait"].inc(seconds)
+    if (m := _m.get("rate_wait")) is not None and seconds > 0:
+        m.inc(seconds)
 
 
 def undelivered() -> None:
-    if _m and "undelivered" in _m:
-        _m["undelivered"].inc()
+    if (m := _m.get("undelivered")) is not None:
+        m.inc()
 
 
 def agent_figures(figures: dict[str, Any]) -> None:
     """One process's agent cache figures (gateway/agents/report.py): the size as it is now,
     the cumulative counts as the increase since the last call."""
-    if not _m or "agents" not in _m:
+    agents, evictions, releases = _m.get("agents"), _m.get("evictions"), _m.get("releases")
+    if agents is None or evictions is None or releases is None:
         return
-    _m["agents"].set(float(figures.get("size", 0)))
+    agents.set(float(figures.get("size", 0)))
     counts = {f"evict:{k}": v for k, v in (figures.get("evictions") or {}).items()}
     counts.update({f"release:{k}": figures.get(k, 0) for k in RELEASES})
     for key, value in counts.items():
@@ -197,4 +234,4 @@ def agent_figures(figures: dict[str, Any]) -> None:
         _agents_seen[key] = float(value)
         if grew > 0:
             kind, name = key.split(":", 1)
-            (_m["evictions"] if kind == "evict" else _m["releases"]).labels(name).inc(grew)
+            (evictions if kind == "evict" else releases).labels(name).inc(grew)

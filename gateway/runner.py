@@ -140,10 +140,12 @@ class TurnRunner:
                 # kept answer), so a Redis blip never drops a message
                 logger.warning("turn %s of chat %s cut off by Redis (%s); it runs again once "
                                "its lease expired", turn.message_id, turn.chat_id, error)
+                metrics.turn_ended("redis-cut", time.monotonic() - clock)
                 raise
             except Exception:  # the task's boundary: a bug must not block the chat
                 logger.exception("turn %s of chat %s failed; the chat goes on",
                                  turn.message_id, turn.chat_id)
+                metrics.turn_ended("error", time.monotonic() - clock)
                 self.publisher.hand_over(turn, "failed")
                 raise
             if handle.reason == TIME_LIMIT:

@@ -3,7 +3,9 @@ there and they move when traffic flows (real listener, real workers, simulator).
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from collections.abc import Iterator
 
 import httpx
@@ -13,6 +15,7 @@ from gateway.embedded_redis import free_port
 from gateway.processes import wait_until
 from tests.conftest import Rig
 from tests.test_cancel import reply_of, started
+from tests.test_pipeline import agent_events
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +91,22 @@ def test_the_worker_hosts_series_sum_every_pool_process(rig: Rig) -> None:
     for name in ("gateway_send_retries_total", "gateway_rate_limit_wait_seconds_total",
                  "gateway_replies_undelivered_total", 'gateway_agent_releases_total{how="soft"}'):
         assert re.search(rf"^{re.escape(name)} ", after, re.M), name
+
+
+def test_agents_of_a_pool_process_killed_without_a_word_stop_counting(rig: Rig) -> None:
+    """A pool process SIGKILLed (an OOM kill) never runs its shutdown hook: its agents are
+    gone, and the host's gauge must drop them at the next scrape."""
+    port = rig.env["GATEWAY_WORKER_METRICS_PORT"]
+    chats = [f"oc_metrics_killed{n}" for n in range(4)]
+    sent = {chat: rig.sim.send_text(chat, "sleep 0.3") for chat in chats}
+    for chat, message_id in sent.items():
+        reply_of(rig.sim, chat, message_id)
+    wait_until(lambda: value(scrape(port), "gateway_agents_cached") >= len(chats), 30,
+               "the agents reported (every 10 s)")
+    client = rig.client()
+    pids = {e["pid"] for chat in chats for e in agent_events(client, chat)}
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: value(scrape(port), "gateway_agents_cached") == 0, 10,
+               "the killed processes' agents to stop counting")
+
