@@ -13,6 +13,7 @@ import redis
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.errors import SettingsError
 from gateway.processes import wait_until
+from gateway.state.history import read_history
 from gateway.state.jobs import ControlJobs
 from gateway.state.keys import CONTROL_KEY, ChatKeys, Keyspace
 from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
@@ -189,6 +190,23 @@ def test_a_stopped_running_turn_whose_lease_ran_out_is_dropped_not_rerun(
     found = store.recover(chat_id)
     assert found is not None and found[1].message_id == "om_2"
     assert pending_ids(store, chat_id) == ["om_2"]
+    [record] = read_history(redis_client, store.keys(chat_id))
+    assert (record.message_id, record.outcome, record.fence) == ("om_1", "stopped",
+                                                                 str(turn.fence))
+    assert record.entry, "a stopped turn can be retried"
+
+
+def test_a_stopped_turn_dropped_when_the_next_message_arrives_is_recorded(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client, running_ttl_ms=200)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    assert store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
+    lease_gone(store, chat_id)
+    following = store.ingest(msg(chat_id, 2)).dispatch
+    assert following is not None and following.message_id == "om_2"
+    assert [(r.message_id, r.outcome) for r in read_history(
+        redis_client, store.keys(chat_id))] == [("om_1", "stopped")]
 
 
 def test_stopping_a_turn_not_started_drops_it_in_the_same_step(

@@ -71,7 +71,8 @@ def _retry_once(store: ChatStore, chat_id: str, message_id: str) -> RetryResult 
     c = store.config
     reply = [text_of(v) for v in store.run_script(
         "retry", chat_id, [message_id, again.to_json(), chat_id, c.claim_ttl_ms, c.inbox_cap,
-                           record.fence], more_keys=[store.keys(chat_id).done])]
+                           record.fence, c.history_cap, c.history_ttl_ms],
+        more_keys=[store.keys(chat_id).done])]
     how = reply[0]
     if how == "changed":
         return None

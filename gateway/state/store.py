@@ -245,10 +245,10 @@ class ChatStore:
         with durable ACKs on, also wait until that step is durable."""
         c = self.config
         k = self.keys(message.chat_id)
-        keys = [*k.all, k.seen(message.message_id)]
+        keys = [*k.all, k.seen(message.message_id), k.done]
         args: list[Any] = [message.message_id, message.create_time_ms, message.to_json(),
                            c.dedupe_ttl_s, c.inbox_cap, c.claim_ttl_ms, message.chat_id, command,
-                           c.control_cap, c.session_ttl_ms]
+                           c.control_cap, c.session_ttl_ms, c.history_cap, c.history_ttl_ms]
         if c.durable_ack == "none":
             reply = self._scripts["ingest"](keys=keys, args=args)
         else:  # WAIT / WAITAOF count the writes of their own connection: pipeline them
@@ -390,20 +390,22 @@ class ChatStore:
     def _recover_args(self, chat_id: str, may_requeue: bool) -> list[Any]:
         c = self.config
         return [c.claim_ttl_ms, chat_id, c.running_ttl_ms, c.requeue_cap_ms, c.queued_ttl_ms,
-                "1" if may_requeue else "0"]
+                "1" if may_requeue else "0", c.history_cap, c.history_ttl_ms]
 
     def recover(self, chat_id: str, *, may_requeue: bool = True) -> Recovered | None:
         """Look at a due chat: a new turn when its lease is gone, the same turn again when it
         waited too long in the broker (unless `may_requeue` is False: a broker backlog may
         still hold it), None when there is nothing to do."""
-        return _recovered(chat_id, self._run("recover", chat_id,
-                                             *self._recover_args(chat_id, may_requeue)))
+        return _recovered(chat_id, self.run_script("recover", chat_id,
+                                                   self._recover_args(chat_id, may_requeue),
+                                                   [self.keys(chat_id).done]))
 
     def recover_many(self, chat_ids: Sequence[str], *,
                      may_requeue: bool = True) -> dict[str, Recovered]:
         """`recover` for each chat in one round trip; only the chats with a turn to publish."""
         replies = self._batch("recover", [
-            (self.keys(chat_id).all, self._recover_args(chat_id, may_requeue))
+            ([*self.keys(chat_id).all, self.keys(chat_id).done],
+             self._recover_args(chat_id, may_requeue))
             for chat_id in chat_ids])
         found = {c: _recovered(c, r) for c, r in zip(chat_ids, replies, strict=True)}
         return {c: r for c, r in found.items() if r is not None}

@@ -9,7 +9,8 @@
 --         the /new already did)  8 session_ttl_ms  9 history_cap  10 history_ttl_ms
 -- → {how, fence, task_id, waiting[, next_fence, next_entry]} where how is
 --   'again'       this command ran before: how/fence/task_id/waiting as recorded
---   'debounced'   another stop came within debounce_ms: this one does nothing more
+--   'debounced'   another debounced stop came within debounce_ms: this one does nothing
+--                 more (a stop with debounce_ms 0 neither is nor starts a debounce)
 --   'nothing'     the turn it is about is not holding the chat (none, or already over)
 --   'not-started' the turn had not started: the message it would run is dropped (the oldest
 --                 waiting one, see start.lua) and the next one claimed
@@ -30,16 +31,22 @@ local function record(how, f, t)
   redis.call('PEXPIRE', KEYS[10], ttl)
   return {how, f, t, tostring(behind)}
 end
+local debounce_ms = tonumber(ARGV[2])
 local last = tonumber(redis.call('HGET', K.stop, 'at_ms') or '')
-if last and now_ms - last < tonumber(ARGV[2]) then return record('debounced', '', '') end
-redis.call('HSET', K.stop, 'at_ms', str(now_ms))
-redis.call('PEXPIRE', K.stop, ttl)
+if last and now_ms - last < debounce_ms then return record('debounced', '', '') end
+if debounce_ms > 0 then
+  -- only a debounced stop (a user's) starts the debounce: an operator's (debounce 0, the
+  -- CLI, a Flower revoke) must not turn the users' own /stop into 'debounced'
+  redis.call('HSET', K.stop, 'at_ms', str(now_ms))
+  redis.call('PEXPIRE', K.stop, ttl)
+end
 local target = ARGV[6]
 if not fence or target == '' or (target ~= '*' and target ~= fence) then
   return record('nothing', '', '')
 end
 if state == 'running' then
   redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '')
+  redis.call('PEXPIRE', K.stop, ttl)
   return record('running', fence, task_id)
 end
 if entry and redis.call('HGET', K.tries, 'n') == '0' then

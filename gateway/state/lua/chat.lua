@@ -1,4 +1,5 @@
 --!include clock.lua
+--!include history.lua
 -- Every per-chat script gets the same KEYS, in this order (gateway/state/keys.py):
 --   1 lease    hash: fence state entry message_id task_id worker since_ms requeue_at_ms requeues
 --              (claim writes every field, so no field of an earlier turn lingers)
@@ -38,17 +39,21 @@ end
 -- `done` says the head just finished (complete): then the pin is known stale, not read.
 -- `run` ({task_id, worker}) writes the lease as already running (a worker goes straight on
 -- with it: complete.lua), with `ttl_ms` the running TTL.
+-- `history` ({done key, cap, ttl_ms}, see history.lua): where a stopped turn dropped here
+-- is recorded.
 -- Returns {fence, entry, fresh}, or nil when the inbox is empty; `fresh`: a new head (with
 -- `run`, its attempt is already counted: 1).
-local function claim(chat, now_us, now_ms, ttl_ms, done, run)
+local function claim(chat, now_us, now_ms, ttl_ms, done, run, history)
   local first = false
   if not done then
     -- a stopped turn whose lease ran out (its worker and its canceller gone): its message
     -- is done, not to be run again (the flag outlives the lease)
     local stopped = redis.call('HGET', K.stop, 'entry')
-    if stopped and stopped ~= '' and
-       tonumber(redis.call('HGET', K.stop, 'fence')) == last_fence() then
-      redis.call('ZREM', K.inbox, stopped)
+    local fence = last_fence()
+    if stopped and stopped ~= '' and tonumber(redis.call('HGET', K.stop, 'fence')) == fence
+       and redis.call('ZREM', K.inbox, stopped) == 1 and history then
+      remember(history[1], stopped, 'stopped', '', str(fence), redis.call('HGET', K.tries, 'n'),
+               history[2], history[3], now_ms)
     end
     first = redis.call('HGET', K.tries, 'head')
     if first and not redis.call('ZSCORE', K.inbox, first) then first = false end

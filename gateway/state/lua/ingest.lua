@@ -2,6 +2,7 @@
 -- ingest: dedupe + admit one message, atomically. KEYS: chat.lua's, then 10 seen:<message_id>.
 -- ARGV: 1 message_id  2 create_ms  3 message json  4 dedupe_ttl_s  5 inbox_cap  6 claim_ttl_ms
 --       7 chat_id  8 command ('' for a message)  9 control stream cap  10 session_ttl_ms
+--       11 history_cap  12 history_ttl_ms   (KEYS 11: done, history.lua)
 -- ARGV 8 may also be '~late': a message that arrived too late to be run (a 'late' notice).
 -- → {'duplicate'} | {'command'} | {'late'} | {'full', waiting} | {'queued', waiting}
 --   | {'dispatch', waiting, fence, entry}
@@ -40,5 +41,6 @@ redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, A
 if redis.call('EXISTS', K.lease) == 1 then  -- (a lease always has its sweeper deadline)
   return {'queued', waiting}
 end
-local c = claim(ARGV[7], now_us, now_ms, tonumber(ARGV[6]))
+local c = claim(ARGV[7], now_us, now_ms, tonumber(ARGV[6]), false, nil,
+                {KEYS[11], ARGV[11], ARGV[12]})
 return {'dispatch', waiting, c[1], c[2]}

@@ -3,6 +3,7 @@
 -- ARGV: 1 claim_ttl_ms  2 chat_id  3 requeue_base_ms  4 requeue_cap_ms  5 queued_ttl_ms
 --       6 may_requeue ('1': nothing waits in the broker's turns queue, so a queued turn that
 --         was not picked up is not there; '0': a backlog, the turn may still wait in it)
+--       7 history_cap  8 history_ttl_ms   (KEYS 10: done, history.lua)
 -- → {'held'} | {'empty'} | {'dispatch', fence, entry} (a new turn) | {'requeue', fence, entry}
 --   (publish the same turn again: it was not picked up in time, maybe lost with a worker)
 -- Behind a broker backlog a queued turn is never published again (no copies pile up): its
@@ -34,6 +35,7 @@ if pttl > 0 then
 end
 -- The lease is gone: its holder died, or a stopped turn's lease ran out (then `claim` drops
 -- its message: the flag outlives the lease).
-local c = claim(ARGV[2], now_us, now_ms, tonumber(ARGV[1]))
+local c = claim(ARGV[2], now_us, now_ms, tonumber(ARGV[1]), false, nil,
+                {KEYS[10], ARGV[7], ARGV[8]})
 if not c then return {'empty'} end
 return {'dispatch', c[1], c[2]}

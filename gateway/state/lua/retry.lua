@@ -5,6 +5,7 @@
 -- KEYS: chat.lua's, then 10 done (history.lua)
 -- ARGV: 1 message_id  2 the message json to store (its retry count raised)  3 chat_id
 --       4 claim_ttl_ms  5 inbox_cap  6 the fence of the record the json was made from
+--       7 history_cap  8 history_ttl_ms
 -- → {'unknown'} (no turn of it in the history: never seen, or older than its retention)
 --   | {'answered', outcome} | {'changed'} (a newer record of it came meanwhile: read again)
 --   | {'waiting'} (it waits or runs already) | {'full', waiting}
@@ -33,5 +34,6 @@ local last = redis.call('ZRANGE', K.inbox, -1, -1, 'WITHSCORES')
 if last[2] then score = math.max(score, tonumber(last[2]) + 1) end
 redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, ARGV[1], ARGV[2]))
 if redis.call('EXISTS', K.lease) == 1 then return {'queued', waiting} end
-local c = claim(ARGV[3], now_us, now_ms, tonumber(ARGV[4]))
+local c = claim(ARGV[3], now_us, now_ms, tonumber(ARGV[4]), false, nil,
+                {KEYS[10], ARGV[7], ARGV[8]})
 return {'dispatch', waiting, c[1], c[2]}
