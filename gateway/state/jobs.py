@@ -19,6 +19,7 @@ import redis
 
 from gateway.state.keys import CONTROL_KEY
 from gateway.state.routing import route
+from gateway.state.store import text_of
 from gateway.types import Message
 
 logger = logging.getLogger(__name__)
@@ -42,13 +43,9 @@ class ControlJob:
     """A /new whose session was renewed by the step that admitted it (older jobs: not)."""
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def parse_job(job_id: Any, raw: Any) -> ControlJob:
     """A stream entry → ControlJob, tolerantly (unknown fields ignored)."""
-    fields = {_text(k): _text(v) for k, v in (raw or {}).items()}
+    fields = {text_of(k): text_of(v) for k, v in (raw or {}).items()}
     try:
         message: Message | None = Message.from_json(fields.get("message", ""))
     except (ValueError, TypeError):
@@ -57,7 +54,7 @@ def parse_job(job_id: Any, raw: Any) -> ControlJob:
         waiting = int(fields.get("waiting", "0"))
     except ValueError:
         waiting = 0
-    return ControlJob(_text(job_id), fields.get("kind", ""), fields.get("chat", ""), message,
+    return ControlJob(text_of(job_id), fields.get("kind", ""), fields.get("chat", ""), message,
                       fields.get("command", ""), waiting, fields.get("fence", "*"),
                       fields.get("renewed") == "1")
 
@@ -78,7 +75,7 @@ class ControlJobs:
         self.poll_ms = poll_ms
 
     def _job_id(self, n: int, entry_id: Any) -> str:
-        return _text(entry_id) if len(self.streams) == 1 else f"{n}/{_text(entry_id)}"
+        return text_of(entry_id) if len(self.streams) == 1 else f"{n}/{text_of(entry_id)}"
 
     def _where(self, job_id: str) -> tuple[str, str]:
         """A job id → (its stream, its entry id)."""
@@ -164,7 +161,7 @@ class ControlJobs:
         gone = 0
         for stream in self.streams:
             for consumer in self._redis.xinfo_consumers(stream, GROUP):
-                name = _text(consumer.get("name", ""))
+                name = text_of(consumer.get("name", ""))
                 if name != self.consumer and int(consumer.get("pending", 0)) == 0 and int(
                         consumer.get("idle", 0)) >= idle_ms:
                     self._redis.xgroup_delconsumer(stream, GROUP, name)
