@@ -5,6 +5,7 @@ with a non-zero exit for every bad input."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.embedded_redis import EmbeddedRedis
+from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.payloads import new_id
@@ -24,10 +25,11 @@ from tests.test_pipeline import replies_to
 one_pool = pytest.mark.parametrize("pool", ["prefork"], indirect=True)
 
 
-def cli(env: dict[str, str], *argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def cli(env: dict[str, str], *argv: str, stdin: str = "",
+        timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], input=stdin,
                           env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
-                          timeout=60, cwd=str(Path(__file__).parent))
+                          timeout=timeout_s, cwd=str(Path(__file__).parent))
 
 
 def ok(env: dict[str, str], *argv: str, stdin: str = "") -> str:
@@ -40,9 +42,10 @@ def read(env: dict[str, str], *argv: str) -> Any:
     return json.loads(ok(env, *argv, "--json"))
 
 
-def refused(env: dict[str, str], *argv: str, code: int = 1, stdin: str = "") -> str:
+def refused(env: dict[str, str], *argv: str, code: int = 1, stdin: str = "",
+            timeout_s: float = 60) -> str:
     """The command failed with exit `code` and exactly one line on stderr: that line."""
-    result = cli(env, *argv, stdin=stdin)
+    result = cli(env, *argv, stdin=stdin, timeout_s=timeout_s)
     assert result.returncode == code, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("feishu-gateway: "), result.stderr
@@ -216,7 +219,10 @@ def test_health_checks_this_hosts_listener_and_worker(
     assert "worker(s) on " in ok(gateway_env, "health", "worker")
     elsewhere = {**gateway_env, "REDIS_URL": "redis://127.0.0.1:1/0",
                  "GATEWAY_REDIS_TIMEOUT_S": "0.5"}
-    assert "cannot reach Redis" in refused(elsewhere, "health", "listener", code=2)
+    # Docker reserves a healthcheck's exit 2: every unhealthy case is 1
+    assert "cannot reach Redis" in refused(elsewhere, "health", "listener", code=1)
+    assert "cannot reach the Celery broker" in refused(elsewhere, "health", "worker", code=1)
+    assert cli(gateway_env, "health", "nobody").returncode == 1
 
 
 @one_pool
@@ -242,3 +248,87 @@ def test_turns_a_task_ran_after_its_first_are_revoked_and_retried_by_their_ids(
     wait_until(lambda: replies_to(feishu, chat_id)[flaky][-1] == f"echo: flaky {chat_id}", 30,
                "the failed turn's answer, retried after the stopped one")
     assert replies_to(feishu, chat_id).get(slow) == ["echo: sleep 5"]
+
+
+def busy_port() -> socket.socket:
+    """A socket listening on a free port of 127.0.0.1 (close it when done)."""
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    return taken
+
+
+def test_listen_with_its_metrics_port_taken_stops_at_once_in_one_line(
+        gateway_env: dict[str, str]) -> None:
+    with busy_port() as taken:
+        port = taken.getsockname()[1]
+        env = {**gateway_env, "GATEWAY_METRICS_PORT": str(port),
+               "GATEWAY_METRICS_ADDR": "127.0.0.1"}
+        line = refused(env, "listen", code=2, timeout_s=20)
+    assert f"127.0.0.1:{port}" in line and "GATEWAY_METRICS_PORT" in line, line
+    assert "in use" in line.lower(), line
+
+
+def test_listen_with_an_unusable_multiprocess_folder_stops_at_once_in_one_line(
+        gateway_env: dict[str, str], tmp_path: Path) -> None:
+    """With PROMETHEUS_MULTIPROC_DIR set, prometheus_client writes every figure to a file
+    there: a folder that is missing (or a file) would fail each event the listener counts."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for folder in (tmp_path / "missing", a_file):
+        env = {**gateway_env, "GATEWAY_METRICS_PORT": str(free_port()),
+               "PROMETHEUS_MULTIPROC_DIR": str(folder)}
+        line = refused(env, "listen", code=2, timeout_s=20)
+        assert f"PROMETHEUS_MULTIPROC_DIR={folder}" in line, line
+
+
+def test_a_system_error_at_start_up_is_one_line_and_exit_2(
+        gateway_env: dict[str, str]) -> None:
+    with busy_port() as taken:
+        port = taken.getsockname()[1]
+        line = refused(gateway_env, "simulator", "--port", str(port), code=2)
+    assert f"127.0.0.1:{port}" in line and "in use" in line.lower(), line
+
+
+BOOM = ("import sys; from gateway.cli import main; from gateway.cli.app import cli\n"
+        "@cli.command()\n"
+        "def boom() -> None:\n"
+        "    raise {error}\n"
+        "sys.exit(main(sys.argv[1:]))")
+
+
+def boom(env: dict[str, str], error: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`feishu-gateway [argv] boom` with a command of the test's that raises `error`: what
+    the one error boundary makes of an exception no command expects."""
+    return subprocess.run([sys.executable, "-c", BOOM.format(error=error), *argv, "boom"],
+                          capture_output=True, text=True, timeout=60,
+                          env={**env, "PATH": "/usr/bin:/bin"})
+
+
+def test_an_unexpected_error_is_one_line_and_exit_70_its_traceback_only_with_debug(
+        gateway_env: dict[str, str]) -> None:
+    result = boom(gateway_env, "KeyError('lost')")
+    assert result.returncode == 70, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("feishu-gateway: "), result.stderr
+    assert "KeyError: 'lost'" in lines[0] and "--debug" in lines[0], lines[0]
+    debug = boom(gateway_env, "KeyError('lost')", "--debug")
+    assert debug.returncode == 70 and "Traceback" in debug.stderr, debug.stderr
+    assert debug.stderr.strip().splitlines()[-1] == lines[0]
+    denied = boom(gateway_env, "PermissionError(13, 'Permission denied', '/srv/x')")
+    assert denied.returncode == 2, denied.stderr
+    assert denied.stderr.strip().splitlines() == [
+        "feishu-gateway: PermissionError: [Errno 13] Permission denied: '/srv/x'"]
+
+
+@one_pool
+def test_a_users_stop_right_after_an_operators_is_not_debounced(
+        feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
+        gateway_env: dict[str, str], chat_id: str) -> None:
+    """`feishu-gateway stop` is never debounced, and it does not debounce the chat's users
+    either: their /stop a moment later is answered for what it finds."""
+    long_turn = feishu.send_text(chat_id, "sleep 30")
+    wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
+    assert "cancelled cooperatively" in ok(gateway_env, "stop", chat_id)
+    stop = feishu.send_text(chat_id, "/stop")
+    assert reply_of(feishu, chat_id, stop) == "Nothing was running."

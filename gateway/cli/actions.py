@@ -46,7 +46,9 @@ class TurnId:
 
 
 def stop(ops: Ops, chat_id: str, *, new: bool) -> CancelResult:
-    """Exactly what /stop (or /new) does, from the terminal, with no debounce."""
+    """Exactly what /stop (or /new) does, from the terminal, with no debounce: it neither
+    waits out the chat's users' debounce nor starts one (their /stop right after is not
+    'Already stopped.'; gateway/state/lua/cancel.lua)."""
     ops.require_chat(chat_id)
     return ops.runtime.canceller.cancel(chat_id, f"cli:{uuid.uuid4().hex}", new_session=new,
                                         debounce=False)

@@ -14,11 +14,11 @@ from typing import Any
 import click
 from rich.console import Console
 
-from gateway.cli import actions, show, views
+from gateway.cli import Run, actions, show, views
 from gateway.cli.context import Ops
 from gateway.errors import GatewayError
 from gateway.logs import setup_logging
-from gateway.settings import load_settings
+from gateway.settings import Settings, load_settings
 
 NOTIFY_BUDGET_S = 15.0
 """How long `purge --notify` keeps trying to send its one line."""
@@ -57,10 +57,15 @@ json_option = click.option("--json", "as_json", is_flag=True,
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(_version(), "--version", prog_name="feishu-gateway")
-def cli() -> None:
+@click.option("--debug", is_flag=True,
+              help="Print the traceback of an unexpected error (exit 70) or a system one.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
     """The Feishu gateway: hold the long connection, and operate the chats it serves.
 
     Settings come from the environment (or .env); README.md lists every one."""
+    run = ctx.ensure_object(Run)
+    run.command, run.debug = ctx.invoked_subcommand, debug
 
 
 @cli.command()
@@ -68,12 +73,15 @@ def listen() -> None:
     """Hold the Feishu long connection(s) and admit messages.
 
     Reads FEISHU_APP_ID, FEISHU_APP_SECRET (or FEISHU_APPS), FEISHU_DOMAIN, the admission
-    settings (FEISHU_*), REDIS_URL, CELERY_BROKER_URL and GATEWAY_METRICS_PORT."""
+    settings (FEISHU_*), REDIS_URL, CELERY_BROKER_URL and GATEWAY_METRICS_PORT (a port that
+    cannot be bound stops it at start, exit 2)."""
     settings = load_settings()
     setup_logging(settings.log_level, settings.log_format)
     if not settings.has_credentials:
         raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET (or FEISHU_APPS) must be set "
                            "for `listen`")
+    if settings.metrics_port:
+        _metrics_preflight(settings)
     from gateway.dispatch import bound_publishing
     from gateway.service import ListenerService
     from tasks import app
@@ -83,8 +91,12 @@ def listen() -> None:
     if settings.metrics_port:
         from gateway import metrics
 
-        metrics.serve_listener(settings.metrics_port, settings.metrics_addr,
-                               service.listener.statuses)
+        if not metrics.serve_listener(settings.metrics_port, settings.metrics_addr,
+                                      service.listener.statuses):
+            service.stop()
+            raise GatewayError(f"metrics not served on {settings.metrics_addr}:"
+                               f"{settings.metrics_port} (GATEWAY_METRICS_PORT); the warning "
+                               "above says why")
     stop = threading.Event()
 
     def handle(signum: int, frame: FrameType | None) -> None:
@@ -97,6 +109,40 @@ def listen() -> None:
             service.stop()
             raise GatewayError(service.listener.fatal)
     service.stop()
+
+
+def _metrics_preflight(settings: Settings) -> None:
+    """Refuse, in one line and before anything starts, listener metrics that cannot work: a
+    multiprocess folder that cannot be written (prometheus_client would then fail each event
+    the listener counts) or a port that cannot be bound."""
+    import os
+    import socket
+    import tempfile
+
+    from gateway.metrics import MULTIPROC_ENV
+
+    for name in (MULTIPROC_ENV, MULTIPROC_ENV.lower()):  # (the lower case: deprecated)
+        folder = os.environ.get(name)
+        if folder:
+            try:
+                with tempfile.NamedTemporaryFile(dir=folder, prefix=".gateway-probe-"):
+                    pass
+            except OSError as error:
+                raise GatewayError(
+                    f"{name}={folder} cannot be written ({error.strerror or error}), and with "
+                    "GATEWAY_METRICS_PORT set prometheus_client writes every figure there; it "
+                    "is for the workers' metrics only: unset it for `listen`") from None
+            break
+    addr, port = settings.metrics_addr, settings.metrics_port
+    try:
+        family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM,
+                                    flags=socket.AI_PASSIVE)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
+            probe.bind((addr, port))
+    except OSError as error:
+        raise GatewayError(f"cannot serve metrics on {addr}:{port} (GATEWAY_METRICS_PORT, "
+                           f"GATEWAY_METRICS_ADDR): {error.strerror or error}") from None
 
 
 @cli.command()
@@ -274,7 +320,8 @@ def _purge_with_progress(o: Ops, chat_id: str, entries: list[str]) -> int:
 @click.argument("role", type=click.Choice(["listener", "worker"]))
 def health(role: str) -> None:
     """Exit 0 when this host's listener (every app connected) or Celery worker (answers a
-    ping within a second) is healthy; else one line and exit 1. For container healthchecks.
+    ping within a second) is healthy; else one line and exit 1, whatever went wrong (Redis
+    or the broker down too: Docker reserves a healthcheck's exit 2). For healthchecks.
 
     Reads REDIS_URL (listener) or CELERY_BROKER_URL (worker)."""
     import socket
@@ -314,7 +361,11 @@ def simulator(ctx: click.Context, host: str, port: int) -> None:
     setup_logging("INFO")
     from gateway.simulator import serve_forever
 
-    serve_forever(host=host, port=port)
+    try:
+        serve_forever(host=host, port=port)
+    except OSError as error:
+        raise GatewayError(f"the simulator cannot listen on {host}:{port}: "
+                           f"{error.strerror or error}") from None
 
 
 @simulator.command("send")

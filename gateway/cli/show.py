@@ -10,12 +10,19 @@ from rich.console import Console
 from rich.table import Table
 
 
-def _ago(seconds: float | None) -> str:
+def _duration(seconds: float | None) -> str:
+    """A duration as people read it ("42s", "17m", "3.5h"; "-" unknown): the one renderer
+    of every "for", "up", "expires in" and "… ago" shown."""
     if seconds is None:
         return "-"
     if seconds < 120:
         return f"{seconds:.0f}s"
     return f"{seconds / 60:.0f}m" if seconds < 7200 else f"{seconds / 3600:.1f}h"
+
+
+def _since(at: Any, now: float) -> str:
+    """How long ago epoch second `at` was ("never" when it was not)."""
+    return "never" if not at else f"{_duration(now - float(at))} ago"
 
 
 def _when(at_ms: int) -> str:
@@ -33,7 +40,7 @@ def chat(console: Console, view: dict[str, Any]) -> None:
                                                                         turn["turn_id"]) else ""
         console.print(f"  turn: {turn['state']} {turn['turn_id']}{task}{stopping}")
         console.print(f"        message {turn['message_id']}, fence {turn['fence']}, worker "
-                      f"{turn['worker'] or '-'}, for {_ago(turn['for_s'])}, attempt "
+                      f"{turn['worker'] or '-'}, for {_duration(turn['for_s'])}, attempt "
                       f"{turn['attempt']}, published {turn['requeues'] + 1}x, lease "
                       f"{turn['lease_ttl_s']:.1f}s left")
     pending = view["pending"]
@@ -46,7 +53,7 @@ def chat(console: Console, view: dict[str, Any]) -> None:
     if pending["count"] > len(pending["first"]):
         console.print(f"    … and {pending['count'] - len(pending['first'])} more")
     session = view["session"]
-    ttl = f", expires in {_ago(session['ttl_s'])}" if session["ttl_s"] else ""
+    ttl = f", expires in {_duration(session['ttl_s'])}" if session["ttl_s"] else ""
     console.print(f"  session: generation {session['generation']}{ttl}")
     if view["history"]:
         table = Table("ended", "message", "outcome", "attempts", "turn", title="last turns",
@@ -71,7 +78,7 @@ def chats(console: Console, view: dict[str, Any]) -> None:
                   title=f"active chats: {view['total']}, {view['running']} running "
                         f"(page {view['page']}, busiest first)", title_justify="left")
     for row in view["chats"]:
-        table.add_row(row["chat_id"], str(row["pending"]), row["state"], _ago(row["for_s"]),
+        table.add_row(row["chat_id"], str(row["pending"]), row["state"], _duration(row["for_s"]),
                       row["task_id"] or "-")
     console.print(table)
     shown = (view["page"] - 1) * view["limit"] + len(view["chats"])
@@ -95,7 +102,7 @@ def status(console: Console, view: dict[str, Any]) -> None:
                       title=f"workers: {len(workers)}", title_justify="left")
         for w in workers:
             table.add_row(w["name"], w["pool"] or "-", str(w["concurrency"] or "-"),
-                          str(w["tasks"]), _ago(w["uptime_s"]))
+                          str(w["tasks"]), _duration(w["uptime_s"]))
         console.print(table)
     queues = view["queues"]
     console.print("queues: " + (queues if isinstance(queues, str) else ", ".join(
@@ -123,14 +130,11 @@ def _connections(console: Console, connections: dict[str, dict[str, Any]]) -> No
         console.print("connections: no listener reported")
         return
     now = time.time()
-
-    def ago(at: Any) -> str:
-        return "never" if not at else f"{now - float(at):.0f}s ago"
-
     console.print(f"connections, per listener and app ({len(connections)}):")
     for owner, c in sorted(connections.items()):
         detail = f" ({c['detail']})" if c.get("detail") else ""
-        console.print(f"  {owner}: {c.get('state')} since {ago(c.get('since'))}{detail}; "
-                      f"last frame {ago(c.get('last_frame_at'))}, last event "
-                      f"{ago(c.get('last_event_at'))}, {c.get('reconnects', 0)} reconnects",
+        console.print(f"  {owner}: {c.get('state')} since {_since(c.get('since'), now)}"
+                      f"{detail}; last frame {_since(c.get('last_frame_at'), now)}, last "
+                      f"event {_since(c.get('last_event_at'), now)}, "
+                      f"{c.get('reconnects', 0)} reconnects",
                       markup=False)
