@@ -69,10 +69,10 @@ def _build(prom: Any, role: str) -> dict[str, Any]:
     }
 
 
-def serve_listener(port: int, addr: str,
-                   connections: Callable[[], Iterable[Any]]) -> bool:
+def serve_listener(port: int, addr: str, connections: Callable[[], Iterable[Any]]) -> None:
     """The listener's `/metrics` on `addr:port`, with each app's connection state read at
-    scrape time from `connections()` (objects with app_id, state, reconnects)."""
+    scrape time from `connections()` (objects with app_id, state, reconnects). Raises
+    OSError when the port cannot be bound."""
     import prometheus_client as prom
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -88,11 +88,12 @@ def serve_listener(port: int, addr: str,
             yield up
             yield again
 
+    prom.start_http_server(port, addr=addr)  # OSError (a port in use): the caller's to say
     with _lock:
         if not _m:
             _m.update(_build(prom, "listener"))
         prom.REGISTRY.register(Connections())
-    return _start(prom, port, addr, prom.REGISTRY)
+    logger.info("metrics on http://%s:%d/metrics", addr, port)
 
 
 def serve_worker(port: int, addr: str, folder: str) -> bool:

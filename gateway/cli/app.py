@@ -8,6 +8,7 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Iterable
 from types import FrameType
 from typing import Any
 
@@ -18,7 +19,7 @@ from gateway.cli import Run, actions, show, views
 from gateway.cli.context import Ops
 from gateway.errors import GatewayError
 from gateway.logs import setup_logging
-from gateway.settings import Settings, load_settings
+from gateway.settings import load_settings
 
 NOTIFY_BUDGET_S = 15.0
 """How long `purge --notify` keeps trying to send its one line."""
@@ -80,23 +81,27 @@ def listen() -> None:
     if not settings.has_credentials:
         raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET (or FEISHU_APPS) must be set "
                            "for `listen`")
-    if settings.metrics_port:
-        _metrics_preflight(settings)
     from gateway.dispatch import bound_publishing
     from gateway.service import ListenerService
     from tasks import app
 
-    bound_publishing(app, 2 * settings.redis_timeout_s)
-    service = ListenerService(settings, app).start()
-    if settings.metrics_port:
+    started: list[ListenerService] = []
+    if settings.metrics_port:  # served first, so the first events are counted too
+        _check_multiproc_folder()
         from gateway import metrics
 
-        if not metrics.serve_listener(settings.metrics_port, settings.metrics_addr,
-                                      service.listener.statuses):
-            service.stop()
-            raise GatewayError(f"metrics not served on {settings.metrics_addr}:"
-                               f"{settings.metrics_port} (GATEWAY_METRICS_PORT); the warning "
-                               "above says why")
+        def statuses() -> Iterable[Any]:
+            return started[0].listener.statuses() if started else ()
+
+        try:
+            metrics.serve_listener(settings.metrics_port, settings.metrics_addr, statuses)
+        except OSError as error:
+            raise GatewayError(f"cannot serve metrics on {settings.metrics_addr}:"
+                               f"{settings.metrics_port} (GATEWAY_METRICS_PORT, "
+                               f"GATEWAY_METRICS_ADDR): {error.strerror or error}") from None
+    bound_publishing(app, 2 * settings.redis_timeout_s)
+    service = ListenerService(settings, app).start()
+    started.append(service)
     stop = threading.Event()
 
     def handle(signum: int, frame: FrameType | None) -> None:
@@ -111,12 +116,10 @@ def listen() -> None:
     service.stop()
 
 
-def _metrics_preflight(settings: Settings) -> None:
-    """Refuse, in one line and before anything starts, listener metrics that cannot work: a
-    multiprocess folder that cannot be written (prometheus_client would then fail each event
-    the listener counts) or a port that cannot be bound."""
+def _check_multiproc_folder() -> None:
+    """Refuse, in one line and before anything starts, a multiprocess folder that cannot be
+    written: with listener metrics on, prometheus_client would fail each event it counts."""
     import os
-    import socket
     import tempfile
 
     from gateway.metrics import MULTIPROC_ENV
@@ -132,17 +135,7 @@ def _metrics_preflight(settings: Settings) -> None:
                     f"{name}={folder} cannot be written ({error.strerror or error}), and with "
                     "GATEWAY_METRICS_PORT set prometheus_client writes every figure there; it "
                     "is for the workers' metrics only: unset it for `listen`") from None
-            break
-    addr, port = settings.metrics_addr, settings.metrics_port
-    try:
-        family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM,
-                                    flags=socket.AI_PASSIVE)[0][0]
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
-            probe.bind((addr, port))
-    except OSError as error:
-        raise GatewayError(f"cannot serve metrics on {addr}:{port} (GATEWAY_METRICS_PORT, "
-                           f"GATEWAY_METRICS_ADDR): {error.strerror or error}") from None
+            return
 
 
 @cli.command()
