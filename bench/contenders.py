@@ -127,18 +127,20 @@ def finished_chat_bytes(st: Stack, chats: int) -> Figures:
     load.reply_times(st.sim, sent, 120)
     wait_until(lambda: all(not st.client.exists(f"gw:{{{c}}}:lease") for c in chat_ids), 60,
                "every chat to go idle")
-    marks = other = unbounded = 0
+    marks = history = other = unbounded = 0
     for chat in chat_ids:
         for key in st.client.scan_iter(match=f"gw:{{{chat}}}:*", count=1000):
             size = int(st.client.memory_usage(key, samples=0) or 0)
             if ":seen:" in key:
                 marks += size
+            elif key.endswith(":done"):
+                history += size
             else:
                 other += size
             if st.client.ttl(key) == -1:
                 unbounded += 1
     return {"bytes_per_chat": other / chats, "dedupe_bytes_per_message": marks / chats,
-            "keys_without_ttl": unbounded}
+            "history_bytes_per_chat": history / chats, "keys_without_ttl": unbounded}
 
 
 def gateway(st: Stack, burst: int, singles: int, rates: tuple[int, ...],

@@ -63,7 +63,9 @@ def rows(r: dict[str, Any]) -> list[Row]:
         ("Redis commands per message to an idle chat (one at a time)",
          _f(gw.get("redis_commands_per_single", float("nan"))), "", ""),
         ("Redis commands per task (raw Celery)", _f(raw["redis_commands_per_msg"]), "", ""),
-        ("Redis bytes per finished chat (no dedupe marks)", _f(gw["bytes_per_chat"]),
+        ("Redis bytes per finished chat: its turn history (one turn; GATEWAY_HISTORY_TURNS)",
+         _f(gw.get("history_bytes_per_chat", float("nan"))), "stated", ""),
+        ("Redis bytes per finished chat (no dedupe marks, no history)", _f(gw["bytes_per_chat"]),
          "<= 100, all with TTL", _ok(gw["bytes_per_chat"] <= 100 and
                                      gw["keys_without_ttl"] == 0)),
         ("dedupe mark bytes per message", _f(gw["dedupe_bytes_per_message"]), "<= 60",

@@ -23,6 +23,15 @@ def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
     yield from client_of(private_redis)
 
 
+def first_turn(store: ChatStore, chat_id: str, messages: int = 1) -> Dispatch:
+    """Admit messages om_1..om_<messages> to an idle chat: the turn of om_1."""
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    for n in range(2, messages + 1):
+        store.ingest(msg(chat_id, n))
+    assert turn is not None
+    return turn
+
+
 def run_to_end(store: ChatStore, turn: Dispatch, outcome: str) -> Dispatch | None:
     assert store.start(turn, f"task-{turn.message_id}", "w1") is not None
     following = store.complete(turn, outcome=outcome)
@@ -33,10 +42,7 @@ def run_to_end(store: ChatStore, turn: Dispatch, outcome: str) -> Dispatch | Non
 def test_finished_turns_are_kept_newest_first_with_the_message_only_when_retryable(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, history_cap=2)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    for n in (2, 3):
-        store.ingest(msg(chat_id, n))
-    assert turn is not None
+    turn = first_turn(store, chat_id, 3)
     turn = run_to_end(store, turn, "replied")
     assert turn is not None
     turn = run_to_end(store, turn, "failed")
@@ -64,8 +70,7 @@ def test_a_stop_before_the_turn_started_is_recorded_as_stopped(
 def test_retry_refuses_unknown_and_answered_messages(redis_client: redis.Redis,
                                                      chat_id: str) -> None:
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    assert turn is not None
+    turn = first_turn(store, chat_id)
     run_to_end(store, turn, "replied")
     assert admin.retry(store, chat_id, "om_404").how == "unknown"
     answered = admin.retry(store, chat_id, "om_1")
@@ -76,9 +81,7 @@ def test_retry_refuses_unknown_and_answered_messages(redis_client: redis.Redis,
 def test_a_retried_message_waits_behind_the_chat_and_runs_once_with_new_uuids(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    store.ingest(msg(chat_id, 2))
-    assert turn is not None
+    turn = first_turn(store, chat_id, 2)
     following = run_to_end(store, turn, "failed")
     assert following is not None and following.message_id == "om_2"
     store.ingest(msg(chat_id, 3))
@@ -100,8 +103,7 @@ def test_a_retried_message_waits_behind_the_chat_and_runs_once_with_new_uuids(
 def test_a_retry_in_an_idle_chat_claims_a_turn_to_publish(redis_client: redis.Redis,
                                                           chat_id: str) -> None:
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    assert turn is not None
+    turn = first_turn(store, chat_id)
     run_to_end(store, turn, "gave-up")
     result = admin.retry(store, chat_id, "om_1")
     assert result.how == "dispatch" and result.following is not None
@@ -111,10 +113,8 @@ def test_a_retry_in_an_idle_chat_claims_a_turn_to_publish(redis_client: redis.Re
 def test_purge_drops_what_waits_but_never_the_message_the_turn_holds(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, inbox_cap=10)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    for n in (2, 3):
-        store.ingest(msg(chat_id, n))
-    assert turn is not None and store.start(turn, "t", "w") is not None
+    turn = first_turn(store, chat_id, 3)
+    assert store.start(turn, "t", "w") is not None
     shown = store.pending_entries(chat_id)
     store.ingest(msg(chat_id, 4))  # arrived after the operator looked: it stays
     assert admin.purge(store, chat_id, shown) == (2, True)
@@ -128,8 +128,7 @@ def test_known_tells_a_chat_redis_remembers_from_a_typo(redis_client: redis.Redi
                                                        chat_id: str) -> None:
     store = store_for(redis_client)
     assert not admin.known(store, chat_id)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    assert turn is not None
+    turn = first_turn(store, chat_id)
     run_to_end(store, turn, "replied")
     assert admin.known(store, chat_id), "an idle chat is known by its fence and history"
 
@@ -137,8 +136,7 @@ def test_known_tells_a_chat_redis_remembers_from_a_typo(redis_client: redis.Redi
 def test_a_retry_built_from_an_older_record_is_refused_and_read_again(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    assert turn is not None
+    turn = first_turn(store, chat_id)
     run_to_end(store, turn, "failed")
     keys = [store.keys(chat_id).done]
     again = msg(chat_id, 1).to_json()
@@ -153,8 +151,7 @@ def test_a_retry_built_from_an_older_record_is_refused_and_read_again(
 def test_a_retry_goes_behind_messages_stamped_by_a_clock_that_runs_ahead(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    assert turn is not None
+    turn = first_turn(store, chat_id)
     following = run_to_end(store, turn, "failed")
     assert following is None
     ahead = store.ingest(msg(chat_id, 2, create_ms=store.server_ms() + 3_600_000)).dispatch
@@ -168,8 +165,8 @@ def test_a_stopped_turn_whose_lease_ran_out_never_runs_again_when_a_message_come
     """Its worker and its canceller both died: the next message (or a retry) that finds the
     chat without a lease must drop the stopped message, as the sweeper would."""
     store = store_for(redis_client, running_ttl_ms=300)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    assert turn is not None and store.start(turn, "t", "w") is not None
+    turn = first_turn(store, chat_id)
+    assert store.start(turn, "t", "w") is not None
     assert store.cancel(chat_id, "cmd", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
     lease_gone(store, chat_id)
     admission = store.ingest(msg(chat_id, 2))
@@ -180,8 +177,8 @@ def test_a_stopped_turn_whose_lease_ran_out_never_runs_again_when_a_message_come
 def test_a_stop_before_the_start_lets_the_chat_go_on_even_when_the_revoke_fails(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    assert turn is not None and store.confirm(turn, "task-1")  # published, not started
+    turn = first_turn(store, chat_id)
+    assert store.confirm(turn, "task-1")  # published, not started
     store.ingest(msg(chat_id, 2))
     published: list[Dispatch] = []
 
@@ -198,8 +195,7 @@ def test_a_stop_before_the_start_lets_the_chat_go_on_even_when_the_revoke_fails(
 def test_a_turn_older_than_the_retention_cannot_be_retried(redis_client: redis.Redis,
                                                           chat_id: str) -> None:
     store = store_for(redis_client, history_ttl_ms=300)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    assert turn is not None
+    turn = first_turn(store, chat_id)
     run_to_end(store, turn, "failed")
     assert read_history(redis_client, store.keys(chat_id))
     wait_until(lambda: not read_history(redis_client, store.keys(chat_id)), 5,

@@ -59,13 +59,20 @@ def turn_of(env: dict[str, str], chat_id: str, state: str = "running") -> dict[s
     return found
 
 
+def busy(feishu: Simulator, client: redis.Redis, chat_id: str,
+         behind: list[str]) -> tuple[str, list[str]]:
+    """A 30 s turn running in `chat_id` with the texts `behind` waiting: their ids."""
+    long_turn = feishu.send_text(chat_id, "sleep 30")
+    waiting = [feishu.send_text(chat_id, text) for text in behind]
+    wait_until(lambda: started(client, chat_id, long_turn), 20, "the long turn")
+    return long_turn, waiting
+
+
 @one_pool
 def test_status_chats_and_chat_show_a_running_turn_and_what_waits(
         feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
         gateway_env: dict[str, str], chat_id: str) -> None:
-    long_turn = feishu.send_text(chat_id, "sleep 30")
-    waiting = [feishu.send_text(chat_id, f"queued {n}") for n in range(2)]
-    wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
+    long_turn, waiting = busy(feishu, redis_client, chat_id, ["queued 0", "queued 1"])
     view = read(gateway_env, "chat", chat_id)
     turn = view["turn"]
     assert turn["task_id"].startswith(f"turn:{chat_id}:{long_turn}:")
@@ -156,9 +163,7 @@ def test_retry_of_a_failed_turn_is_answered_once_behind_what_waited(
 def test_purge_asks_first_keeps_the_running_turn_and_tells_the_chat_only_when_asked(
         feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
         gateway_env: dict[str, str], chat_id: str) -> None:
-    long_turn = feishu.send_text(chat_id, "sleep 30")
-    waiting = [feishu.send_text(chat_id, f"to drop {n}") for n in range(3)]
-    wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
+    long_turn, waiting = busy(feishu, redis_client, chat_id, [f"to drop {n}" for n in range(3)])
     wait_until(lambda: read(gateway_env, "chat", chat_id)["pending"]["count"] == 4, 10,
                "all four admitted")
     assert "aborted" in refused(gateway_env, "purge", chat_id, stdin="n\n")
@@ -327,8 +332,7 @@ def test_a_users_stop_right_after_an_operators_is_not_debounced(
         gateway_env: dict[str, str], chat_id: str) -> None:
     """`feishu-gateway stop` is never debounced, and it does not debounce the chat's users
     either: their /stop a moment later is answered for what it finds."""
-    long_turn = feishu.send_text(chat_id, "sleep 30")
-    wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
+    long_turn, _ = busy(feishu, redis_client, chat_id, [])
     assert "cancelled cooperatively" in ok(gateway_env, "stop", chat_id)
     stop = feishu.send_text(chat_id, "/stop")
     assert reply_of(feishu, chat_id, stop) == "Nothing was running."

@@ -45,20 +45,24 @@ class TurnRecord:
                 "text": message.text[:60] if message is not None else None}
 
 
-def parse_record(raw: str | bytes) -> TurnRecord | None:
-    """One stored record; None when it is not one (a newer or damaged writer)."""
+def parse_record(raw: str | bytes, chat_id: str) -> TurnRecord | None:
+    """One stored record of `chat_id`; None when it is not one (a newer or damaged writer).
+    A record without a task id ran in its turn's own task."""
     try:
         data = json.loads(raw)
-        return TurnRecord(str(data["mid"]), str(data["outcome"]), int(data["at_ms"]),
-                          str(data.get("task") or ""), str(data.get("fence") or ""),
-                          int(data.get("attempts") or 0), str(data.get("entry") or ""))
+        message_id, fence = str(data["mid"]), str(data.get("fence") or "")
+        task = data.get("task")
+        if task is None:
+            task = f"turn:{chat_id}:{message_id}:{fence}" if fence else ""
+        return TurnRecord(message_id, str(data["outcome"]), int(data["at_ms"]), str(task),
+                          fence, int(data.get("attempts") or 0), str(data.get("entry") or ""))
     except (ValueError, KeyError, TypeError):
         return None
 
 
 def read_history(client: redis.Redis, keys: ChatKeys) -> list[TurnRecord]:
     """The chat's finished turns, newest first."""
-    records = (parse_record(raw) for raw in client.lrange(keys.done, 0, -1))
+    records = (parse_record(raw, keys.chat_id) for raw in client.lrange(keys.done, 0, -1))
     return [r for r in records if r is not None]
 
 

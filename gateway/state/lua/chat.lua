@@ -49,11 +49,13 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history)
     -- a stopped turn whose lease ran out (its worker and its canceller gone): its message
     -- is done, not to be run again (the flag outlives the lease)
     local stopped = redis.call('HGET', K.stop, 'entry')
-    local fence = last_fence()
-    if stopped and stopped ~= '' and tonumber(redis.call('HGET', K.stop, 'fence')) == fence
-       and redis.call('ZREM', K.inbox, stopped) == 1 and history then
-      remember(history[1], stopped, 'stopped', '', str(fence), redis.call('HGET', K.tries, 'n'),
-               history[2], history[3], now_ms)
+    if stopped and stopped ~= '' then
+      local fence = last_fence()
+      if tonumber(redis.call('HGET', K.stop, 'fence')) == fence
+         and redis.call('ZREM', K.inbox, stopped) == 1 and history then
+        remember(history[1], stopped, 'stopped', '', str(fence),
+                 redis.call('HGET', K.tries, 'n'), history[2], history[3], now_ms)
+      end
     end
     first = redis.call('HGET', K.tries, 'head')
     if first and not redis.call('ZSCORE', K.inbox, first) then first = false end
