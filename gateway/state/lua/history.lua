@@ -21,7 +21,8 @@ local function remember(key, entry, outcome, task_id, fence, attempts, cap, ttl_
     record.task = task_id
   end
   if RETRYABLE[outcome] then record.entry = string.sub(entry, b + 1) end
-  redis.call('LPUSH', key, cjson.encode(record))
-  redis.call('LTRIM', key, 0, cap - 1)
+  if redis.call('LPUSH', key, cjson.encode(record)) > cap then
+    redis.call('LTRIM', key, 0, cap - 1)
+  end
   redis.call('PEXPIRE', key, ttl_ms)
 end
