@@ -3,6 +3,7 @@ turns, purge and retry (lua/history.lua, lua/purge.lua, lua/retry.lua)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -202,3 +203,21 @@ def test_a_turn_older_than_the_retention_cannot_be_retried(redis_client: redis.R
                "the history to expire")
     assert admin.retry(store, chat_id, "om_1").how == "unknown"
     assert pending_ids(store, chat_id) == []
+
+
+def test_records_of_the_older_layout_are_read_and_retried(redis_client: redis.Redis,
+                                                          chat_id: str) -> None:
+    """A rolling upgrade: records the previous version wrote (JSON objects) stay readable
+    and retryable beside the compact ones."""
+    store = store_for(redis_client)
+    turn = first_turn(store, chat_id)
+    run_to_end(store, turn, "replied")
+    old = {"mid": "om_7", "outcome": "failed", "at_ms": "1796000000000",
+           "task": "turn:x:om_6:1", "fence": "1", "attempts": 2,
+           "entry": msg(chat_id, 7).to_json()}
+    redis_client.rpush(store.keys(chat_id).done, json.dumps(old))
+    history = read_history(redis_client, store.keys(chat_id))
+    assert [(r.message_id, r.outcome, r.task_id) for r in history] == [
+        ("om_1", "replied", "task-om_1"),
+        ("om_7", "failed", "turn:x:om_6:1")]
+    assert admin.retry(store, chat_id, "om_7").how == "dispatch"

@@ -46,16 +46,20 @@ class TurnRecord:
 
 
 def parse_record(raw: str | bytes, chat_id: str) -> TurnRecord | None:
-    """One stored record of `chat_id`; None when it is not one (a newer or damaged writer).
-    A record without a task id ran in its turn's own task."""
+    """One stored record of `chat_id` (layout in lua/history.lua; an older version's object
+    too); None when it is not one (a newer or damaged writer)."""
     try:
         data = json.loads(raw)
-        message_id, fence = str(data["mid"]), str(data.get("fence") or "")
-        task = data.get("task")
-        if task is None:
+        if isinstance(data, dict):  # an older version's record
+            data = [data["mid"], data["outcome"], data["at_ms"], data.get("fence"),
+                    data.get("attempts"), data.get("task"), data.get("entry")]
+        message_id, outcome, at_ms, fence, attempts = data[:5]
+        task, entry = (data[5:] + [None, None])[:2]
+        fence = str(fence or "")
+        if task is None:  # the turn's own task (gateway.names.turn_task_id)
             task = f"turn:{chat_id}:{message_id}:{fence}" if fence else ""
-        return TurnRecord(message_id, str(data["outcome"]), int(data["at_ms"]), str(task),
-                          fence, int(data.get("attempts") or 0), str(data.get("entry") or ""))
+        return TurnRecord(str(message_id), str(outcome), int(at_ms), str(task), fence,
+                          int(attempts or 0), str(entry or ""))
     except (ValueError, KeyError, TypeError):
         return None
 

@@ -1,8 +1,12 @@
 -- history: a chat's finished turns, newest first, for `feishu-gateway chat` and `retry`.
--- The list (KEYS of the caller: `done`) holds JSON records {mid, outcome, at_ms, fence,
--- attempts[, task][, entry]} (task: only when it is not the turn's own id), at most `cap` of them, and expires `ttl_ms` after the last turn ended.
--- Only a turn that can be retried (failed, stopped, gave-up) keeps its stored entry, so a
--- busy chat's answered turns cost a short line each.
+-- The list (KEYS of the caller: `done`) holds JSON arrays, at most `cap` of them, and expires
+-- `ttl_ms` after the last turn ended:
+--   [message_id, outcome, at_ms, fence, attempts(, task(, entry))]
+-- task: null when it is the turn's own id (`turn:<chat>:<message_id>:<fence>`, derived by the
+-- reader), '' when not known. entry: the stored message, kept only for a turn that can be
+-- retried (failed, stopped, gave-up), so a busy chat's answered turns cost a short line each.
+-- (Records of older versions were objects {mid, outcome, at_ms, task, fence, attempts,
+-- entry}: readers take both.)
 local RETRYABLE = {failed = true, stopped = true, ['gave-up'] = true}
 
 local function remember(key, entry, outcome, task_id, fence, attempts, cap, ttl_ms, now_ms)
@@ -11,18 +15,25 @@ local function remember(key, entry, outcome, task_id, fence, attempts, cap, ttl_
   local a = string.find(entry, '|', 1, true)
   local b = string.find(entry, '|', a + 1, true)
   local mid = string.sub(entry, a + 1, b - 1)
-  local record = {mid = mid, outcome = outcome, at_ms = now_ms, fence = fence or '',
-                  attempts = tonumber(attempts) or 0}
-  -- the task id is left out when it is the turn's own (`turn:<chat>:<mid>:<fence>`): the
-  -- reader derives it, and a busy chat's records stay short
-  local own = ':' .. mid .. ':' .. (fence or '')
+  fence = fence or ''
+  local record = {mid, outcome, now_ms, fence, tonumber(attempts) or 0}
+  local own = ':' .. mid .. ':' .. fence
   task_id = task_id or ''
-  if fence == nil or fence == '' or string.sub(task_id, -#own) ~= own then
-    record.task = task_id
+  if fence == '' or string.sub(task_id, -#own) ~= own then record[6] = task_id end
+  if RETRYABLE[outcome] then
+    record[6] = record[6] or cjson.null
+    record[7] = string.sub(entry, b + 1)
   end
-  if RETRYABLE[outcome] then record.entry = string.sub(entry, b + 1) end
   if redis.call('LPUSH', key, cjson.encode(record)) > cap then
     redis.call('LTRIM', key, 0, cap - 1)
   end
   redis.call('PEXPIRE', key, ttl_ms)
+end
+
+-- (message_id, outcome, fence, entry or nil) of a record of either layout.
+local function record_fields(record)
+  if record.mid then return record.mid, record.outcome, record.fence, record.entry end
+  local entry = record[7]
+  if type(entry) ~= 'string' then entry = nil end
+  return record[1], record[2], record[4], entry
 end

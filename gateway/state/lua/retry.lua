@@ -1,4 +1,5 @@
 --!include chat.lua
+--!include history.lua
 -- retry: an operator re-runs the message of a turn that ended badly (`feishu-gateway retry`).
 -- It enters the chat's inbox at the back, behind what waits now, and runs in its turn like
 -- any message; it is never run around the chat's lease.
@@ -10,17 +11,21 @@
 --   | {'answered', outcome} | {'changed'} (a newer record of it came meanwhile: read again)
 --   | {'waiting'} (it waits or runs already) | {'full', waiting}
 --   | {'queued', waiting} | {'dispatch', waiting, fence, entry}
-local found = nil
+local found, outcome, fence, stored = false, nil, nil, nil
 for _, raw in ipairs(redis.call('LRANGE', KEYS[10], 0, -1)) do
   local ok, record = pcall(cjson.decode, raw)
-  if ok and type(record) == 'table' and record.mid == ARGV[1] then
-    found = record
-    break
+  if ok and type(record) == 'table' then
+    local mid
+    mid, outcome, fence, stored = record_fields(record)
+    if mid == ARGV[1] then
+      found = true
+      break
+    end
   end
 end
 if not found then return {'unknown'} end
-if not found.entry then return {'answered', found.outcome or ''} end
-if found.fence ~= ARGV[6] then return {'changed'} end
+if not stored then return {'answered', outcome or ''} end
+if fence ~= ARGV[6] then return {'changed'} end
 local entries = redis.call('ZRANGE', K.inbox, 0, -1)
 for _, e in ipairs(entries) do
   if entry_id(e) == ARGV[1] then return {'waiting'} end
