@@ -133,7 +133,10 @@ class _Living:
 
     def collect(self) -> Iterable[Any]:
         for pid in _dead_pids(self._folder):
-            self._multiprocess.mark_process_dead(pid, self._folder)
+            try:
+                self._multiprocess.mark_process_dead(pid, self._folder)
+            except FileNotFoundError:  # a scrape at the same time removed its files first
+                continue
         return self._sum.collect()  # type: ignore[no-any-return]
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
@@ -82,32 +84,70 @@ def release_agent(owner: str, token: str, cause: str, session: str = "") -> str:
 
 
 @task_revoked.connect(sender=run_turn)
-def _turn_revoked(request: Any = None, terminated: bool = False, **_: Any) -> None:
+def _turn_revoked(request: Any = None, terminated: bool = False, signum: Any = None,
+                  **_: Any) -> None:
     """A turn revoked through Celery (`celery -A tasks control revoke`, Flower): a queued
     one is dropped and a terminated one stopped, so the chat goes on with its next message
     instead of waiting for the revoked turn's lease to run out (Canceller.revoked). Applied
-    on a thread of its own: this runs on the worker's consumer, which must not wait on
-    Redis."""
+    on this process's revoke lane: this runs on the worker's consumer, which must not wait
+    on Redis."""
     kwargs = getattr(request, "kwargs", None) or {}
     chat_id, fence = kwargs.get("chat_id"), kwargs.get("fence")
     if not isinstance(chat_id, str) or not isinstance(fence, int):
         return
     task_id = str(getattr(request, "id", "") or "")
-    threading.Thread(target=_apply_revoke, args=(chat_id, fence, task_id, bool(terminated)),
-                     name=f"revoked-{chat_id}", daemon=True).start()
+    _revoke_lane().submit(_apply_revoke, chat_id, fence, task_id,
+                          bool(terminated) and _kills(signum))
+
+
+_lanes: dict[int, ThreadPoolExecutor] = {}
+REVOKE_RETRY_S = 30.0
+"""How long a revoke is tried again while Redis fails; after that the turn's lease runs out
+and the sweeper runs it again (a queued one is discarded again when re-sent)."""
+
+
+def _revoke_lane() -> ThreadPoolExecutor:
+    """One thread per process applies the revokes, in order: a mass revoke queues here
+    instead of starting a thread each."""
+    pid = os.getpid()
+    if pid not in _lanes:
+        _lanes.clear()
+        _lanes[pid] = ThreadPoolExecutor(1, thread_name_prefix="gateway-revoked")
+    return _lanes[pid]
+
+
+def _kills(signum: Any) -> bool:
+    """Whether a terminate with `signum` ended the turn's process: the default SIGTERM or a
+    SIGKILL/SIGQUIT. Another signal (SIGUSR1, SIGINT) may leave it running: then the revoke
+    counts as a plain one."""
+    if signum is None:
+        return True
+    digits = "".join(ch for ch in str(signum) if ch.isdigit())
+    if not digits:
+        return True
+    return int(digits) in (signal.SIGTERM, signal.SIGKILL, signal.SIGQUIT)
 
 
 def _apply_revoke(chat_id: str, fence: int, task_id: str, terminated: bool) -> None:
-    try:
-        line = runtime().canceller.revoked(chat_id, fence, task_id, terminated=terminated)
-    except (redis.RedisError, GatewayError) as error:
-        logger.warning("revoke of chat %s's turn not applied to its state (%s); its lease "
-                       "runs out and the sweeper runs it again", chat_id, error)
-    except Exception:  # the thread's boundary: one line with the traceback, never silent
-        logger.exception("revoke of chat %s's turn not applied to its state", chat_id)
-    else:
+    deadline = time.monotonic() + REVOKE_RETRY_S
+    wait_s = 0.2
+    while True:
+        try:
+            line = runtime().canceller.revoked(chat_id, fence, task_id, terminated=terminated)
+        except (redis.RedisError, GatewayError) as error:
+            if time.monotonic() + wait_s > deadline:
+                logger.warning("revoke of chat %s's turn not applied to its state (%s); its "
+                               "lease runs out and the sweeper runs it again", chat_id, error)
+                return
+            time.sleep(wait_s)  # Redis is down: a backoff, not synchronisation
+            wait_s = min(wait_s * 2, 5.0)
+            continue
+        except Exception:  # the lane's boundary: one line with the traceback, never silent
+            logger.exception("revoke of chat %s's turn not applied to its state", chat_id)
+            return
         logger.info("task %s revoked through Celery%s: %s", task_id,
                     " and terminated" if terminated else "", line)
+        return
 
 
 @worker_init.connect

@@ -191,9 +191,23 @@ def test_a_stopped_running_turn_whose_lease_ran_out_is_dropped_not_rerun(
     assert found is not None and found[1].message_id == "om_2"
     assert pending_ids(store, chat_id) == ["om_2"]
     [record] = read_history(redis_client, store.keys(chat_id))
-    assert (record.message_id, record.outcome, record.fence) == ("om_1", "stopped",
-                                                                 str(turn.fence))
+    assert (record.message_id, record.outcome, record.fence, record.task_id) == (
+        "om_1", "stopped", str(turn.fence), "t")
     assert record.entry, "a stopped turn can be retried"
+
+
+def test_a_stop_for_queued_turns_only_leaves_a_running_turn_alone(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """A revoked copy of a turn that started meanwhile (Canceller.revoked): decided in the
+    same script that would stop it."""
+    store = store_for(redis_client)
+    turn = store.ingest(msg(chat_id, 1)).dispatch
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    step = store.cancel(chat_id, "copy", debounce_ms=0, flag_ttl_ms=60_000,
+                        target_fence=turn.fence, only_queued=True)
+    assert step.how == "nothing"
+    assert store.may_reply(turn), "no stop flag"
+    assert store.heartbeat([turn]) != ["stopped"]
 
 
 def test_a_stopped_turn_dropped_when_the_next_message_arrives_is_recorded(

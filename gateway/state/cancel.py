@@ -110,19 +110,21 @@ class Canceller:
         return self.end(begun, ended=not self._store.holds(begun.turn))
 
     def begin(self, chat_id: str, command_id: str, *, new_session: bool = False,
-              target: str = "*", debounce: bool = True,
-              renewed: bool = False) -> CancelResult | Waiting:
+              target: str = "*", debounce: bool = True, renewed: bool = False,
+              only_queued: bool = False) -> CancelResult | Waiting:
         """The stop's first part, which never waits: the result, or the running turn that
         was flagged, to be ended with `end` once it stopped or its deadline passed (the
         control desk watches many of them at once). `renewed`: the /new's session was
-        already renewed when it was admitted."""
+        already renewed when it was admitted. `only_queued`: a running turn is left alone
+        ("nothing"), decided in the same step as the rest."""
         clock = time.monotonic()
         # the flag outlives the turn's lease, so a sweeper can still see it was stopped
         flag_ttl_ms = max(int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms, RECORD_TTL_MS)
         debounce_ms = int(self.debounce_s * 1000) if debounce else 0
         step = self._store.cancel(chat_id, command_id, debounce_ms=debounce_ms,
                                   flag_ttl_ms=flag_ttl_ms, target_fence=target,
-                                  new_session=new_session and not renewed)
+                                  new_session=new_session and not renewed,
+                                  only_queued=only_queued)
         recorded = step.recorded_how if step.how == "again" else step.how
         how: How
         if recorded in ("nothing", "debounced"):
@@ -158,21 +160,25 @@ class Canceller:
         the chat), so the turn is the lease's when either its fence or its task id match.
         A queued turn is dropped and the chat goes on; a terminated one is stopped at once
         (its process is gone) and recorded as stopped. A plain revoke never stops a running
-        task in Celery: what was discarded is a copy of it (a redelivery), and the turn
-        goes on. No revoke is broadcast again: Celery did that."""
+        task in Celery: what was discarded is a copy of it (a redelivery, a requeue), and
+        the turn goes on; that is decided in the same script that would stop it, so a copy
+        discarded just as the turn starts cannot stop it either. No revoke is broadcast
+        again: Celery did that."""
         lease = self._store.lease(chat_id)
         held = lease.get("fence", "")
         if not held or (held != str(fence) and lease.get("task_id") != task_id):
             return "its chat has moved on; nothing to do"
-        if lease.get("state") == "running" and not terminated:
-            return (f"a copy of running turn {held} discarded; the turn goes on "
-                    "(`feishu-gateway revoke --terminate` stops it)")
         quiet = Canceller(self._store, self._publish, self._hand_over, _no_revoke,
                           timeout_s=self.timeout_s, lease_ttl_ms=self.lease_ttl_ms,
                           debounce_s=self.debounce_s, poll_s=self.poll_s)
-        began = quiet.begin(chat_id, f"revoked:{task_id}:{held}", target=held, debounce=False)
+        kind = "terminated" if terminated else "revoked"
+        began = quiet.begin(chat_id, f"{kind}:{task_id}:{held}", target=held, debounce=False,
+                            only_queued=not terminated)
         if isinstance(began, Waiting):
             began = quiet.end(began, ended=False)
+        if began.how == "nothing" and not terminated:
+            return ("a copy of a turn that runs (or ran) was discarded; the turn goes on "
+                    "(`feishu-gateway revoke --terminate` stops it)")
         return began.describe()
 
     @staticmethod

@@ -412,15 +412,18 @@ class ChatStore:
 
     # cancelling
     def cancel(self, chat_id: str, command_id: str, *, debounce_ms: int, flag_ttl_ms: int,
-               target_fence: int | str = "*", new_session: bool = False) -> CancelStep:
+               target_fence: int | str = "*", new_session: bool = False,
+               only_queued: bool = False) -> CancelStep:
         """The state change of a stop (see lua/cancel.lua). `target_fence`: the turn the
-        command is about ("" none held the chat when it was sent, "*" whatever holds it)."""
+        command is about ("" none held the chat when it was sent, "*" whatever holds it);
+        `only_queued`: a running turn is left alone ('nothing')."""
         c = self.config
         k = self.keys(chat_id)
         keys = [*k.all, k.command(command_id), k.done]
         reply = [text_of(v) for v in self._scripts["cancel"](keys=keys, args=[
             command_id, debounce_ms, flag_ttl_ms, c.claim_ttl_ms, chat_id, target_fence,
-            "1" if new_session else "0", c.session_ttl_ms, c.history_cap, c.history_ttl_ms])]
+            "1" if new_session else "0", c.session_ttl_ms, c.history_cap, c.history_ttl_ms,
+            "1" if only_queued else "0"])]
         how = reply[0]
         if how == "again":
             return CancelStep("again", int(reply[2]) if reply[2] else None, reply[3],

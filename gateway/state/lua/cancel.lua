@@ -7,6 +7,7 @@
 --       6 target: the fence the command is about ('' none held the chat, '*' the current)
 --       7 new_session ('1': start a new conversation too; '0' also when the ingest step of
 --         the /new already did)  8 session_ttl_ms  9 history_cap  10 history_ttl_ms
+--       11 only_queued ('1': a running turn is left to run: 'nothing'; a revoked copy of it)
 -- → {how, fence, task_id, waiting[, next_fence, next_entry]} where how is
 --   'again'       this command ran before: how/fence/task_id/waiting as recorded
 --   'debounced'   another debounced stop came within debounce_ms: this one does nothing
@@ -45,7 +46,8 @@ if not fence or target == '' or (target ~= '*' and target ~= fence) then
   return record('nothing', '', '')
 end
 if state == 'running' then
-  redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '')
+  if ARGV[11] == '1' then return record('nothing', '', '') end
+  redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '', 'task', task_id)
   redis.call('PEXPIRE', K.stop, ttl)
   return record('running', fence, task_id)
 end
