@@ -43,7 +43,8 @@ def run_to_end(store: ChatStore, turn: Dispatch, outcome: str) -> Dispatch | Non
 def test_finished_turns_are_kept_newest_first_with_the_message_only_when_retryable(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, history_cap=2)
-    turn = first_turn(store, chat_id, 3)
+    turn: Dispatch | None = first_turn(store, chat_id, 3)
+    assert turn is not None
     turn = run_to_end(store, turn, "replied")
     assert turn is not None
     turn = run_to_end(store, turn, "failed")
@@ -90,14 +91,14 @@ def test_a_retried_message_waits_behind_the_chat_and_runs_once_with_new_uuids(
     assert (result.how, result.waiting, result.following) == ("queued", 2, None)
     assert pending_ids(store, chat_id) == ["om_2", "om_3", "om_1"], "at the back, in order"
     assert admin.retry(store, chat_id, "om_1").how == "waiting", "never twice at once"
-    turn = run_to_end(store, following, "replied")
-    assert turn is not None
-    turn = run_to_end(store, turn, "replied")
-    assert turn is not None and turn.message_id == "om_1"
-    started = store.start(turn, "task-retry", "w1")
+    after: Dispatch | None = run_to_end(store, following, "replied")
+    assert after is not None
+    after = run_to_end(store, after, "replied")
+    assert after is not None and after.message_id == "om_1"
+    started = store.start(after, "task-retry", "w1")
     assert started is not None and started.message is not None
     assert started.message.retry == 1 and started.message.reply_key != "om_1"
-    assert store.complete(turn, outcome="replied") is None
+    assert store.complete(after, outcome="replied") is None
     assert admin.retry(store, chat_id, "om_1").how == "answered"
 
 
