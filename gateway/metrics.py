@@ -106,11 +106,16 @@ def serve_worker(port: int, addr: str, folder: str) -> bool:
         logger.error("worker metrics not served: GATEWAY_WORKER_METRICS_PORT needs "
                      "%s=<a folder of its own> in the worker's environment", MULTIPROC_ENV)
         return False
-    os.makedirs(folder, exist_ok=True)
-    mine = f"_{os.getpid()}.db"
-    for name in os.listdir(folder):
-        if name.endswith(".db") and not name.endswith(mine):
-            os.unlink(os.path.join(folder, name))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        mine = f"_{os.getpid()}.db"
+        for name in os.listdir(folder):
+            if name.endswith(".db") and not name.endswith(mine):
+                os.unlink(os.path.join(folder, name))
+    except OSError as error:
+        logger.error("worker metrics not served: %s=%s cannot be used (%s); the worker runs "
+                     "on without them", MULTIPROC_ENV, folder, error.strerror or error)
+        return False
     import prometheus_client as prom
     from prometheus_client import multiprocess
 

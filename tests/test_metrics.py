@@ -7,10 +7,12 @@ import os
 import re
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from gateway import metrics
 from gateway.embedded_redis import free_port
 from gateway.processes import wait_until
 from tests.conftest import Rig
@@ -110,3 +112,14 @@ def test_agents_of_a_pool_process_killed_without_a_word_stop_counting(rig: Rig) 
     wait_until(lambda: value(scrape(port), "gateway_agents_cached") == 0, 10,
                "the killed processes' agents to stop counting")
 
+
+
+def test_a_worker_multiprocess_folder_that_cannot_be_used_is_one_line_not_a_crash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(a_file))
+    assert metrics.serve_worker(free_port(), "127.0.0.1", str(a_file)) is False
+    [record] = [r for r in caplog.records if r.name == "gateway.metrics"]
+    assert f"PROMETHEUS_MULTIPROC_DIR={a_file} cannot be used" in record.getMessage()
