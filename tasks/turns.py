@@ -21,6 +21,7 @@ from celery.signals import (
     worker_ready,
     worker_shutdown,
 )
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from gateway import metrics
 from gateway.agents import load_factory
@@ -129,25 +130,20 @@ def _kills(signum: Any) -> bool:
 
 
 def _apply_revoke(chat_id: str, fence: int, task_id: str, terminated: bool) -> None:
-    deadline = time.monotonic() + REVOKE_RETRY_S
-    wait_s = 0.2
-    while True:
-        try:
-            line = runtime().canceller.revoked(chat_id, fence, task_id, terminated=terminated)
-        except (redis.RedisError, GatewayError) as error:
-            if time.monotonic() + wait_s > deadline:
-                logger.warning("revoke of chat %s's turn not applied to its state (%s); its "
-                               "lease runs out and the sweeper runs it again", chat_id, error)
-                return
-            time.sleep(wait_s)  # Redis is down: a backoff, not synchronisation
-            wait_s = min(wait_s * 2, 5.0)
-            continue
-        except Exception:  # the lane's boundary: one line with the traceback, never silent
-            logger.exception("revoke of chat %s's turn not applied to its state", chat_id)
-            return
+    revoked = Retrying(retry=retry_if_exception_type((redis.RedisError, GatewayError)),
+                       wait=wait_exponential(multiplier=0.2, max=5.0),
+                       stop=stop_after_delay(REVOKE_RETRY_S), reraise=True)
+    try:
+        line = revoked(runtime().canceller.revoked, chat_id, fence, task_id,
+                       terminated=terminated)
+    except (redis.RedisError, GatewayError) as error:  # Redis stayed down
+        logger.warning("revoke of chat %s's turn not applied to its state (%s); its lease "
+                       "runs out and the sweeper runs it again", chat_id, error)
+    except Exception:  # the lane's boundary: one line with the traceback, never silent
+        logger.exception("revoke of chat %s's turn not applied to its state", chat_id)
+    else:
         logger.info("task %s revoked through Celery%s: %s", task_id,
                     " and terminated" if terminated else "", line)
-        return
 
 
 @worker_init.connect

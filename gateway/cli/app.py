@@ -17,7 +17,7 @@ from rich.console import Console
 
 from gateway.cli import Run, actions, show, views
 from gateway.cli.context import Ops
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, Refused
 from gateway.logs import setup_logging
 from gateway.settings import load_settings
 
@@ -182,8 +182,6 @@ def status(as_json: bool) -> None:
     if isinstance(view["workers"], str):
         raise GatewayError(f"cannot read the Celery workers: {view['workers']}")
     if not view["workers"]:
-        from gateway.errors import Refused
-
         raise Refused("no Celery worker answered within 1s: turns wait until one runs "
                       "(`celery -A tasks worker`)")
 
@@ -318,8 +316,6 @@ def health(role: str) -> None:
 
     Reads REDIS_URL (listener) or CELERY_BROKER_URL (worker)."""
     import socket
-
-    from gateway.errors import Refused
 
     host = socket.gethostname()
     o = ops()

@@ -13,6 +13,7 @@ flag runs on with a stale fence that lets it do nothing.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -168,9 +169,8 @@ class Canceller:
         held = lease.get("fence", "")
         if not held or (held != str(fence) and lease.get("task_id") != task_id):
             return "its chat has moved on; nothing to do"
-        quiet = Canceller(self._store, self._publish, self._hand_over, _no_revoke,
-                          timeout_s=self.timeout_s, lease_ttl_ms=self.lease_ttl_ms,
-                          debounce_s=self.debounce_s, poll_s=self.poll_s)
+        quiet = copy.copy(self)  # this one, but broadcasting no revoke of its own
+        quiet._revoke, quiet.terminate = _no_revoke, False
         kind = "terminated" if terminated else "revoked"
         began = quiet.begin(chat_id, f"{kind}:{task_id}:{held}", target=held, debounce=False,
                             only_queued=not terminated)

@@ -1,6 +1,6 @@
 """A chat's last finished turns and how each ended (lua/history.lua writes them).
 
-May import: gateway.types, gateway.state.keys.
+May import: gateway.types, gateway.names, gateway.state.keys.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from gateway.names import turn_task_id
 from gateway.state.keys import ChatKeys
 from gateway.types import Message
 
@@ -56,8 +57,8 @@ def parse_record(raw: str | bytes, chat_id: str) -> TurnRecord | None:
         message_id, outcome, at_ms, fence, attempts = data[:5]
         task, entry = (data[5:] + [None, None])[:2]
         fence = str(fence or "")
-        if task is None:  # the turn's own task (gateway.names.turn_task_id)
-            task = f"turn:{chat_id}:{message_id}:{fence}" if fence else ""
+        if task is None:  # the turn's own task
+            task = turn_task_id(chat_id, str(message_id), fence) if fence else ""
         return TurnRecord(str(message_id), str(outcome), int(at_ms), str(task), fence,
                           int(attempts or 0), str(entry or ""))
     except (ValueError, KeyError, TypeError):
