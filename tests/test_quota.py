@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 
+import pytest
 import redis
+from pydantic import SecretStr
 
+from gateway.errors import RetryableError
+from gateway.feishu.delivery import Replies, RetryPolicy, reply_uuid
+from gateway.feishu.openapi import OpenApi
 from gateway.feishu.quota import Quota, Rates, app_key
+from gateway.simulator import SendFaults, Simulator
+from tests.clocks import SteppedClock
+from tests.conftest import start_redis, stop_redis
 
 
 def drawn_within(quota: Quota, seconds: float, **kwargs: object) -> int:
@@ -82,3 +91,78 @@ def test_a_bucket_too_small_for_a_reserve_still_serves_low_priority(
     redis_client.delete(app_key("cli_a"), "gw:quota:chat:oc_tiny")
     assert quota.acquire("cli_a", "oc_tiny", low=True, timeout_s=1)  # capacity 1
     assert quota.acquire("cli_a", "oc_tiny", low=True, timeout_s=1)  # after a refill
+
+
+# Redis's clock stepping (NTP, a VM resumed, a failover to a replica whose clock is behind)
+
+
+@pytest.fixture(scope="module")
+def stepped() -> Iterator[tuple[SteppedClock, redis.Redis]]:
+    """A Redis whose clock the test steps, and a client of it."""
+    clock = SteppedClock()
+    server = start_redis(**clock.server_options())
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    yield clock, client
+    client.close()
+    stop_redis(server)
+    clock.close()
+
+
+@pytest.mark.parametrize("step_s", [-300, 300])
+def test_a_drained_bucket_refills_in_its_own_period_after_a_clock_step(
+        stepped: tuple[SteppedClock, redis.Redis], step_s: float) -> None:
+    clock, client = stepped
+    quota = Quota(client, Rates(per_s=1000, per_min=100_000, chat_per_s=2))
+    client.delete(app_key("cli_a"), "gw:quota:chat:oc_step")
+    assert quota.acquire("cli_a", "oc_step", timeout_s=0)  # the chat's burst of one
+    assert not quota.acquire("cli_a", "oc_step", timeout_s=0)
+    clock.step(step_s)
+    began = time.monotonic()
+    assert quota.acquire("cli_a", "oc_step", timeout_s=5), "the chat could not send again"
+    assert time.monotonic() - began < 1.5, "waited longer than the bucket's period"
+
+
+def test_a_hold_ends_within_its_own_length_after_a_clock_step_back(
+        stepped: tuple[SteppedClock, redis.Redis]) -> None:
+    clock, client = stepped
+    quota = Quota(client, Rates(per_s=1000, per_min=100_000, chat_per_s=1000))
+    client.delete(app_key("cli_a"))
+    quota.hold("cli_a", 1.0)
+    clock.step(-300)
+    began = time.monotonic()
+    assert quota.acquire("cli_a", timeout_s=5), "the hold lasted as long as the step"
+    assert time.monotonic() - began < 1.5
+    quota.hold("cli_a", 0.5)  # a new hold after the step is kept for its own length
+    assert not quota.acquire("cli_a", timeout_s=0.2)
+    assert quota.acquire("cli_a", timeout_s=2)
+
+
+def test_a_reply_whose_budget_ends_in_a_hold_gives_feishus_answer_as_the_reason(
+        redis_client: redis.Redis, simulator: Simulator, chat_id: str) -> None:
+    """The last attempt waits for the quota (Feishu's 3 s hold) past the 2 s budget: the
+    reply is given up for what Feishu answered, not for the wait."""
+    redis_client.delete(app_key(simulator.app_id))
+    quota = Quota(redis_client, Rates(per_s=1000, per_min=100_000, chat_per_s=1000))
+    api = OpenApi(simulator.url, simulator.app_id, SecretStr(simulator.app_secret))
+    replies = Replies(api, RetryPolicy(budget_s=2), quota=quota)
+    message_id = simulator.send_text(chat_id, "hello", deliver=False)
+    simulator.set_send_faults(SendFaults(rate_limit_429=1.0, rate_limit_reset_s=3))
+    try:
+        with pytest.raises(RetryableError) as raised:
+            replies.send_text(message_id, "hi", uuid=reply_uuid(message_id), chat_id=chat_id)
+    finally:
+        simulator.set_send_faults(None)
+        api.close()
+    assert "quota" not in str(raised.value), raised.value
+    assert "HTTP 429" in str(raised.value), raised.value
+
+
+def test_a_chat_token_is_given_back_when_the_apps_quota_has_no_room(
+        redis_client: redis.Redis) -> None:
+    quota = Quota(redis_client, Rates(per_s=1000, per_min=100_000, chat_per_s=1))
+    redis_client.delete(app_key("cli_a"), "gw:quota:chat:oc_back")
+    quota.hold("cli_a", 0.5)
+    assert not quota.acquire("cli_a", "oc_back", timeout_s=0.2)  # the chat's token, no app's
+    assert quota.acquire("cli_a", timeout_s=1)  # the hold is over (the app's bucket only)
+    assert quota.acquire("cli_a", "oc_back", timeout_s=0), "the chat's token was wasted"
+    assert not quota.acquire("cli_a", "oc_back", timeout_s=0), "the chat had two tokens"

@@ -162,6 +162,8 @@ class Replies:
         draws from the send quota (`low`: at the low priority) and a rate-limited answer
         holds the app's quota for every worker."""
         attempts = 0
+        failure: RetryableError | None = None
+        """The last answer that failed: the reason given when the quota has no room left."""
         started = time.monotonic()
         policy = self.policy if budget_s is None else RetryPolicy(
             budget_s, self.policy.base_s, self.policy.cap_s)
@@ -192,12 +194,14 @@ class Replies:
                     if not may_send():
                         raise Abandoned(f"{what} abandoned: the turn was stopped or lost "
                                         "its lease")
-                    self._draw(what, app_id, chat_id, low, interrupt,
-                               policy.budget_s - (time.monotonic() - started))
+                    if not self._draw(app_id, chat_id, low, interrupt,
+                                      policy.budget_s - (time.monotonic() - started)):
+                        raise self._no_room(what, interrupt, failure)
                     try:
                         return call()
-                    except RateLimited as error:
-                        if self.quota is not None:
+                    except RetryableError as error:
+                        failure = error
+                        if isinstance(error, RateLimited) and self.quota is not None:
                             self.quota.hold(app_id, error.retry_after_s or 1.0)
                         raise
         except RetryableError as error:
@@ -205,11 +209,20 @@ class Replies:
                                  code=error.code) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
-    def _draw(self, what: str, app_id: str, chat_id: str, low: bool,
-              stopped: threading.Event, left_s: float) -> None:
-        if self.quota is None or self.quota.acquire(app_id, chat_id, low=low, stopped=stopped,
-                                                    timeout_s=max(left_s, 0.0)):
-            return
+    def _draw(self, app_id: str, chat_id: str, low: bool, stopped: threading.Event,
+              left_s: float) -> bool:
+        """Whether the send quota gave this attempt its tokens within `left_s`."""
+        return self.quota is None or self.quota.acquire(
+            app_id, chat_id, low=low, stopped=stopped, timeout_s=max(left_s, 0.0))
+
+    @staticmethod
+    def _no_room(what: str, stopped: threading.Event,
+                 failure: RetryableError | None) -> GatewayError:
+        """Why an attempt the quota had no room for ends: the turn was stopped, or the
+        budget ran out. Then the reason is what Feishu last answered, when it answered
+        at all: a wait for the quota is no failure of its own."""
         if stopped.is_set():
-            raise Abandoned(f"{what} abandoned: the turn was stopped")
-        raise RateLimited(f"{what}: the send quota had no room within the retry budget")
+            return Abandoned(f"{what} abandoned: the turn was stopped")
+        if failure is not None:
+            return failure
+        return RateLimited(f"{what}: the send quota had no room within the retry budget")

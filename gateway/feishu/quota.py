@@ -3,7 +3,8 @@
 Each app has one bucket pair (per second and per minute, Feishu's documented 50/s and
 1000/min for sending messages), each chat one bucket (Feishu: 5/s to one user or group),
 sized so that no second (or minute) ever sees more than its limit.
-A send waits for a token from its chat's and its app's buckets (take.lua). Streaming
+A send waits for a token from its chat's and its app's buckets (take.lua), the chat's
+first; when the app's does not come in time, the chat's token is given back. Streaming
 updates and reactions draw at a low priority: they leave a reserve for final replies. A
 "rate limited" answer holds the app's whole quota until Feishu's reset time (hold.lua),
 so no worker hammers it after a refusal.
@@ -77,8 +78,8 @@ class Quota:
             return bucket(r.chat_per_s, 1.0)
         return [*bucket(r.per_s, 1.0), *bucket(r.per_min, 60.0)]
 
-    def _wait_ms(self, key: str, low: bool) -> int:
-        args = [1, LOW_RESERVE if low else 0, TTL_S, *self._buckets(key)]
+    def _wait_ms(self, key: str, low: bool, cost: int = 1) -> int:
+        args = [cost, LOW_RESERVE if low else 0, TTL_S, *self._buckets(key)]
         return int(self._take(keys=[key], args=args))
 
     def acquire(self, app_id: str, chat_id: str = "", *, low: bool = False,
@@ -96,19 +97,28 @@ class Quota:
     def _acquire(self, app_id: str, chat_id: str, low: bool, interrupt: threading.Event,
                  deadline: float) -> bool:
         keys = ([chat_key(chat_id)] if chat_id else []) + [app_key(app_id)]
-        for key in keys:
-            while True:
-                try:
-                    wait_ms = self._wait_ms(key, low)
-                except redis.RedisError as error:
-                    logger.warning("send quota unavailable (%s); sending without it", error)
-                    return True
-                if wait_ms <= 0:
-                    break
-                left_s = deadline - time.monotonic()
-                if left_s <= 0 or interrupt.wait(min(wait_ms / 1000, left_s, MAX_POLL_S)):
+        for taken, key in enumerate(keys):
+            try:
+                if not self._take_one(key, low, interrupt, deadline):
+                    for key_taken in keys[:taken]:  # the chat's token goes back unused
+                        self._wait_ms(key_taken, low, cost=-1)
                     return False
+            except redis.RedisError as error:
+                logger.warning("send quota unavailable (%s); sending without it", error)
+                return True
         return True
+
+    def _take_one(self, key: str, low: bool, interrupt: threading.Event,
+                  deadline: float) -> bool:
+        """Wait for a token of one quota; False when the deadline passed or `interrupt`
+        was set first."""
+        while True:
+            wait_ms = self._wait_ms(key, low)
+            if wait_ms <= 0:
+                return True
+            left_s = deadline - time.monotonic()
+            if left_s <= 0 or interrupt.wait(min(wait_ms / 1000, left_s, MAX_POLL_S)):
+                return False
 
     def hold(self, app_id: str, seconds: float) -> None:
         """Feishu said "rate limited" for `seconds`: every worker waits that long."""

@@ -1,12 +1,21 @@
 -- hold: Feishu answered "rate limited": no draw from this quota until `hold_ms` from now
--- (a later end already set is kept).
+-- (a later end already set is kept, unless it lies further ahead than its own length: the
+-- clock stepped back since it was set).
 -- KEYS: 1 quota (hash, see take.lua)
 -- ARGV: 1 hold_ms  2 ttl_s
 -- → the end of the hold, server ms
 --!include clock.lua
 local _, now = clock()
-local ends = math.max(tonumber(redis.call('HGET', KEYS[1], 'until') or '0'),
-                      now + tonumber(ARGV[1]))
-redis.call('HSET', KEYS[1], 'until', str(ends))
+local hold_ms = tonumber(ARGV[1])
+local state = redis.call('HMGET', KEYS[1], 'until', 'hold_ms')
+local held = tonumber(state[1] or '0')
+local length = tonumber(state[2]) or math.max(held - now, 0)
+if held > now + length then held = 0 end
+if held >= now + hold_ms then
+  hold_ms = math.max(length, hold_ms)
+else
+  held = now + hold_ms
+end
+redis.call('HSET', KEYS[1], 'until', str(held), 'hold_ms', str(hold_ms))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-return ends
+return held

