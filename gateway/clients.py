@@ -47,7 +47,8 @@ def store_config(s: Settings) -> StoreConfig:
         requeue_cap_ms=s.requeue_cap_ms, dedupe_ttl_s=s.dedupe_ttl_s, inbox_cap=s.inbox_cap,
         max_attempts=s.max_attempts, durable_ack=s.durable_ack,
         durable_ack_timeout_ms=s.durable_ack_timeout_ms, history_cap=s.history_turns,
-        history_ttl_ms=s.retry_retention_s * 1000,
+        history_ttl_ms=s.retry_retention_s * 1000, late_after_ms=int(s.late_after_s * 1000),
+        late_events=s.late_events,
         # the mark (set as a turn starts) outlives any agent that ran it: the longest turn,
         # the idle TTL, a sweep round and a minute
         ran_ttl_ms=int((s.turn_time_limit_s + s.agent_idle_ttl_s

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
 import redis
 
@@ -55,11 +54,8 @@ def decode_event(payload: bytes) -> tuple[str, Mapping[str, Any]] | None:
 class Intake:
     def __init__(self, store: ChatStore, publisher: Publisher, outbox: Outbox, *,
                  max_text_chars: int, primary_app_id: str = "", several_apps: bool = False,
-                 late_after_s: float = 0.0,
-                 late_events: Literal["note", "drop"] = "note",
                  cards: CardHandler | None = None, rules: Rules | None = None,
-                 refusal_notice_every_s: int = 86_400,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 refusal_notice_every_s: int = 86_400) -> None:
         self._store = store
         self._publisher = publisher
         self._outbox = outbox
@@ -69,12 +65,9 @@ class Intake:
         """Tag every message with its app (not only those of the further apps), so a worker
         configured with another first app still replies as the right one."""
         self.bot_open_ids: dict[str, str] = {}
-        self.late_after_ms = int(late_after_s * 1000)
-        self.late_events = late_events
         self.cards = cards
         self.rules = rules or Rules(require_mention=False)
         self.refusal_notice_every_s = refusal_notice_every_s
-        self._clock_ms = clock_ms
 
     def on_frame(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
         """A connection's frame handler: a message event is admitted, a card click goes to
@@ -126,21 +119,17 @@ class Intake:
     def _admit(self, message: Message) -> str:
         """The admitted message's one Redis step, and its hand-off."""
         command = parse_command(message.text) or ""
-        age_ms = self._clock_ms() - message.create_time_ms
-        if self.late_after_ms and message.create_time_ms and age_ms > self.late_after_ms:
-            logger.warning("message %s of chat %s arrived %.0f min late: %s", message.message_id,
-                           message.chat_id, age_ms / 60_000,
-                           "dropped" if self.late_events == "drop" else "told so, not run")
-            if self.late_events == "drop":
-                return "late"
-            command = "~late"
         try:
             admission = self._store.ingest(message, command)
         except NotDurable as error:  # ACK 500 (Feishu redelivers), but publish what it did
             if error.admission.dispatch is not None:
                 self._publish(error.admission.dispatch)
             raise
-        if admission.outcome == "command":
+        if admission.outcome == "late":
+            logger.warning("message %s of chat %s arrived %.0f min late: %s", message.message_id,
+                           message.chat_id, admission.late_ms / 60_000, "dropped"
+                           if self._store.config.late_events == "drop" else "told so, not run")
+        elif admission.outcome == "command":
             logger.info("command /%s in chat %s (message %s)", command, message.chat_id,
                         message.message_id)
         else:

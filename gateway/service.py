@@ -64,8 +64,7 @@ class ListenerService:
                              max_text_chars=settings.max_text_chars,
                              primary_app_id=settings.primary_app_id,
                              several_apps=len(settings.apps) > 1,
-                             late_after_s=settings.late_after_s,
-                             late_events=settings.late_events, cards=rt.verdicts.on_click,
+                             cards=rt.verdicts.on_click,
                              rules=settings.admission_rules,
                              refusal_notice_every_s=settings.refusal_notice_every_s)
         self.board: StatusBoard | None = None

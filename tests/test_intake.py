@@ -15,10 +15,8 @@ from gateway.embedded_redis import EmbeddedRedis
 from gateway.intake import Intake
 from gateway.outbox import Outbox
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
-from gateway.state.store import ChatStore
+from gateway.state.store import ChatStore, StoreConfig
 from tests.conftest import client_of
-
-NOW_MS = 1_800_000_000_000
 
 
 @pytest.fixture
@@ -26,14 +24,21 @@ def client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
     yield from client_of(private_redis)
 
 
-def event(chat: str, age_ms: int, text: str = "hi") -> dict[str, object]:
+def redis_now_ms(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def event(client: redis.Redis, chat: str, age_ms: int, text: str = "hi") -> dict[str, object]:
+    """A message event created `age_ms` before now on Redis's clock."""
     return message_receive_event(IncomingMessage(
         f"om_{uuid.uuid4().hex[:10]}", chat, "p2p", "text", json.dumps({"text": text}),
-        "ou_user", NOW_MS - age_ms), app_id="cli_a")
+        "ou_user", redis_now_ms(client) - age_ms), app_id="cli_a")
 
 
 def intake(client: redis.Redis, late_events: str) -> tuple[Intake, ChatStore]:
-    store = ChatStore(client)
+    store = ChatStore(client, StoreConfig(late_after_ms=60_000,
+                                          late_events=late_events))  # type: ignore[arg-type]
     published: list[object] = []
 
     class Sender:  # publishing is not what these tests look at: record what would go out
@@ -42,9 +47,7 @@ def intake(client: redis.Redis, late_events: str) -> tuple[Intake, ChatStore]:
             raise RuntimeError("not publishing in this test")
 
     take = Intake(store, Publisher(Sender(), store), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
-                  primary_app_id="cli_a", late_after_s=60,
-                  late_events=late_events,  # type: ignore[arg-type]
-                  clock_ms=lambda: NOW_MS)
+                  primary_app_id="cli_a")
     return take, store
 
 
@@ -56,18 +59,18 @@ def control_kinds(client: redis.Redis, chat: str) -> list[str]:
 def test_a_late_message_is_noted_once_and_never_queued(client: redis.Redis) -> None:
     take, store = intake(client, "note")
     chat = f"oc_{uuid.uuid4().hex[:8]}"
-    late = event(chat, 61_000)
+    late = event(client, chat, 61_000)
     assert take.accept(late) == "late"
     assert take.accept(late) == "duplicate", "a redelivery is not told twice"
     assert control_kinds(client, chat).count("late") == 1
     assert store.pending(chat) == []
-    assert take.accept(event(chat, 59_000)) == "dispatch"
+    assert take.accept(event(client, chat, 55_000)) == "dispatch"
 
 
 def test_a_late_message_may_be_dropped_instead(client: redis.Redis) -> None:
     take, store = intake(client, "drop")
     chat = f"oc_{uuid.uuid4().hex[:8]}"
-    assert take.accept(event(chat, 3_600_000)) == "late"
+    assert take.accept(event(client, chat, 3_600_000)) == "late"
     assert "late" not in control_kinds(client, chat) and store.pending(chat) == []
 
 
@@ -79,10 +82,10 @@ def test_frames_that_are_not_messages_are_acked_and_messages_keep_their_app(
     assert take.on_frame("cli_a", "event", json.dumps(
         {"header": {"event_type": "card.action.trigger"}, "event": {}}).encode()) is None
     chat = f"oc_{uuid.uuid4().hex[:8]}"
-    assert take.on_frame("cli_b", "event", json.dumps(event(chat, 0)).encode()) is None
+    assert take.on_frame("cli_b", "event", json.dumps(event(client, chat, 0)).encode()) is None
     [(_, stored)] = store.pending(chat)
     assert stored is not None and stored.app_id == "cli_b"
     other = f"oc_{uuid.uuid4().hex[:8]}"
-    take.on_frame("cli_a", "event", json.dumps(event(other, 0)).encode())
+    take.on_frame("cli_a", "event", json.dumps(event(client, other, 0)).encode())
     [(_, first)] = store.pending(other)
     assert first is not None and first.app_id == "", "the first app's messages stay as before"

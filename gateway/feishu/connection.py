@@ -71,7 +71,9 @@ class ConnectionOptions:
 
 @dataclass
 class ConnectionStatus:
-    """What `feishu-gateway status` shows for one app (wall-clock seconds)."""
+    """What `feishu-gateway status` shows for one app (times: `time.monotonic()` seconds,
+    so a step of the host's clock moves none of them; presence.py puts them on Redis's
+    clock when it publishes them)."""
 
     app_id: str
     state: str = "starting"
@@ -100,7 +102,7 @@ class Connection:
         self._heard_last = False
         self._ever_connected = False
         self.server = ServerConfig()
-        self.status = ConnectionStatus(app.app_id, since=time.time())
+        self.status = ConnectionStatus(app.app_id, since=time.monotonic())
         self.fatal: str | None = None
 
     def _set(self, state: str, detail: str = "") -> None:
@@ -108,7 +110,7 @@ class Connection:
         status = self.status
         if status.state == state and status.detail == detail:
             return
-        status.state, status.detail, status.since = state, detail, time.time()
+        status.state, status.detail, status.since = state, detail, time.monotonic()
         level = logging.WARNING if state in ("reconnecting", "refused") else logging.INFO
         logger.log(level, "feishu app %s: %s%s", self.app.app_id, state,
                    f" ({detail})" if detail else "")
@@ -204,7 +206,7 @@ class Connection:
 
     async def _on_frame(self, ws: ClientConnection, frame: f.ParsedFrame) -> None:
         """One complete data frame (parts joined): the handler off the loop, then the ACK."""
-        self.status.last_frame_at = time.time()
+        self.status.last_frame_at = time.monotonic()
         kind = frame.frame_type
         if frame.method == f.METHOD_CONTROL:
             if kind == "pong" and frame.payload:
@@ -213,8 +215,7 @@ class Connection:
         if kind not in ("event", "card"):
             logger.warning("feishu app %s: data frame of type %r dropped", self.app.app_id, kind)
             return
-        self.status.last_event_at = time.time()
-        arrived = time.monotonic()
+        arrived = self.status.last_event_at = time.monotonic()
         loop = asyncio.get_running_loop()
         timed = [0.0]
         try:

@@ -23,7 +23,7 @@ from gateway.feishu.connection import (
     ConnectionOptions,
     ConnectionStatus,
 )
-from gateway.presence import CONNECTIONS_KEY, publish
+from gateway.presence import CONNECTION_TIMES, CONNECTIONS_KEY, publish
 from gateway.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ class StatusBoard:
     def _publish(self) -> None:
         for status in self._statuses():
             publish(self._redis, CONNECTIONS_KEY, f"{self.owner}|{status.app_id}",
-                    asdict(status))
+                    asdict(status), times=CONNECTION_TIMES)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -43,6 +43,10 @@ class StoreConfig:
     """A chat's finished turns kept for `feishu-gateway chat` and `retry` (0: none)."""
     history_ttl_ms: int = 86_400_000
     """How long a chat's history is kept after its last turn ended (the retry retention)."""
+    late_after_ms: int = 0
+    """A message whose create_time is older than this on Redis's clock is late (0: never)."""
+    late_events: Literal["note", "drop"] = "note"
+    """A late message's chat is told so (`note`), or it is only logged (`drop`)."""
     ran_ttl_ms: int = 3_720_000
     """How long the mark of which process started a chat's last turn lives: as long as an
     idle agent can stay cached (GATEWAY_AGENT_IDLE_TTL_S and a sweep)."""
@@ -64,6 +68,8 @@ class Admission:
     outcome: Literal["dispatch", "queued", "duplicate", "full", "command", "late"]
     waiting: int = 0
     dispatch: Dispatch | None = None
+    late_ms: int = 0
+    """How late a late message was, on Redis's clock."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +177,8 @@ def _admission(chat_id: str, reply: Any) -> Admission:
         return Admission("dispatch", int(reply[1]), dispatch_of(chat_id, reply[2], reply[3]))
     if outcome in ("queued", "full"):
         return Admission(outcome, int(reply[1]))  # type: ignore[arg-type]
+    if outcome == "late":
+        return Admission("late", late_ms=int(reply[1]))
     return Admission(outcome)  # type: ignore[arg-type]
 
 
@@ -241,14 +249,15 @@ class ChatStore:
 
     # the listener's step
     def ingest(self, message: Message, command: str = "") -> Admission:
-        """Dedupe + admit (or record a command / a "not queued" notice) in one atomic step;
-        with durable ACKs on, also wait until that step is durable."""
+        """Dedupe + admit (or record a command / a "not queued" or "late" notice) in one
+        atomic step; with durable ACKs on, also wait until that step is durable."""
         c = self.config
         k = self.keys(message.chat_id)
         keys = [*k.all, k.seen(message.message_id), k.done]
         args: list[Any] = [message.message_id, message.create_time_ms, message.to_json(),
                            c.dedupe_ttl_s, c.inbox_cap, c.claim_ttl_ms, message.chat_id, command,
-                           c.control_cap, c.session_ttl_ms, c.history_cap, c.history_ttl_ms]
+                           c.control_cap, c.session_ttl_ms, c.history_cap, c.history_ttl_ms,
+                           c.late_after_ms, c.late_events]
         if c.durable_ack == "none":
             reply = self._scripts["ingest"](keys=keys, args=args)
         else:  # WAIT / WAITAOF count the writes of their own connection: pipeline them
