@@ -33,7 +33,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory, skewed: SteppedClock) -> Itera
     rig = Rig(tmp_path_factory, FEISHU_LATE_AFTER_S="60")
     try:
         rig.fleet("worker", supervise=True)
-        rig.fleet("listener", **skewed.env({}))
+        rig.fleet("listener", **skewed.env({}))  # type: ignore[arg-type]
         rig.sim.wait_connected(1, timeout_s=30)
         yield rig
     finally:
