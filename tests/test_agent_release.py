@@ -7,16 +7,23 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from celery import Celery
 
+from gateway.agents.cache import AgentCache
+from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES, CeleryPost
+from gateway.agents.release import Parcel, ReleaseLane
+from gateway.embedded_redis import EmbeddedRedis
 from gateway.names import RELEASE_QUEUE, TURNS_QUEUE
 from gateway.processes import GatewayProcess, wait_until
+from gateway.types import Turn
 from tests.agents import AGENTS_KEY
 from tests.conftest import Rig
 from tests.test_cancel import operator, reply_of
@@ -87,6 +94,115 @@ def test_without_a_release_consumer_agents_are_released_in_place(rig: Rig) -> No
         reply_of(rig.sim, f"oc_inplace_{n}", rig.sim.send_text(f"oc_inplace_{n}", "hi"))
     wait_until(lambda: len(released(lives(rig))) == 2, 20, "both evicted agents released")
     wait_until(lambda: "released in place" in turns.log(), 10, "the log line")
+    turns.stop()
+    assert_released_once_where_built(lives(rig))
+
+
+def publisher_on(redis_url: str) -> Celery:
+    """A Celery app that publishes to this Redis through the gateway's own Redis transport
+    (as workers do); nothing consumes what it sends."""
+    app = Celery(broker=redis_url, set_as_current=False)
+    app.conf.broker_transport = "gateway.redis_transport:Transport"
+    return app
+
+
+def release_task_ids(client: redis.Redis) -> list[str]:
+    """The ids of the tasks waiting in the release queue, newest first."""
+    return [json.loads(raw)["headers"]["id"] for raw in client.lrange(RELEASE_QUEUE, 0, -1)]
+
+
+@pytest.fixture
+def broker(private_redis: EmbeddedRedis) -> Iterator[tuple[redis.Redis, Celery]]:
+    """A Redis broker with an empty release queue, and a publisher on it."""
+    client = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    client.delete(RELEASE_QUEUE)
+    app = publisher_on(private_redis.url)
+    yield client, app
+    app.close()
+    client.close()
+
+
+class CountedAgent:
+    """An agent of an in-process cache: counts its releases by session."""
+
+    def __init__(self, session_key: str, ends: Counter[str]) -> None:
+        self.session_key = session_key
+        self._ends = ends
+
+    def run(self, turn: Turn) -> str:
+        return f"echo: {turn.text}"
+
+    def soft_release(self) -> None:
+        self._ends[self.session_key] += 1
+
+
+def test_unconsumed_release_queue_stays_within_its_cap_and_every_agent_is_released(
+        broker: tuple[redis.Redis, Celery]) -> None:
+    """A burst of evictions sends more tasks than the cap before any is overdue: the
+    queue keeps the newest ones only, and the lane's fallback releases every agent."""
+    client, app = broker
+    now = [0.0]
+    ends: Counter[str] = Counter()
+    lane = ReleaseLane("host:1:burst", CeleryPost(app, client, expires_s=600),
+                       fallback_s=60, clock=lambda: now[0])
+    cache = AgentCache(lambda key: CountedAgent(key, ends), 1, lane=lane)
+    evicted = RELEASE_QUEUE_CAP_MESSAGES + 200
+    try:
+        for n in range(evicted + 1):
+            with cache.hold(f"oc_burst_{n}#0"):
+                pass
+        last = f"release:oc_burst_{evicted - 1}#0:"
+        wait_until(lambda: (ids := release_task_ids(client)) and ids[0].startswith(last), 60,
+                   "the last eviction's task")
+        assert client.llen(RELEASE_QUEUE) == RELEASE_QUEUE_CAP_MESSAGES
+        assert release_task_ids(client)[-1].startswith(
+            f"release:oc_burst_{evicted - RELEASE_QUEUE_CAP_MESSAGES}#0:"), "the oldest went"
+        assert lane.parked == evicted and not ends, "each agent waits for its task"
+        now[0] += 61  # no task came: past the fallback
+        assert lane.drain(30) == 0
+        assert len(ends) == evicted and set(ends.values()) == {1}, "each released once"
+        assert lane.counts()["in-place"] == evicted
+    finally:
+        cache.close(5)
+
+
+def test_release_tasks_past_their_deadline_leave_the_broker(
+        broker: tuple[redis.Redis, Celery]) -> None:
+    """Nothing consumes the release queue: a publish drops the tasks whose agents were
+    released in place meanwhile, and the queue is gone once its newest task is too."""
+    client, app = broker
+    post = CeleryPost(app, client, expires_s=1.0)
+    for n in range(5):
+        post.send(Parcel("host:1:gone", f"t{n}", "cap", f"oc_old_{n}#0"))
+    assert client.llen(RELEASE_QUEUE) == 5
+    time.sleep(1.2)
+    post.send(Parcel("host:1:gone", "fresh", "cap", "oc_fresh#0"))
+    assert release_task_ids(client) == ["release:oc_fresh#0:fresh"]
+    wait_until(lambda: not client.exists(RELEASE_QUEUE), 5, "the release queue to expire")
+
+
+def test_without_a_release_consumer_the_release_queue_empties_and_status_shows_its_length(
+        rig: Rig, tmp_path: Path) -> None:
+    turns = rig.fleet("worker", concurrency=1, extra=("-Q", TURNS_QUEUE),
+                      GATEWAY_AGENT_RELEASE_FALLBACK_S="1", GATEWAY_AGENT_CACHE_CAP="1")
+    for n in range(6):
+        reply_of(rig.sim, f"oc_expire_{n}", rig.sim.send_text(f"oc_expire_{n}", "hi"))
+    wait_until(lambda: len(released(lives(rig))) == 5, 20, "the evicted agents released")
+    client = rig.client()
+    wait_until(lambda: not client.exists(RELEASE_QUEUE), 10,
+               "the release tasks nobody took to leave the broker")
+
+    app = publisher_on(rig.redis.url)  # more tasks than the cap, nobody taking them
+    try:
+        post = CeleryPost(app, client, expires_s=600)
+        for n in range(RELEASE_QUEUE_CAP_MESSAGES + 20):
+            post.send(Parcel("host:1:gone", f"t{n}", "cap", f"oc_many_{n}#0"))
+    finally:
+        app.close()
+    status = json.loads(operator(rig.env, tmp_path, "status", "--json"))
+    assert status["queues"][RELEASE_QUEUE] == RELEASE_QUEUE_CAP_MESSAGES
+    assert f"{RELEASE_QUEUE} {RELEASE_QUEUE_CAP_MESSAGES}" in operator(rig.env, tmp_path,
+                                                                       "status")
     turns.stop()
     assert_released_once_where_built(lives(rig))
 
