@@ -14,13 +14,14 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-_SECRET_KEY = r"(?:access_key|ticket|app_secret|token)"
+_SECRET_KEY = r"(?:access_key|ticket|app_?secret|token|authorization)"
 _SECRET = re.compile(
-    # key=value (a URL's query, key=value text), or "key": value as in JSON or a dict's
-    # repr (its quotes escaped too, JSON inside JSON); a quoted value is masked up to its
-    # closing quote, a bare one (a number, null) up to &, a quote, a space, "," or "}"
-    rf"({_SECRET_KEY}=|{_SECRET_KEY}\\?[\"']\s*:\s*)"
-    r"(?:(\\?[\"'])(?:(?!\2).)*|[^&\s'\",}]+)", re.I)
+    # key=value (a URL's query, key=value text), "key": value as in JSON or a dict's repr
+    # (its quotes escaped too, JSON inside JSON), or an HTTP header `Authorization: …`; a
+    # quoted value is masked up to its closing quote, a bare one (a number, null) up to &,
+    # a quote, a space, "," or "}". An auth scheme (Bearer, Basic) before it stays.
+    rf"({_SECRET_KEY}=|{_SECRET_KEY}\\?[\"']\s*:\s*|authorization:\s*)(\\?[\"'])?"
+    r"((?:bearer|basic)\s+)?(?(2)(?:(?!\2).)*|[^&\s'\",}]+)", re.I)
 _PASSWORD_QUERY = re.compile(r"([?&](?:password|passwd|pwd)=)[^&#\s]*", re.I)
 
 
@@ -30,19 +31,19 @@ def masked_url(url: str) -> str:
 
 
 def redact(text: str) -> str:
-    """`text` with the value of every access_key, ticket, app_secret or token replaced by
-    *** (`key=…`, `"key": "…"`)."""
-    return _SECRET.sub(lambda m: f"{m[1]}{m[2] or ''}***", text)
+    """`text` with the value of every access_key, ticket, app_secret (AppSecret), token or
+    authorization replaced by *** (`key=…`, `"key": "…"`, `Authorization: Bearer …`)."""
+    return _SECRET.sub(lambda m: f"{m[1]}{m[2] or ''}{m[3] or ''}***", text)
 
 
 _PLAIN = logging.Formatter()
 
 
 class RedactSecrets(logging.Filter):
-    """Masks secrets carried in URLs (the long-connection URL has access_key and ticket) or
-    JSON bodies: in the message, the exception's text and the stack, whatever formatter
-    the handler has (the exception is formatted here, redacted, into record.exc_text,
-    which logging.Formatter prints instead of formatting it again)."""
+    """Masks secrets carried in URLs (the long-connection URL has access_key and ticket),
+    JSON bodies or an Authorization header: in the message, the exception's text and the
+    stack, whatever formatter the handler has (the exception is formatted here, redacted,
+    into record.exc_text, which logging.Formatter prints instead of formatting it again)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

@@ -1,17 +1,23 @@
-"""The long connection's pure parts: endpoint answers, reconnect delays, parts, ACKs."""
+"""The long connection's parts: endpoint answers, reconnect delays, parts (also through a
+Link on a real websocket), ACKs."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import logging
 import random
+import tracemalloc
 
 import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import ServerConnection, serve
 
 from gateway.errors import RetryableError
 from gateway.feishu import frames as f
 from gateway.feishu.endpoint import EndpointRefused, ServerConfig, backoff_s, parse_endpoint
-from gateway.feishu.link import PARTS_KEPT_S, Parts
+from gateway.feishu.link import PARTS_KEPT_S, Link, Parts
 
 URL = "ws://127.0.0.1:1/ws/v2?device_id=d1&service_id=42"
 
@@ -77,6 +83,74 @@ def test_incomplete_parts_are_dropped_after_a_while_and_bad_ones_refused() -> No
     assert parts.add("m", 2, 1, b"b") is None, "m starts again: its first part was dropped"
     with pytest.raises(ValueError):
         parts.add("k", 2, 5, b"z")
+
+
+def data_frame(frame_id: str, total: int, index: int, chunk: bytes) -> bytes:
+    headers = {f.HEADER_TYPE: "event", f.HEADER_MESSAGE_ID: frame_id,
+               f.HEADER_SUM: str(total), f.HEADER_SEQ: str(index)}
+    return f.encode_frame(method=f.METHOD_DATA, service=9, headers=headers, payload=chunk)
+
+
+def test_a_payload_of_too_many_parts_is_refused_before_any_memory_is_taken() -> None:
+    parts = Parts()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=f"1000000000 parts, more than {f.PARTS_MAX}"):
+            parts.add("m", 10**9, 0, b"a")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024 and len(parts) == 0
+    with pytest.raises(ValueError, match="part 2 of 2"):
+        parts.add("m", 2, 2, b"a")
+    with pytest.raises(ValueError):
+        f.split_payload(b"x" * 4096, f.PARTS_MAX + 1)
+    payload = bytes(range(256)) * 8
+    raw = f.build_data_frames(payload, frame_message_id="big", trace_id="t", service=9,
+                              seq_id=1, log_id=2, parts=f.PARTS_MAX)
+    joined = [parts.add("big", int(x.headers[f.HEADER_SUM]), int(x.headers[f.HEADER_SEQ]),
+                        x.payload) for x in map(f.parse_frame, reversed(raw))]
+    assert joined[:-1] == [None] * (f.PARTS_MAX - 1) and joined[-1] == payload
+
+
+async def frames_through_a_link(sent: list[bytes], wanted: int) -> list[f.ParsedFrame]:
+    """The data frames a Link on a real websocket hands on of `sent`, once `wanted` came.
+    They are sent once the Link's first ping is answered and its ping loop sleeps."""
+    got: list[f.ParsedFrame] = []
+    stop = asyncio.Event()
+
+    async def feishu(ws: ServerConnection) -> None:
+        await ws.recv()
+        await ws.send(f.build_pong(9, None))
+        await asyncio.sleep(0.2)
+        for message in sent:
+            await ws.send(message)
+        await ws.wait_closed()
+
+    async def on_frame(ws: ClientConnection, frame: f.ParsedFrame) -> None:
+        if frame.method == f.METHOD_DATA:
+            got.append(frame)
+        if len(got) == wanted:
+            stop.set()
+
+    async with serve(feishu, "127.0.0.1", 0) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            link = Link(ws, 9, on_frame, ping_interval_s=30, ping_timeout_s=10)
+            await asyncio.wait_for(link.serve(stop), 10)
+    return got
+
+
+def test_a_frame_of_too_many_parts_is_dropped_with_a_warning_and_the_link_goes_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    sent = [data_frame("fm_huge", 10**9, 0, b"x"), data_frame("fm_past", 2, 5, b"x"),
+            data_frame("fm_ok", 2, 1, b"lo"), data_frame("fm_ok", 2, 0, b"hel")]
+    with caplog.at_level(logging.WARNING, logger="gateway.feishu.link"):
+        got = asyncio.run(frames_through_a_link(sent, 1))
+    assert [(x.headers[f.HEADER_MESSAGE_ID], x.payload) for x in got] == [("fm_ok", b"hello")]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"data frame fm_huge dropped: 1000000000 parts, more than {f.PARTS_MAX}",
+        "data frame fm_past dropped: part 5 of 2"]
 
 
 def test_ack_is_the_same_frame_with_biz_rt_and_the_answer_in_base64_json() -> None:

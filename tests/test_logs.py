@@ -39,6 +39,28 @@ def test_long_connection_url_secrets_are_masked() -> None:
     assert "access_key=***" in line and "ticket=***" in line and "device_id=1" in line
 
 
+ENDPOINT_CALL = ('POST /callback/ws/endpoint {"AppID": "cli_x", "AppSecret": "SECRETAPP"} '
+                 "headers={'Authorization': 'Bearer SECRETDICT'} Authorization: Bearer "
+                 "SECRETHEADER, retry with authorization=Bearer SECRETKV&x=1")
+ENDPOINT_CALL_MASKED = ('POST /callback/ws/endpoint {"AppID": "cli_x", "AppSecret": "***"} '
+                        "headers={'Authorization': 'Bearer ***'} Authorization: Bearer ***, "
+                        "retry with authorization=Bearer ***&x=1")
+
+
+@pytest.mark.parametrize("through", ["filter", "json", "text"])
+def test_the_app_secret_and_a_bearer_token_are_masked(through: str) -> None:
+    record = logging.LogRecord("gateway.test", logging.WARNING, __file__, 1, "%s",
+                               (ENDPOINT_CALL,), None)
+    if through == "filter":
+        assert RedactSecrets().filter(record)
+        line = record.getMessage()
+    elif through == "json":
+        line = json.loads(JsonFormatter().format(record))["msg"]
+    else:
+        line = KeyValueFormatter().format(record).split(": ", 1)[1]
+    assert line == ENDPOINT_CALL_MASKED
+
+
 def test_redis_password_is_masked() -> None:
     assert masked_url("redis://user:pw@host:6379/0") == "redis://user:***@host:6379/0"
     assert masked_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
@@ -108,14 +130,17 @@ def test_processes_log_json_lines_with_the_turns_ids_and_no_message_bodies(
         assert "x" * 60 not in log, "a message body beyond a short prefix"
 
 
-SECRETS = ("SECRETKEY", "SECRETTICKET", "SECRETAPP", "SECRET TOK", "SECRETREPR", "SECRETESC")
+SECRETS = ("SECRETKEY", "SECRETTICKET", "SECRETAPP", "SECRET TOK", "SECRETREPR", "SECRETESC",
+           "SECRETENDPOINT", "SECRETBEARER")
 
 
 def fail_with_secrets() -> None:
-    """An exception whose text carries secrets in a URL, a JSON body and a dict's repr."""
+    """An exception whose text carries secrets in a URL, a JSON body, a dict's repr and an
+    HTTP header."""
     try:
         raise ConnectionError("GET wss://host/ws/v2?device_id=1&access_key=SECRETKEY"
-                              "&ticket=SECRETTICKET: 403")
+                              '&ticket=SECRETTICKET: 403 for {"AppSecret": "SECRETENDPOINT"}'
+                              " with Authorization: Bearer SECRETBEARER")
     except ConnectionError as error:
         raise RuntimeError('token call answered {"app_secret": "SECRETAPP", "token": '
                            '"SECRET TOK"} for {\'app_secret\': \'SECRETREPR\'} and '
@@ -126,7 +151,8 @@ def assert_redacted(text: str) -> None:
     for secret in SECRETS:
         assert secret not in text, f"{secret!r} leaked: {text}"
     for masked in ("access_key=***", "ticket=***", '"app_secret": "***"', '"token": "***"',
-                   "'app_secret': '***'", '\\"tenant_access_token\\": \\"***\\"'):
+                   "'app_secret': '***'", '\\"tenant_access_token\\": \\"***\\"',
+                   '"AppSecret": "***"', "Authorization: Bearer ***"):
         assert masked in text, f"{masked!r} missing: {text}"
     assert "device_id=1" in text and "RuntimeError: token call answered" in text
 

@@ -71,6 +71,55 @@ def test_a_post_from_another_origin_is_refused_with_403(simulator: Simulator) ->
         "the simulator's own page (same origin) passes"
 
 
+def call(sim: Simulator, host: str, method: str, path: str,
+         body: dict[str, Any] | None = None) -> httpx.Response:
+    """One call to `sim` with the Host header (and a matching Origin) of `host`."""
+    return httpx.request(method, f"{sim.url}{path}", json=body, timeout=5,
+                         headers={"Host": host, "Origin": f"http://{host}"})
+
+
+USER_CALLS = (("GET", "/sim/v1/messages?chat_id=oc_host", None), ("GET", "/", None),
+              *(("POST", path, body) for path, body in CALLS))
+
+
+def test_a_request_for_another_host_is_refused_with_403(simulator: Simulator) -> None:
+    """DNS rebinding: a page of evil.example whose name now points at the simulator sends
+    same-origin requests, with its own name as their Host."""
+    port = simulator.url.rsplit(":", 1)[1]
+    simulator.delivery_timeout_s = 0.3  # a call let through would answer 503 (no bot)
+    for host in (f"evil.example:{port}", "evil.example", f"localhost.evil.example:{port}",
+                 f"127.0.0.1.evil.example:{port}", f"localhost:{port}@evil.example",
+                 "localhost:x"):
+        for method, path, body in USER_CALLS:
+            response = call(simulator, host, method, path, body)
+            assert (response.status_code, response.text) == (403, (
+                f"host {host} is refused: the simulator answers only for a loopback address "
+                "or 127.0.0.1")), (host, method, path)
+
+
+def test_loopback_hosts_at_any_port_are_served(simulator: Simulator) -> None:
+    port = simulator.url.rsplit(":", 1)[1]
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "127.3.4.5:8080",
+                 "localhost"):
+        assert call(simulator, host, "GET", "/sim/v1/messages?chat_id=oc_host").json() == {
+            "items": [], "reactions": {}}, host
+        page = call(simulator, host, "GET", "/")
+        assert page.status_code == 200 and "<html" in page.text, host
+        posted = call(simulator, host, "POST", "/sim/v1/messages", {"text": "hi"})
+        assert (posted.status_code, posted.text) == (
+            400, "chat_id must be a non-empty string"), host
+
+
+def test_the_address_the_simulator_is_bound_to_is_its_host_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    with Simulator(host="0.0.0.0") as sim:
+        local = sim.url.replace("0.0.0.0", "127.0.0.1")
+        for host, status in ((f"0.0.0.0:{sim.port}", 200), (f"evil.example:{sim.port}", 403)):
+            response = httpx.get(f"{local}/", headers={"Host": host}, timeout=5)
+            assert response.status_code == status, (host, response.text)
+
+
 def test_a_send_no_bot_can_take_is_a_503_with_the_reason(simulator: Simulator) -> None:
     simulator.delivery_timeout_s = 0.3
     for path, body in CALLS:

@@ -23,6 +23,12 @@ HEADER_SEQ = "seq"
 HEADER_TRACE_ID = "trace_id"
 HEADER_BIZ_RT = "biz_rt"
 
+PARTS_MAX = 1024
+"""The most parts (the `sum` header) one payload may come in. Feishu's largest event, a
+message with its content at the 150 KB limit, is far below 1 MiB, which this carries even
+cut into 1 KiB parts; a receiver sizes its list of parts by `sum`, so a bigger one is a
+malformed frame, not an event."""
+
 
 @dataclass(frozen=True)
 class ParsedFrame:
@@ -110,9 +116,10 @@ def parse_frame(data: bytes) -> ParsedFrame:
 
 
 def split_payload(payload: bytes, parts: int) -> list[bytes]:
-    """Split bytes into `parts` non-empty chunks (the SDK treats an empty chunk as missing)."""
-    if parts < 1:
-        raise ValueError("parts must be >= 1")
+    """Split bytes into `parts` non-empty chunks (the SDK treats an empty chunk as missing),
+    at most PARTS_MAX."""
+    if not 1 <= parts <= PARTS_MAX:
+        raise ValueError(f"parts must be 1 to {PARTS_MAX}")
     if parts > max(len(payload), 1):
         raise ValueError(f"cannot split {len(payload)} bytes into {parts} non-empty parts")
     size, extra = divmod(len(payload), parts)

@@ -36,7 +36,8 @@ class ConnectionDead(Exception):
 
 class Parts:
     """Multi-part payloads by frame message_id, joined when the last part is in; parts
-    older than PARTS_KEPT_S are dropped (Feishu sends the event again)."""
+    older than PARTS_KEPT_S are dropped (Feishu sends the event again). A payload of more
+    than frames.PARTS_MAX parts, or a part numbered past its payload's, is refused."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -49,6 +50,8 @@ class Parts:
             del self._open[key]
         if total <= 1:
             return chunk
+        if total > f.PARTS_MAX:
+            raise ValueError(f"{total} parts, more than {f.PARTS_MAX}")
         if not 0 <= index < total:
             raise ValueError(f"part {index} of {total}")
         at, parts = self._open.setdefault(frame_id, (now, [None] * total))

@@ -10,6 +10,9 @@ simulator send`: a person sends messages and card clicks and reads what the bot 
     POST /sim/v1/card_actions   {"chat_id", "message_id", "operator_open_id", "value": {…}}
                                 → {"frame_id"} (the click went to the bot)
 
+Every call needs a Host that names a loopback address (localhost, 127.x, [::1]) or the
+address the simulator is bound to, at any port (403 otherwise): a page of another site
+cannot reach it through DNS rebinding, whose requests carry that site's name as their Host.
 The POSTs take Content-Type: application/json only (415 otherwise) and, when the request
 has an Origin, only the simulator's own (403 otherwise): a page of another site the user
 visits cannot make them send messages or click cards (a cross-site form or a fetch without
@@ -23,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+import ipaddress
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -36,10 +40,46 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 PREFIX = "/sim/v1"
+Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
 def _bad(detail: str) -> web.HTTPBadRequest:
     return web.HTTPBadRequest(text=detail)
+
+
+def _local_host(host: str | None, bound: str) -> bool:
+    """`host` (a Host header) names a loopback address or `bound`, the address the simulator
+    listens on, at any port (a forwarded port is fine): names no other site can point at
+    the simulator. A malformed Host is not."""
+    if not host or any(c in host for c in "/?#@"):
+        return False
+    try:
+        url = urlsplit(f"//{host}")
+        name, _ = url.hostname, url.port  # a malformed port raises
+    except ValueError:
+        return False
+    if name is None:
+        return False
+    if name in ("localhost", bound.lower()):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:  # a name, not an address
+        return False
+
+
+def _for_local_host(bound: str, handler: Handler) -> Handler:
+    """`handler`, answering only requests whose Host passes `_local_host` (403 otherwise)."""
+
+    @functools.wraps(handler)
+    async def guarded(request: web.Request) -> web.Response:
+        host = request.headers.get(hdrs.HOST)
+        if not _local_host(host, bound):
+            raise web.HTTPForbidden(text=f"host {host or '(none)'} is refused: the simulator "
+                                         f"answers only for a loopback address or {bound}")
+        return await handler(request)
+
+    return guarded
 
 
 def _same_origin(request: web.Request) -> bool:
@@ -133,8 +173,11 @@ def user_routes(sim: Simulator) -> list[web.RouteDef]:
             _text(body, "operator_open_id", "ou_user_1"), value))
         return web.json_response({"frame_id": frame_id})
 
-    return [web.post(f"{PREFIX}/messages", send), web.get(f"{PREFIX}/messages", read),
-            web.post(f"{PREFIX}/card_actions", click), web.get("/", page)]
+    def local(handler: Handler) -> Handler:
+        return _for_local_host(sim.host, handler)
+
+    return [web.post(f"{PREFIX}/messages", local(send)), web.get(f"{PREFIX}/messages", local(read)),
+            web.post(f"{PREFIX}/card_actions", local(click)), web.get("/", local(page))]
 
 
 def _dumps(value: Any) -> str:
