@@ -33,6 +33,12 @@ CARD_EVENT = "card.action.trigger"
 CardHandler = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
 
 
+class NotYetJudged(RetryableError):
+    """A message admission cannot judge yet (the bot's identity is unknown, so neither an
+    @mention of it nor its own messages can be told): its frame is not ACKed as handled,
+    and Feishu delivers it again."""
+
+
 def decode_event(payload: bytes) -> tuple[str, Mapping[str, Any]] | None:
     """(event_type, event) of a frame's JSON payload, or None (logged) when it is not one."""
     try:
@@ -82,6 +88,9 @@ class Intake:
                 outcome = "error"
                 try:
                     outcome = self.accept(event, app_id=app_id)
+                except NotYetJudged:
+                    outcome = "unjudged"
+                    raise
                 finally:
                     metrics.event(outcome)
                 return None
@@ -96,11 +105,15 @@ class Intake:
         """Admit one `im.message.receive_v1` payload; returns what happened to it.
 
         A malformed event is logged in one line and dropped (its ACK still goes back);
-        a Redis failure propagates, so the ACK says 500 and Feishu redelivers."""
+        a Redis failure, or a message that cannot be judged before the bot's identity is
+        known (NotYetJudged), propagates, so the ACK says 500 and Feishu redelivers."""
         event_id = str((payload.get("header") or {}).get("event_id", "?"))
         bot_open_id = self.bot_open_ids.get(app_id, "")
         arrival = arrival_of(payload)
         verdict = admit(arrival, self.rules, bot_open_id)
+        if verdict.code == "identity-unknown":
+            raise NotYetJudged(f"event {event_id} in chat {arrival.chat_id or '?'} waits: "
+                               f"{verdict.reason}")
         if not verdict.admitted:
             metrics.refused(verdict.code or "other")
             return self._refused(payload, event_id, arrival, verdict.reason, verdict.tell,

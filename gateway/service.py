@@ -31,12 +31,14 @@ def fetch_bot_open_id(api: OpenApi) -> str:
         raise GatewayError(str(error)) from None
     except (RetryableError, GatewayError) as error:
         logger.warning("bot info unavailable (%s): until it is known, group messages that "
-                       "must @mention the bot are refused; asking again every %.0fs", error,
-                       IDENTITY_RETRY_S)
+                       "must @mention the bot are not acknowledged (Feishu delivers them "
+                       "again); asking again with backoff", error)
         return ""
 
 
-IDENTITY_RETRY_S = 30.0
+IDENTITY_RETRY_FIRST_S = 1.0
+IDENTITY_RETRY_MAX_S = 30.0
+"""An unknown bot identity is asked for again after 1 s, doubling up to 30 s."""
 
 
 def check_durability(client: redis.Redis, mode: str) -> None:
@@ -71,7 +73,8 @@ class ListenerService:
         self.listener = Listener(settings, self.intake.on_frame, on_change=self._changed)
         self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
         self.sweeper = Sweeper(rt.store, rt.publisher, settings.sweep_interval_s)
-        self.identity = Periodic("gateway-bot-identity", self._learn_identity, IDENTITY_RETRY_S)
+        self.identity = Periodic("gateway-bot-identity", self._learn_identity,
+                                 IDENTITY_RETRY_FIRST_S)
 
     def start(self) -> ListenerService:
         try:
@@ -83,7 +86,7 @@ class ListenerService:
                                f"{error}") from None
         replies = self.runtime.replies
         for app_id, _ in self.settings.apps:
-            self.intake.bot_open_ids[app_id] = fetch_bot_open_id(replies.api_for(app_id))
+            self._know(app_id, fetch_bot_open_id(replies.api_for(app_id)))
         if not all(self.intake.bot_open_ids.values()):
             self.identity.start()
         self.outbox.start()
@@ -104,10 +107,19 @@ class ListenerService:
             if not open_id:
                 learnt = fetch_bot_open_id(replies.api_for(app_id))
                 if learnt:
-                    self.intake.bot_open_ids[app_id] = learnt
+                    self._know(app_id, learnt)
                     logger.info("bot identity of app %s known now: %s", app_id, learnt)
         if all(self.intake.bot_open_ids.values()):
             self.identity.stop(0)
+        self.identity.interval_s = min(self.identity.interval_s * 2, IDENTITY_RETRY_MAX_S)
+
+    def _know(self, app_id: str, open_id: str) -> None:
+        """The bot identity of `app_id` ('' while unknown), for admission and the status."""
+        self.intake.bot_open_ids[app_id] = open_id
+        for connection in self.listener.connections:
+            if connection.app.app_id == app_id:
+                connection.status.identity_known = bool(open_id)
+                self._changed(connection.status)
 
     def _changed(self, status: ConnectionStatus) -> None:
         if self.board is not None:

@@ -326,9 +326,13 @@ def health(role: str) -> None:
                 if owner.startswith(f"{host}:")}
         down = sorted(owner.split("|", 1)[-1] for owner, c in mine.items()
                       if c.get("state") != "connected")
-        if not mine or down:
-            raise Refused(f"listener on {host}: " + (f"not connected: {', '.join(down)}"
-                                                     if mine else "no connection reported"))
+        unknown = sorted(owner.split("|", 1)[-1] for owner, c in mine.items()
+                         if c.get("identity_known") is False)
+        if not mine or down or unknown:
+            raise Refused(f"listener on {host}: " + (
+                "no connection reported" if not mine else
+                f"not connected: {', '.join(down)}" if down else
+                f"bot identity unknown (open API failing?): {', '.join(unknown)}"))
         click.echo(f"listener on {host}: {len(mine)} connection(s) up")
         return
     answered = [name for reply in o.app.control.ping(timeout=1.0) for name in reply

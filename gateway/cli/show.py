@@ -133,6 +133,8 @@ def _connections(console: Console, connections: dict[str, dict[str, Any]]) -> No
     console.print(f"connections, per listener and app ({len(connections)}):")
     for owner, c in sorted(connections.items()):
         detail = f" ({c['detail']})" if c.get("detail") else ""
+        if c.get("identity_known") is False:
+            detail += "; bot identity unknown (group @mentions wait unacknowledged)"
         console.print(f"  {owner}: {c.get('state')} since {_since(c.get('since'), now)}"
                       f"{detail}; last frame {_since(c.get('last_frame_at'), now)}, last "
                       f"event {_since(c.get('last_event_at'), now)}, "

@@ -82,6 +82,9 @@ class ConnectionStatus:
     last_event_at: float = 0.0
     reconnects: int = 0
     detail: str = ""
+    identity_known: bool = False
+    """Whether the bot's own identity (open_id) is known: until it is, messages that need
+    it to be judged (group @mentions, other apps' messages) are not acknowledged."""
 
 
 class Connection:

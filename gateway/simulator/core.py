@@ -222,6 +222,11 @@ class SimulatorCore(Observations):
         """Fail every send with this uuid (one piece of one answer) until called with None."""
         self.faults.fail_uuid(uuid, kind)
 
+    def fail_bot_info(self, kind: str | None = "5xx-html") -> None:
+        """Fail every GET /bot/v3/info (the bot's identity) with `kind` ("5xx-json",
+        "5xx-html", "429") until called with None."""
+        self.faults.fail_bot_info(kind)
+
     def script_token_faults(self, kinds: Sequence[str]) -> None:
         """Queue faults for the next tenant_access_token requests: "5xx-json", "5xx-html",
         "429", "refuse" (HTTP 200, code 10014)."""

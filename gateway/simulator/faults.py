@@ -91,6 +91,7 @@ class FaultPlan:
         self._send_script: deque[tuple[str, int | None]] = deque()
         self._token_script: deque[tuple[str, int | None]] = deque()
         self._by_uuid: dict[str, tuple[str, int | None]] = {}
+        self._bot_info: tuple[str, int | None] | None = None
         self._rejected: frozenset[str] = frozenset()
         self._reject_code = c.CODE_INVALID_MESSAGE
 
@@ -128,6 +129,15 @@ class FaultPlan:
                 self._by_uuid.pop(uuid, None)
             else:
                 self._by_uuid[uuid] = parse_kind(kind, SEND_KINDS)
+
+    def fail_bot_info(self, kind: str | None) -> None:
+        """Fail every bot info request with `kind` until called again with None."""
+        with self._lock:
+            self._bot_info = None if kind is None else parse_kind(kind, TOKEN_KINDS)
+
+    def next_bot_info(self) -> Fault | None:
+        with self._lock:
+            return None if self._bot_info is None else self._fault(*self._bot_info, 1)
 
     def _fault(self, kind: str, status: int | None, reset_s: int) -> Fault:
         if status is None:

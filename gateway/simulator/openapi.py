@@ -147,6 +147,10 @@ class OpenApi:
                                   "app_access_token": token, "expire": c.TOKEN_EXPIRE_S})
 
     async def bot_info(self, request: web.Request) -> web.Response:
+        fault = self.faults.next_bot_info()
+        if fault is not None:
+            self.state.bump(f"fault:bot-info:{fault.kind}")
+            return fault_response(fault)
         app = self._authorize(request)
         bot = {"open_id": app.bot_open_id, "app_name": app.app_name,
                "activate_status": 2, "avatar_url": "", "ip_white_list": []}
