@@ -126,6 +126,18 @@ def test_purge_drops_what_waits_but_never_the_message_the_turn_holds(
     assert following.message_id == "om_4"
 
 
+def test_purge_keeps_the_message_of_a_crashed_turn_until_the_sweeper_runs_it_again(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client, inbox_cap=10, running_ttl_ms=200)
+    turn = first_turn(store, chat_id, 3)
+    assert store.start(turn, "t", "w") is not None  # then its worker dies: no heartbeat
+    lease_gone(store, chat_id)
+    assert admin.purge(store, chat_id, store.pending_entries(chat_id)) == (2, True)
+    assert pending_ids(store, chat_id) == ["om_1"]
+    again = store.recover(chat_id)
+    assert again is not None and again[1].message_id == "om_1"
+
+
 def test_known_tells_a_chat_redis_remembers_from_a_typo(redis_client: redis.Redis,
                                                        chat_id: str) -> None:
     store = store_for(redis_client)
