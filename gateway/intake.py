@@ -132,6 +132,9 @@ class Intake:
     def _admit(self, message: Message) -> str:
         """The admitted message's one Redis step, and its hand-off."""
         command = parse_command(message.text) or ""
+        if self._outbox.full():  # the broker is not taking tasks: Feishu keeps the event
+            raise RetryableError(f"message {message.message_id} not taken: the outbox is full "
+                                 f"({self._outbox.cap} publishes wait for the broker)")
         try:
             admission = self._store.ingest(message, command)
         except NotDurable as error:  # ACK 500 (Feishu redelivers), but publish what it did

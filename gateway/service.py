@@ -59,7 +59,7 @@ class ListenerService:
     def __init__(self, settings: Settings, sender: TaskSender) -> None:
         self.settings = settings
         self.runtime = rt = Runtime(settings, sender, role="listener")
-        self.outbox = Outbox()
+        self.outbox = Outbox(cap=settings.outbox_cap)
         self.desk = ControlDesk(rt.control_jobs, rt.canceller, rt.replies, rt.store,
                                 verdicts=rt.verdicts)
         self.intake = Intake(rt.store, rt.publisher, self.outbox,

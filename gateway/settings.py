@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     turn_time_limit_s: float = Field(1800.0, validation_alias="GATEWAY_TURN_TIME_LIMIT_S", gt=0)
     sweep_interval_s: float = Field(2.0, validation_alias="GATEWAY_SWEEP_INTERVAL_S", gt=0)
     inbox_cap: int = Field(100, validation_alias="GATEWAY_INBOX_CAP", ge=1)
+    outbox_cap: int = Field(10_000, validation_alias="GATEWAY_OUTBOX_CAP", ge=1)
+    """Publishes a listener holds while the broker is slow or down; past it, events are
+    answered with a failure (Feishu delivers them again)."""
     dedupe_ttl_s: int = Field(172_800, validation_alias="GATEWAY_DEDUPE_TTL_S", ge=86_400)
     lock_registry_cap: int = Field(10_000, validation_alias="GATEWAY_LOCK_REGISTRY_CAP", ge=1)
     agent_cache_cap: int = Field(256, validation_alias="GATEWAY_AGENT_CACHE_CAP", ge=1)

@@ -4,6 +4,7 @@ are not messages, and the app a message came to."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -12,8 +13,10 @@ import redis
 
 from gateway.dispatch import Publisher
 from gateway.embedded_redis import EmbeddedRedis
+from gateway.errors import RetryableError
 from gateway.intake import Intake
 from gateway.outbox import Outbox
+from gateway.processes import wait_until
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
 from gateway.state.store import ChatStore, StoreConfig
 from tests.conftest import client_of
@@ -89,3 +92,33 @@ def test_frames_that_are_not_messages_are_acked_and_messages_keep_their_app(
     take.on_frame("cli_a", "event", json.dumps(event(client, other, 0)).encode())
     [(_, first)] = store.pending(other)
     assert first is not None and first.app_id == "", "the first app's messages stay as before"
+
+
+def test_a_full_outbox_refuses_events_without_recording_them(client: redis.Redis) -> None:
+    """The broker hangs: past the outbox's cap an event is not taken (its frame fails and
+    Feishu delivers it again), and nothing of it is recorded, so the redelivery runs."""
+    store = ChatStore(client)
+    publishing, broker_back = threading.Event(), threading.Event()
+
+    class HangingBroker:
+        def send_task(self, *args: object, **kwargs: object) -> object:
+            publishing.set()
+            broker_back.wait(10)
+            raise RuntimeError("the broker is down")
+
+    outbox = Outbox(cap=2).start()
+    take = Intake(store, Publisher(HangingBroker(), store), outbox,  # type: ignore[arg-type]
+                  max_text_chars=100, primary_app_id="cli_a")
+    chats = [f"oc_{uuid.uuid4().hex[:8]}" for _ in range(4)]
+    assert take.accept(event(client, chats[0], 0)) == "dispatch"
+    publishing.wait(10)  # its publish hangs on the broker
+    for chat in chats[1:3]:  # two more wait behind it: the outbox is full
+        assert take.accept(event(client, chat, 0)) == "dispatch"
+    refused = event(client, chats[3], 0)
+    with pytest.raises(RetryableError, match="outbox is full"):
+        take.on_frame("cli_a", "event", json.dumps(refused).encode())
+    assert store.pending(chats[3]) == []
+    broker_back.set()
+    wait_until(lambda: not outbox.full(), 10, "the outbox to drain")
+    assert take.accept(refused) == "dispatch", "the redelivery is taken"
+    outbox.stop()
