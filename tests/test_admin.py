@@ -12,7 +12,7 @@ import redis
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.processes import wait_until
 from gateway.state import admin
-from gateway.state.cancel import Canceller
+from gateway.state.cancel import Canceller, Waiting
 from gateway.state.history import read_history
 from gateway.state.store import ChatStore, Dispatch
 from tests.conftest import client_of
@@ -204,6 +204,36 @@ def test_a_stop_before_the_start_lets_the_chat_go_on_even_when_the_revoke_fails(
     with pytest.raises(ConnectionError):
         canceller.cancel(chat_id, "cmd-1")
     assert [t.message_id for t in published] == ["om_2"]
+
+
+def test_a_stop_debounced_while_another_turn_runs_says_how_to_stop_that_one(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    first_turn(store, chat_id, 3)
+    canceller = Canceller(store, lambda t: None, lambda t, o: None, lambda t, k: None,
+                          timeout_s=1, lease_ttl_ms=5000, debounce_s=5)
+    stopped = canceller.begin(chat_id, "cmd-1")  # om_1's turn had not started: om_2's claimed
+    assert not isinstance(stopped, Waiting) and stopped.how == "not-started"
+    assert store.lease(chat_id)["entry"].split("|")[1] == "om_2"
+    debounced = canceller.begin(chat_id, "cmd-2")
+    assert not isinstance(debounced, Waiting) and debounced.how == "debounced"
+    assert debounced.user_reply() == (
+        "The previous turn was just stopped; send /stop again in 5 s to stop the one now "
+        "running. 1 waiting message(s) will be answered next.")
+    assert pending_ids(store, chat_id) == ["om_2", "om_3"], "nothing more was stopped"
+
+
+def test_a_stop_debounced_while_the_stopped_turn_ends_says_already_stopped(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = first_turn(store, chat_id, 2)
+    assert store.start(turn, "task-1", "w") is not None
+    canceller = Canceller(store, lambda t: None, lambda t, o: None, lambda t, k: None,
+                          timeout_s=1, lease_ttl_ms=5000, debounce_s=5)
+    assert isinstance(canceller.begin(chat_id, "cmd-1"), Waiting)  # flagged, still running
+    debounced = canceller.begin(chat_id, "cmd-2")
+    assert not isinstance(debounced, Waiting)
+    assert debounced.user_reply() == "Already stopped. 1 waiting message(s) will be answered next."
 
 
 def test_a_turn_older_than_the_retention_cannot_be_retried(redis_client: redis.Redis,

@@ -93,8 +93,8 @@ def test_a_turn_redispatched_beside_its_stale_self_is_not_taken_for_stopped(
 
 def test_a_double_tapped_stop_acts_once(feishu: Simulator, listener: GatewayProcess,
                                         redis_client: redis.Redis, chat_id: str) -> None:
-    """Item 5: a second /stop a moment after the first (an impatient user) must not stop
-    the message the first one promised to answer."""
+    """A second /stop a moment after the first (an impatient user) must not stop the
+    message the first one promised to answer; it says how to stop that one."""
     long_turn = feishu.send_text(chat_id, "sleep 30")
     promised = feishu.send_text(chat_id, "sleep 2 then answer me")
     wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
@@ -102,7 +102,8 @@ def test_a_double_tapped_stop_acts_once(feishu: Simulator, listener: GatewayProc
     assert reply_of(feishu, chat_id, first) == (
         "Stopped. 1 waiting message(s) will be answered next.")
     second = feishu.send_text(chat_id, "/stop")
-    assert reply_of(feishu, chat_id, second).startswith("Already stopped.")
+    assert reply_of(feishu, chat_id, second).startswith(
+        "The previous turn was just stopped; send /stop again in ")
     assert reply_of(feishu, chat_id, promised) == "echo: sleep 2 then answer me"
 
 

@@ -14,7 +14,9 @@ flag runs on with a stale fence that lets it do nothing.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +45,9 @@ class CancelResult:
     took_s: float = 0.0
     pending: int = 0
     new_session: bool = False
+    again_in_s: float = 0.0
+    """Debounced while another turn runs (not the one the earlier stop ended): a stop
+    after this many seconds stops it."""
 
     def describe(self) -> str:
         """The operator's line."""
@@ -61,6 +66,9 @@ class CancelResult:
         """The user's one short line."""
         first = {"nothing": "Nothing was running.", "debounced": "Already stopped."}.get(
             self.how, "Stopped.")
+        if self.how == "debounced" and self.again_in_s > 0:
+            first = (f"The previous turn was just stopped; send /stop again in "
+                     f"{math.ceil(self.again_in_s)} s to stop the one now running.")
         if self.new_session:
             first = ("New conversation started." if self.how in ("nothing", "debounced")
                      else "Stopped. New conversation started.")
@@ -128,6 +136,10 @@ class Canceller:
                                   only_queued=only_queued)
         recorded = step.recorded_how if step.how == "again" else step.how
         how: How
+        if recorded == "debounced" and step.fence is not None:
+            result = self._result(chat_id, "debounced", step.task_id, clock, step.waiting,
+                                  new_session)
+            return dataclasses.replace(result, again_in_s=self.debounce_s)
         if recorded in ("nothing", "debounced"):
             how = recorded  # type: ignore[assignment]
         elif recorded == "not-started":

@@ -11,7 +11,9 @@
 -- → {how, fence, task_id, waiting[, next_fence, next_entry]} where how is
 --   'again'       this command ran before: how/fence/task_id/waiting as recorded
 --   'debounced'   another debounced stop came within debounce_ms: this one does nothing
---                 more (a stop with debounce_ms 0 neither is nor starts a debounce)
+--                 more (a stop with debounce_ms 0 neither is nor starts a debounce); its
+--                 fence and task_id are those of another turn that runs now, one the
+--                 earlier stop did not end ('' when none: that stop's turn still holds)
 --   'nothing'     the turn it is about is not holding the chat (none, or already over)
 --   'not-started' the turn had not started: the message it would run is dropped (the oldest
 --                 waiting one, see start.lua) and the next one claimed
@@ -34,7 +36,12 @@ local function record(how, f, t)
 end
 local debounce_ms = tonumber(ARGV[2])
 local last = tonumber(redis.call('HGET', K.stop, 'at_ms') or '')
-if last and now_ms - last < debounce_ms then return record('debounced', '', '') end
+if last and now_ms - last < debounce_ms then
+  if fence and fence ~= redis.call('HGET', K.stop, 'fence') then
+    return record('debounced', fence, task_id)
+  end
+  return record('debounced', '', '')
+end
 if debounce_ms > 0 then
   -- only a debounced stop (a user's) starts the debounce: an operator's (debounce 0, the
   -- CLI, a Flower revoke) must not turn the users' own /stop into 'debounced'
