@@ -8,11 +8,13 @@ fails, the report carries the last lines of every gateway process's log and of R
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -26,6 +28,7 @@ from gateway.processes import (
     worker_argv,
 )
 from gateway.simulator import Simulator
+from tests.servers import valkey
 from tests.simulator_fixtures import simulator  # noqa: F401  (re-exported fixture)
 
 TEST_LEASE_TTL_S = 3.0
@@ -51,7 +54,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.sections.append((f"redis {server.port} log, last 20 lines", server.tail()))
 
 
+TEST_SERVER = os.environ.get("GATEWAY_TEST_SERVER", "redis")
+"""The server every test Redis is (`redis`, or `valkey`: .ci/run runs the pipeline and chaos
+suites on Valkey too), unless a test asks for another."""
+
+
 def start_redis(**options: object) -> EmbeddedRedis:
+    if TEST_SERVER == "valkey" and "binary" not in options:
+        options = {**valkey(), **options}
     server = EmbeddedRedis(**options).start()  # type: ignore[arg-type]
     _SERVERS.append(server)
     return server
@@ -245,8 +255,9 @@ class Rig:
 
     def __init__(self, tmp: pytest.TempPathFactory, *, persistent: bool = False,
                  pool: str = "prefork", redeliver_after_s: float | None = None,
-                 **env: str) -> None:
-        self.redis = start_redis(persistent=persistent)
+                 server: dict[str, Any] | None = None, **env: str) -> None:
+        """`server`: more `EmbeddedRedis` options (another binary: Valkey, a stepped clock)."""
+        self.redis = start_redis(persistent=persistent, **(server or {}))
         self.sim = Simulator(redeliver_after_s=redeliver_after_s).start()
         self.env = {**env_for(self.redis.url, self.sim), **env}
         self.fleet = Fleet(self.env, tmp, pool)

@@ -16,6 +16,7 @@ from gateway.processes import wait_until
 from gateway.state.store import ChatStore, NotDurable, StoreConfig
 from gateway.types import Message
 from tests.conftest import Rig, start_redis, stop_redis
+from tests.servers import valkey
 from tests.test_pipeline import replies_to
 
 
@@ -99,5 +100,33 @@ def test_a_redis_that_cannot_make_acks_durable_stops_the_listener_at_start(
             client.config_set("appendonly", "yes")
             assert store.ingest(Message("om_1", "oc_x", "p2p", "ou", "text", "hi")).outcome == \
                 "dispatch"
+    finally:
+        rig.close()
+
+
+def test_on_valkey_an_event_is_acked_only_once_its_admission_is_fsynced(
+        tmp_path_factory: pytest.TempPathFactory, chat_id: str) -> None:
+    """GATEWAY_DURABLE_ACK=aof for real: Valkey 8 has WAITAOF. With the AOF off the
+    admission cannot be fsynced: its frame is answered 500, and once the AOF is on again
+    Feishu's redelivery is answered, once."""
+    rig = Rig(tmp_path_factory, persistent=True, redeliver_after_s=1.0, server=valkey(),
+              GATEWAY_DURABLE_ACK="aof", GATEWAY_DURABLE_ACK_TIMEOUT_MS="300")
+    try:
+        client = rig.client()
+        assert "valkey_version" in client.info("server")
+        sim = rig.up().sim
+        first = sim.send_text(chat_id, "fsynced")
+        wait_until(lambda: first in replies_to(sim, chat_id), 20, "the first reply")
+        assert [a.code for a in sim.acks if a.message_id == first] == [200]
+        client.config_set("appendonly", "no")
+        second = sim.send_text(chat_id, "not on disk")
+        ack = wait_until(lambda: next((a for a in sim.acks if a.message_id == second), None),
+                         10, "the first ACK of the second message")
+        assert getattr(ack, "code", None) == 500, "not durable: it must not be ACKed 200"
+        client.config_set("appendonly", "yes")
+        wait_until(lambda: second in replies_to(sim, chat_id), 30, "the reply after redelivery")
+        assert replies_to(sim, chat_id) == {first: ["echo: fsynced"],
+                                            second: ["echo: not on disk"]}
+        client.close()
     finally:
         rig.close()
