@@ -134,6 +134,12 @@ def index_key(shard: int | None) -> str:
     return INDEX_KEY if shard is None else f"{shard_prefix(shard)}:chats"
 
 
+def clock_key(index: str) -> str:
+    """Beside a sweeper index (its slot too): the last server time its sweepers saw, by which
+    due.lua tells a step back of Redis's clock."""
+    return f"{index}:clock"
+
+
 def control_key(shard: int | None) -> str:
     """The control stream of a shard (None: the one stream of one Redis)."""
     return CONTROL_KEY if shard is None else f"{shard_prefix(shard)}:control"

@@ -12,7 +12,13 @@ import redis
 
 from gateway import metrics
 from gateway.errors import RetryableError, SettingsError
-from gateway.state.keys import KEYSPACE_KEY, UNDELIVERED_KEY, ChatKeys, Keyspace
+from gateway.state.keys import (
+    KEYSPACE_KEY,
+    UNDELIVERED_KEY,
+    ChatKeys,
+    Keyspace,
+    clock_key,
+)
 from gateway.state.routing import route
 from gateway.state.scripts import register
 from gateway.types import Message
@@ -390,10 +396,12 @@ class ChatStore:
         """`due_chats`, and whether more may be due now (a shard gave all it was asked)."""
         indexes = self.keyspace.indexes
         if len(indexes) == 1:
-            due = self._scripts["due"](keys=indexes, args=[limit, claim_ms])
+            due = self._scripts["due"](keys=[indexes[0], clock_key(indexes[0])],
+                                       args=[limit, claim_ms])
             return [text_of(c) for c in due], len(due) >= limit
         share = -(-limit // len(indexes))  # each shard's part of the batch
-        found = self._batch("due", [([index], [share, claim_ms]) for index in indexes])
+        found = self._batch("due", [([index, clock_key(index)], [share, claim_ms])
+                                    for index in indexes])
         return [text_of(c) for due in found for c in due], any(len(d) >= share for d in found)
 
     def _recover_args(self, chat_id: str, may_requeue: bool) -> list[Any]:

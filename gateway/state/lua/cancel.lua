@@ -36,7 +36,7 @@ local function record(how, f, t)
 end
 local debounce_ms = tonumber(ARGV[2])
 local last = tonumber(redis.call('HGET', K.stop, 'at_ms') or '')
-if last and now_ms - last < debounce_ms then
+if last and now_ms >= last and now_ms - last < debounce_ms then  -- (not past a step back)
   if fence and fence ~= redis.call('HGET', K.stop, 'fence') then
     return record('debounced', fence, task_id)
   end

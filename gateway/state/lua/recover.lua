@@ -4,15 +4,26 @@
 --       6 may_requeue ('1': nothing waits in the broker's turns queue, so a queued turn that
 --         was not picked up is not there; '0': a backlog, the turn may still wait in it)
 --       7 history_cap  8 history_ttl_ms   (KEYS 10: done, history.lua)
+-- A lease or requeue time further ahead than its own TTL (this server's clock stepped back
+-- since it was set) is brought back to it, so a step back delays no recovery by more than
+-- that TTL.
 -- → {'held'} | {'empty'} | {'dispatch', fence, entry} (a new turn) | {'requeue', fence, entry}
 --   (publish the same turn again: it was not picked up in time, maybe lost with a worker)
 -- Behind a broker backlog a queued turn is never published again (no copies pile up): its
 -- lease is kept and it is looked at again after the backoff.
 local now_us, now_ms = clock()
 local pttl = redis.call('PTTL', K.lease)
+local state = redis.call('HGET', K.lease, 'state')
+local own_ttl = tonumber(state == 'running' and ARGV[3] or state == 'queued' and ARGV[5]
+                         or ARGV[1])
+if pttl > own_ttl then
+  redis.call('PEXPIRE', K.lease, own_ttl)
+  pttl = own_ttl
+end
 if pttl > 0 then
   local at = tonumber(redis.call('HGET', K.lease, 'requeue_at_ms') or '')
-  if at and redis.call('HGET', K.lease, 'state') == 'queued' then
+  if at and at > now_ms + math.max(tonumber(ARGV[3]), tonumber(ARGV[4])) then at = now_ms end
+  if at and state == 'queued' then
     local outcome = {'held'}
     if now_ms >= at then
       if ARGV[6] == '1' then
