@@ -9,6 +9,7 @@ second answer onto a first.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -80,10 +81,12 @@ class TurnRunner:
         if self.enricher is not None:
             message = self.enricher.enrich(message)
 
+        asks = itertools.count()  # the n-th question of the turn: the same on a run again
+
         def approve(prompt: str, timeout_s: float, key: str | None) -> str:
             if asker is None:
                 return "deny"
-            return asker.ask(message, prompt, timeout_s, key, stopped)
+            return asker.ask(message, prompt, timeout_s, key, stopped, next(asks))
 
         def fetch(file_key: str, kind: str) -> bytes:
             return api.download(message.message_id, file_key, kind=kind,

@@ -191,3 +191,70 @@ def test_in_a_group_with_no_lists_only_the_requester_decides(open_rig: Rig) -> N
         assert "may not" in click(sim, chat, card, "once", other).toast["content"]
     click(sim, chat, card, "deny", REQUESTER)
     assert decision_reply(sim, chat, message_id) == "decision: deny"
+
+
+@pytest.fixture
+def bare_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """A gateway of the test's own with a listener and no worker: the test starts (and
+    kills) its workers."""
+    rig = Rig(tmp_path_factory).up(worker=False)
+    try:
+        yield rig
+    finally:
+        rig.close(kill=True)
+
+
+def approval_cards(sim: Simulator, chat: str, message_id: str) -> list[str]:
+    return [m.message_id for m in sim.sent_messages(chat)
+            if m.reply_to == message_id and m.msg_type == "interactive"]
+
+
+def asked(rig: Rig, chat: str) -> int:
+    """How many times a worker asked (or asked again) for the chat's approval."""
+    return rig.fleet.logs("worker").count(f"asked in chat {chat}")
+
+
+def answered_once(rig: Rig, chat: str, message_id: str, expected: str) -> None:
+    """The turn answered `expected`, once, and ended."""
+    assert decision_reply(rig.sim, chat, message_id) == expected
+    wait_until(lambda: [e for e in agent_events(rig.client(), chat)
+                        if e["event"] == "end" and e["message_id"] == message_id], 20,
+               "the turn to end")
+    texts = replies_to(rig.sim, chat)[message_id]
+    assert [t for t in texts if t.startswith("decision:")] == [expected]
+
+
+def test_a_turn_run_again_after_its_worker_died_waits_on_the_same_card(
+        bare_rig: Rig) -> None:
+    rig, chat = bare_rig, "oc_approve_rerun"
+    sim = rig.sim
+    worker = rig.fleet("worker", supervise=True)
+    message_id, card = ask(sim, chat)
+    wait_until(lambda: asked(rig, chat) == 1, 10, "the first run to wait")
+    worker.kill()  # the fleet starts it again; the sweeper runs the turn again
+    wait_until(lambda: asked(rig, chat) == 2, TEST_LEASE_TTL_S + 60, "the run again to wait")
+    assert approval_cards(sim, chat, message_id) == [card.message_id], "one card"
+    assert "Approval needed" in card_text(sim, card)
+    first = click(sim, chat, card, "once", REQUESTER)
+    assert first.toast["type"] == "success"
+    answered_once(rig, chat, message_id, "decision: once")
+    assert approval_cards(sim, chat, message_id) == [card.message_id]
+    assert "Allowed once" in card_text(sim, card)
+
+
+def test_a_click_while_no_worker_is_alive_is_honoured_by_the_run_again(
+        bare_rig: Rig) -> None:
+    rig, chat = bare_rig, "oc_approve_rerun_dead"
+    sim = rig.sim
+    worker = rig.fleet("worker")
+    message_id, card = ask(sim, chat)
+    wait_until(lambda: asked(rig, chat) == 1, 10, "the first run to wait")
+    worker.kill()
+    assert not rig.fleet.workers()
+    answer = click(sim, chat, card, "deny", REQUESTER)
+    assert answer.toast["type"] == "success"
+    rig.fleet("worker")
+    answered_once(rig, chat, message_id, "decision: deny")
+    assert approval_cards(sim, chat, message_id) == [card.message_id], "no second card"
+    assert "Denied" in card_text(sim, card)
+    assert asked(rig, chat) == 1, "the run again found it decided and went on at once"

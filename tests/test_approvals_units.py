@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.approvals.book import ApprovalBook
+from gateway.approvals.asking import request_id_of
+from gateway.approvals.book import ApprovalBook, Opened
 from gateway.approvals.card import pending_card
 from gateway.approvals.policy import DECISIONS, may_decide
 from gateway.approvals.verdicts import Verdicts
@@ -69,6 +70,11 @@ def message(chat: str, chat_type: str = "group", sender: str = REQUESTER) -> Mes
     return Message(f"om_{uuid.uuid4().hex[:8]}", chat, chat_type, sender, "text", "do it")
 
 
+def remembered(opened: Opened) -> str:
+    """The remembered decision that answered an ask ("" when none did)."""
+    return opened.state if opened.kind == "remembered" else ""
+
+
 def click(chat: str, request_id: str, decision: str, who: str,
           token: str | None = None) -> dict[str, Any]:
     return {"schema": "2.0", "header": {"event_type": "card.action.trigger"}, "event": {
@@ -83,7 +89,7 @@ def test_a_click_decides_once_and_a_second_is_told_it_was_decided(
     book = ApprovalBook(client)
     verdicts = Verdicts(book)
     chat = f"oc_{uuid.uuid4().hex[:8]}"
-    assert book.open(message(chat), "r1", "k", "do it?", 60_000)[0] == "asked"
+    assert book.open(message(chat), "r1", "k", "do it?", 60_000).kind == "asked"
     refused = verdicts.on_click("", click(chat, "r1", "once", STRANGER))
     assert refused is not None and "card" not in refused and book.state(chat, "r1") == "pending"
     first = verdicts.on_click("", click(chat, "r1", "once", REQUESTER, token="t1"))
@@ -122,13 +128,13 @@ def test_session_and_always_are_remembered_and_new_sessions_ask_again(
     chat = f"oc_{uuid.uuid4().hex[:8]}"
     book.open(message(chat), "s1", "shell", "p", 60_000)
     verdicts.on_click("", click(chat, "s1", "session", REQUESTER))
-    assert book.open(message(chat), "s2", "shell", "p", 60_000) == ("remembered", "session")
+    assert remembered(book.open(message(chat), "s2", "shell", "p", 60_000)) == "session"
     client.set(book.keyspace.chat(chat).generation, "99")  # /new
-    assert book.open(message(chat), "s3", "shell", "p", 60_000)[0] == "asked"
+    assert book.open(message(chat), "s3", "shell", "p", 60_000).kind == "asked"
     verdicts.on_click("", click(chat, "s3", "always", REQUESTER))
     client.set(book.keyspace.chat(chat).generation, "100")
-    assert book.open(message(chat), "s4", "shell", "p", 60_000) == ("remembered", "always")
-    assert book.open(message(chat), "s5", "other", "p", 60_000)[0] == "asked"
+    assert remembered(book.open(message(chat), "s4", "shell", "p", 60_000)) == "always"
+    assert book.open(message(chat), "s5", "other", "p", 60_000).kind == "asked"
     assert client.ttl(book.keyspace.chat(chat).allow) > 0
     assert client.ttl(book.keyspace.chat(chat).ask("s5")) > 0
 
@@ -155,3 +161,67 @@ def test_in_a_dm_with_no_lists_the_dm_user_decides(client: redis.Redis) -> None:
     assert refused is not None and "may not" in refused["toast"]["content"]
     answer = verdicts.on_click("", click(chat, "d1", "always", DM_USER))
     assert answer is not None and answer["toast"]["type"] == "success"
+
+
+def test_a_turn_asks_the_same_request_on_every_run() -> None:
+    ids = {request_id_of("oc_1", "om_1", n) for n in range(3)}
+    assert len(ids) == 3 and request_id_of("oc_1", "om_1", 0) in ids
+    assert request_id_of("oc_1", "om_1", 0) == request_id_of("oc_1", "om_1", 0)
+    assert request_id_of("oc_1", "om_2", 0) not in ids
+    assert request_id_of("oc_2", "om_1", 0) not in ids
+
+
+def test_asking_again_finds_the_request_its_card_and_its_decision(
+        client: redis.Redis) -> None:
+    book = ApprovalBook(client)
+    verdicts = Verdicts(book)
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    asked = message(chat)
+    first = book.open(asked, "g1", "k", "do it?", 60_000)
+    assert (first.kind, first.state, first.left_ms, first.card) == ("asked", "pending",
+                                                                     60_000, "")
+    book.set_card(chat, "g1", "om_card_1")
+    again = book.open(asked, "g1", "k", "do it?", 600_000)
+    assert (again.kind, again.state, again.card) == ("again", "pending", "om_card_1")
+    assert 0 < again.left_ms <= 60_000, "the timeout counts from the first ask"
+    pending = book.pending(chat)
+    assert pending is not None and pending.request_id == "g1"
+    verdicts.on_click("", click(chat, "g1", "deny", REQUESTER))
+    decided = book.open(asked, "g1", "k", "do it?", 60_000)
+    assert (decided.kind, decided.state, decided.by, decided.via, decided.card) == (
+        "again", "deny", REQUESTER, "card", "om_card_1")
+    assert book.pending(chat) is None
+    assert client.ttl(book.keyspace.chat(chat).ask("g1")) > 0
+
+
+def test_asking_another_question_under_the_same_id_asks_it_anew_on_the_same_card(
+        client: redis.Redis) -> None:
+    book = ApprovalBook(client)
+    verdicts = Verdicts(book)
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    asked = message(chat)
+    book.open(asked, "q1", "k", "delete build/?", 60_000)
+    book.set_card(chat, "q1", "om_card_q")
+    verdicts.on_click("", click(chat, "q1", "once", REQUESTER))
+    other = book.open(asked, "q1", "k", "delete everything?", 60_000)
+    assert (other.kind, other.state, other.card) == ("reopened", "pending", "om_card_q")
+    request = book.get(chat, "q1")
+    assert request is not None and (request.state, request.by, request.via) == (
+        "pending", "", "")
+    assert request.prompt == "delete everything?"
+
+
+def test_a_request_asked_again_after_its_timeout_has_no_time_left(
+        client: redis.Redis) -> None:
+    book = ApprovalBook(client)
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    asked = message(chat)
+    book.open(asked, "e1", "k", "p", 200)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and book.redis.pttl(book.keyspace.chat(chat).asking) > 0:
+        time.sleep(0.05)
+    again = book.open(asked, "e1", "k", "p", 60_000)
+    assert (again.kind, again.state) == ("again", "pending") and again.left_ms <= 0
+    assert book.pending(chat) is None
+    assert book.settle(chat, "e1", "expired")[0] == "expired"
+    assert book.open(asked, "e1", "k", "p", 60_000).state == "expired"

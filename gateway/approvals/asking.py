@@ -3,6 +3,8 @@
 The request lives in Redis, so the click may reach any listener; the turn polls its state
 while its heartbeat keeps the lease, and gives up at the timeout (the card then says
 "expired") or when the turn is stopped (it says "stopped", and the answer is "deny").
+A request belongs to its turn (the n-th question of the turn's message), not to one run of
+it: a turn run again after its worker died waits on the same request and card.
 
 May import: gateway.approvals, gateway.errors, gateway.feishu.delivery, gateway.types.
 """
@@ -13,15 +15,14 @@ import hashlib
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
 import redis
 
-from gateway.approvals.book import ApprovalBook
+from gateway.approvals.book import ApprovalBook, Opened
 from gateway.approvals.card import pending_card, resolved_card
-from gateway.approvals.policy import DECISIONS, Outcome
+from gateway.approvals.policy import Outcome, parse_decision
 from gateway.errors import GatewayError
 from gateway.feishu.delivery import Replies, reply_uuid
 from gateway.types import Message
@@ -33,6 +34,11 @@ UPDATE_BUDGET_S = 30.0
 T = TypeVar("T")
 
 
+def request_id_of(chat_id: str, message_id: str, index: int) -> str:
+    """The id of a turn's `index`-th approval request: the same on every run of the turn."""
+    return hashlib.sha256(f"{chat_id}\n{message_id}\n{index}".encode()).hexdigest()[:20]
+
+
 class Asker:
     def __init__(self, book: ApprovalBook, replies: Replies, *, poll_s: float = POLL_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -41,35 +47,78 @@ class Asker:
         self._clock = clock
 
     def ask(self, message: Message, prompt: str, timeout_s: float, key: str | None,
-            stopped: threading.Event) -> Outcome:
-        """Ask the chat; the decision, "expired" at the timeout, "deny" when the turn is
-        stopped (`stopped` set). Redis failures while waiting are waited out until the
-        timeout; one when asking raises (the turn fails, as for any Redis failure)."""
+            stopped: threading.Event, index: int = 0) -> Outcome:
+        """Ask the chat the turn's `index`-th question; the decision, "expired" at the
+        timeout, "deny" when the turn is stopped (`stopped` set). A turn run again asks
+        the same request: it waits on the same card, for what is left of the timeout, and a
+        decision made meanwhile answers at once. Redis failures while waiting are waited
+        out until the timeout; one when asking raises (the turn fails, as for any Redis
+        failure)."""
         remember = key or hashlib.sha256(prompt.encode()).hexdigest()[:24]
-        request_id = uuid.uuid4().hex[:20]
-        kind, value = self.book.open(message, request_id, remember, prompt,
-                                     max(int(timeout_s * 1000), 1))
-        if kind == "remembered":
+        request_id = request_id_of(message.chat_id, message.message_id, index)
+        opened = self.book.open(message, request_id, remember, prompt,
+                                max(int(timeout_s * 1000), 1))
+        if opened.kind == "remembered":
             logger.info("approval in chat %s: %s allowed earlier (%s)", message.chat_id,
-                        remember, value)
-            return "always" if value == "always" else "session"
+                        remember, opened.state)
+            return "always" if opened.state == "always" else "session"
+        meanwhile = self._meanwhile(message.chat_id, request_id, opened)
+        if meanwhile is not None:
+            return self._end(message, request_id, prompt, opened.card, meanwhile)
+        card_id = self._show(message, request_id, prompt, opened, stopped)
+        if card_id is None:
+            return "deny"
+        left_s = opened.left_ms / 1000
+        logger.info("approval %s asked in chat %s (turn %s, %.0fs left%s)", request_id,
+                    message.chat_id, message.message_id, left_s,
+                    ", again" if opened.kind == "again" else "")
+        ended = self._wait(message.chat_id, request_id, left_s, stopped)
+        return self._end(message, request_id, prompt, card_id, ended)
+
+    def _meanwhile(self, chat_id: str, request_id: str,
+                   opened: Opened) -> tuple[str, str, str] | None:
+        """How a request asked before ended while no worker waited on it: decided, ended,
+        or its time ran out (None: it still waits)."""
+        if opened.state != "pending":
+            return opened.state, opened.by, opened.via
+        if opened.left_ms <= 0:
+            return self._settle(chat_id, request_id, "expired")
+        return None
+
+    def _show(self, message: Message, request_id: str, prompt: str, opened: Opened,
+              stopped: threading.Event) -> str | None:
+        """The pending request's card: the one it has, else sent (Feishu sends one card per
+        uuid, so a resend after a crash between sending and recording finds the first);
+        rewritten when the request asks another question now. None (the request expired)
+        when it cannot be sent."""
+        card = pending_card(request_id, prompt, message.chat_id)
+        card_id = opened.card
         try:
-            card_id = self.replies.send(
-                message.message_id, "interactive",
-                pending_card(request_id, prompt, message.chat_id),
-                uuid=reply_uuid(message.message_id, f"ask-{request_id}"),
-                in_thread=bool(message.thread_id), app_id=message.app_id,
-                chat_id=message.chat_id, may_send=lambda: not stopped.is_set(), stopped=stopped)
+            if not card_id:
+                card_id = self.replies.send(
+                    message.message_id, "interactive", card,
+                    uuid=reply_uuid(message.message_id, f"ask-{request_id}"),
+                    in_thread=bool(message.thread_id), app_id=message.app_id,
+                    chat_id=message.chat_id, may_send=lambda: not stopped.is_set(),
+                    stopped=stopped)
+            if opened.kind == "reopened":
+                self.replies.update_card(card_id, card, app_id=message.app_id,
+                                         budget_s=UPDATE_BUDGET_S)
         except GatewayError as error:
             logger.error("approval card for %s not sent (%s): denied", message.message_id,
                          error)
             self._settle(message.chat_id, request_id, "expired")
-            return "deny"
-        self._try(lambda: self.book.set_card(message.chat_id, request_id, card_id))
-        logger.info("approval %s asked in chat %s (turn %s, %.0fs)", request_id,
-                    message.chat_id, message.message_id, timeout_s)
-        state, by, via = self._wait(message.chat_id, request_id, timeout_s, stopped)
-        if via != "card" and card_id:  # a click's answer already updated the card
+            return None
+        if card_id != opened.card:
+            self._try(lambda: self.book.set_card(message.chat_id, request_id, card_id))
+        return card_id
+
+    def _end(self, message: Message, request_id: str, prompt: str, card_id: str,
+             ended: tuple[str, str, str]) -> Outcome:
+        """The answer for how the request `ended`; its card says so (a click's answer
+        already did)."""
+        state, by, via = ended
+        if via != "card" and card_id:
             try:
                 self.replies.update_card(card_id, resolved_card(prompt, state, by),
                                          app_id=message.app_id, budget_s=UPDATE_BUDGET_S)
@@ -77,8 +126,9 @@ class Asker:
                 logger.warning("approval card %s not updated: %s", card_id, error)
         logger.info("approval %s in chat %s: %s%s", request_id, message.chat_id, state,
                     f" by {by}" if by else "")
-        if state in DECISIONS:
-            return state
+        decision = parse_decision(state)
+        if decision is not None:
+            return decision
         return "deny" if state == "stopped" else "expired"
 
     def _wait(self, chat_id: str, request_id: str, timeout_s: float,

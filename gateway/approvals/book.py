@@ -48,6 +48,22 @@ class Request:
                    data.get("via", ""), data.get("card", ""))
 
 
+@dataclass(frozen=True)
+class Opened:
+    """What asking found (ApprovalBook.open)."""
+
+    kind: str
+    """remembered | asked | reopened | again (this request was asked before)."""
+    state: str
+    """pending, a decision, expired or stopped; for `remembered`: always | session."""
+    left_ms: int = 0
+    """Until the request expires (counted from the ask that opened it; may be <= 0)."""
+    by: str = ""
+    via: str = ""
+    card: str = ""
+    """The card's message id, once one was recorded."""
+
+
 class ApprovalBook:
     def __init__(self, client: redis.Redis, keyspace: Keyspace | None = None, *,
                  keep_s: int = KEEP_S, remember_s: int = REMEMBER_S) -> None:
@@ -58,15 +74,19 @@ class ApprovalBook:
                          for name in ("ask", "decide", "settle")}
 
     def open(self, message: Message, request_id: str, key: str, prompt: str,
-             timeout_ms: int) -> tuple[str, str]:
-        """('remembered', 'always' | 'session') or ('asked', expires_ms)."""
+             timeout_ms: int) -> Opened:
+        """Ask `prompt` under `request_id` (lua/ask.lua): remembered, asked anew, or the
+        request this id already has (`again`, as it stands; `reopened` when it asked
+        another question)."""
         k = self.keyspace.chat(message.chat_id)
-        reply = self._scripts["ask"](
+        reply = [_text(x) for x in self._scripts["ask"](
             keys=[k.ask(request_id), k.asking, k.allow, k.generation],
             args=[request_id, key, prompt, message.sender_open_id, message.chat_type,
                   message.message_id, timeout_ms, self.keep_s, message.app_id,
-                  message.chat_id])
-        return _text(reply[0]), _text(reply[1])
+                  message.chat_id])]
+        if reply[0] == "remembered":
+            return Opened("remembered", reply[1])
+        return Opened(reply[0], reply[1], int(reply[2]), reply[3], reply[4], reply[5])
 
     def get(self, chat_id: str, request_id: str) -> Request | None:
         raw = self.redis.hgetall(self.keyspace.chat(chat_id).ask(request_id))
@@ -99,4 +119,8 @@ class ApprovalBook:
         return "" if value is None else _text(value)
 
     def set_card(self, chat_id: str, request_id: str, card_message_id: str) -> None:
-        self.redis.hset(self.keyspace.chat(chat_id).ask(request_id), "card", card_message_id)
+        key = self.keyspace.chat(chat_id).ask(request_id)
+        with self.redis.pipeline(transaction=False) as pipe:  # never a hash without a TTL
+            pipe.hset(key, "card", card_message_id)
+            pipe.expire(key, self.keep_s)
+            pipe.execute()
