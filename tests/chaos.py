@@ -12,11 +12,18 @@ from typing import Any
 
 import redis
 
-from gateway.simulator import SendFaults
+from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
+from gateway.names import RELEASE_QUEUE
+from gateway.simulator import SendFaults, SentMessage
 from tests.agents import events_key
+from tests.clocks import SteppedClock
 from tests.conftest import Rig
 
-FAULTS = ("worker-kill", "listener-kill", "ws-drop", "redis-restart", "send-errors")
+FAULTS = ("worker-kill", "listener-kill", "ws-drop", "redis-restart", "send-errors",
+          "redis-clock", "listener-clock", "identity-fail")
+REDIS_STEP_S = 300.0
+"""The Redis clock's steps: back by this, then ahead of the host's by as much, then back."""
+LISTENER_AHEAD_S = 45 * 60.0
 SEND_FAULTS = SendFaults(http_5xx_json=0.05, http_5xx_html=0.05, rate_limit_429=0.03,
                          rate_limit_400=0.02, reset_after_create=0.02, seed=7)
 
@@ -24,8 +31,10 @@ SEND_FAULTS = SendFaults(http_5xx_json=0.05, http_5xx_html=0.05, rate_limit_429=
 class Monkey:
     """Injects the enabled faults on a schedule until `stop()`, then puts things right."""
 
-    def __init__(self, rig: Rig, enabled: set[str], run_s: float, seed: int = 1) -> None:
+    def __init__(self, rig: Rig, enabled: set[str], run_s: float, seed: int = 1,
+                 redis_clock: SteppedClock | None = None) -> None:
         self.rig = rig
+        self.redis_clock = redis_clock
         self.enabled = enabled
         self.run_s = run_s
         self.injected: Counter[str] = Counter()
@@ -60,6 +69,11 @@ class Monkey:
             plan += [(0.25, "second-listener"), (0.5, "listener-kill"), (0.8, "second-stop")]
         if "redis-restart" in self.enabled:
             plan.append((0.4, "redis-restart"))
+        if "redis-clock" in self.enabled:
+            plan += [(0.3, "redis-clock-back"), (0.55, "redis-clock-ahead"),
+                     (0.75, "redis-clock-right")]
+        if "identity-fail" in self.enabled:
+            plan += [(0.1, "identity-down"), (0.45, "identity-up")]
         plan.sort()
         next_kill = next_drop = 3.0
         second = None
@@ -87,12 +101,22 @@ class Monkey:
         fleet = self.rig.fleet
         if action == "second-listener":
             self.injected["second listener"] += 1
-            return fleet("listener")
-        if action == "listener-kill":
+            return self.rig.listener()
+        if action in ("listener-kill", "identity-down"):
+            if action == "identity-down":  # the open API fails as a listener starts
+                self.rig.sim.fail_bot_info("5xx-html")
+                self.injected["bot info failing at a listener's start"] += 1
             first = next(p for p in fleet.started if p.name.startswith("listener") and p.alive)
             first.kill()
             self.injected["listener SIGKILL"] += 1
-            fleet("listener")
+            self.rig.listener()
+        elif action == "identity-up":
+            self.rig.sim.fail_bot_info(None)
+        elif action.startswith("redis-clock") and self.redis_clock is not None:
+            step = {"back": -REDIS_STEP_S, "ahead": 2 * REDIS_STEP_S,
+                    "right": -REDIS_STEP_S}[action.rsplit("-", 1)[1]]
+            self.redis_clock.step(step)
+            self.injected[f"redis clock {step:+.0f}s"] += 1
         elif action == "second-stop" and second is not None:
             second.stop()
         elif action == "redis-restart":
@@ -116,6 +140,9 @@ class Figures:
     late_arrivals: int = 0
     stuck_chats: int = 0
     keys_without_ttl: int = 0
+    live_cards: int = 0
+    """Approval cards still asking after the run."""
+    release_queue: int = 0
     quiescence_s: float = 0.0
     injected: dict[str, int] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
@@ -124,11 +151,68 @@ class Figures:
         return "chaos " + json.dumps(self.__dict__, sort_keys=True)
 
 
+def asks(card: SentMessage) -> bool:
+    """An approval card that still has its buttons."""
+    return any("decision" in (action.get("value") or {})
+               for element in (card.content or {}).get("elements", ())
+               for action in element.get("actions", ()))
+
+
+def is_approval_card(message: SentMessage) -> bool:
+    title = ((message.content or {}).get("header") or {}).get("title") or {}
+    return message.msg_type == "interactive" and str(title.get("content", "")).startswith(
+        "Approval")
+
+
+def approval_cards(rig: Rig) -> list[SentMessage]:
+    return [m for m in rig.sim.sent_messages() if is_approval_card(m)]
+
+
+class Clicker:
+    """The users of the approval chats: each live approval card is clicked ("once") by
+    its requester, and clicked again while it still asks (a click lost in a fault)."""
+
+    AGAIN_AFTER_S = 3.0
+
+    def __init__(self, rig: Rig) -> None:
+        self.rig = rig
+        self.clicks = 0
+        self._clicked: dict[str, float] = {}
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos-clicker", daemon=True)
+
+    def start(self) -> Clicker:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stopping.wait(0.3):
+            for card in approval_cards(self.rig):
+                if asks(card) and time.monotonic() - self._clicked.get(
+                        card.message_id, -self.AGAIN_AFTER_S) >= self.AGAIN_AFTER_S:
+                    self._click(card)
+
+    def _click(self, card: SentMessage) -> None:
+        value = next(dict(a["value"]) for e in card.content["elements"]
+                     for a in e.get("actions", ()) if a["value"].get("decision") == "once")
+        try:
+            self.rig.sim.send_card_action(card.chat_id, card.message_id, "ou_user_1", value)
+        except TimeoutError:  # no listener connected for a while: clicked again later
+            return
+        self._clicked[card.message_id] = time.monotonic()
+        self.clicks += 1
+
+
 def count_replies(rig: Rig, sent: dict[str, list[str]], figures: Figures) -> None:
-    """One distinct bot message per input: answered, lost or duplicated."""
+    """One distinct bot message per input (an approval card apart): answered, lost or
+    duplicated."""
     by_parent: dict[str, list[str]] = defaultdict(list)
     for message in rig.sim.sent_messages():
-        if message.reply_to:
+        if message.reply_to and not is_approval_card(message):
             by_parent[message.reply_to].append(message.text)
     for message_ids in sent.values():
         for message_id in message_ids:
@@ -192,7 +276,17 @@ def detail(rig: Rig, earlier: str, later: str, first_start: dict[str, float],
             f"started {first_start[later] - base:.2f}")
 
 
-def count_leftovers(client: redis.Redis, chats: list[str], figures: Figures) -> None:
+def count_leftovers(rig: Rig, client: redis.Redis, chats: list[str],
+                    figures: Figures) -> None:
+    """Chats still active, per-chat keys without a TTL, approval cards still asking, the
+    release queue's length."""
+    for card in approval_cards(rig):
+        if card.chat_id in chats and asks(card):
+            figures.live_cards += 1
+            figures.examples.append(f"live card {card.message_id} in {card.chat_id}")
+    figures.release_queue = int(client.llen(RELEASE_QUEUE))
+    if figures.release_queue > RELEASE_QUEUE_CAP_MESSAGES:
+        figures.examples.append(f"release queue {figures.release_queue}")
     for chat_id in chats:
         if client.zscore("gw:chats", chat_id) is not None:
             figures.stuck_chats += 1

@@ -258,6 +258,8 @@ class Rig:
                  server: dict[str, Any] | None = None, **env: str) -> None:
         """`server`: more `EmbeddedRedis` options (another binary: Valkey, a stepped clock)."""
         self.redis = start_redis(persistent=persistent, **(server or {}))
+        self.listener_env: dict[str, str] = {}
+        """More environment for every listener (a skewed host clock)."""
         self.sim = Simulator(redeliver_after_s=redeliver_after_s).start()
         self.env = {**env_for(self.redis.url, self.sim), **env}
         self.fleet = Fleet(self.env, tmp, pool)
@@ -265,10 +267,14 @@ class Rig:
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis.url, decode_responses=True)
 
+    def listener(self, *, wait: bool = True) -> GatewayProcess:
+        """A listener, with `listener_env`."""
+        return self.fleet("listener", wait=wait, **self.listener_env)  # type: ignore[arg-type]
+
     def up(self, *, worker: bool = True) -> Rig:
         """A supervised worker (unless the test starts its own) and a connected listener."""
         procs = [self.fleet("worker", supervise=True, wait=False)] if worker else []
-        procs.append(self.fleet("listener", wait=False))  # both start at once
+        procs.append(self.listener(wait=False))  # both start at once
         for proc in procs:
             self.fleet.wait_ready(proc)
         self.sim.wait_connected(1, timeout_s=30)

@@ -1,14 +1,19 @@
-"""The product's own chaos suite: >= 2,000 messages over >= 50 chats with two worker
-processes and turns of 10-200 ms, while workers are SIGKILLed every few seconds, the
-listener is SIGKILLed once (a second one runs for a while), the websocket drops every few
-seconds, Redis (AOF on) restarts once, and 10 % of sends answer 5xx (half of them HTML),
-5 % are rate-limited and 2 % are created but their answer never reaches the worker. The
-simulator redelivers every event not ACKed 200, as Feishu does.
+"""The product's own chaos suite: >= 2,000 messages over >= 50 chats (direct messages,
+groups where two users @mention the bot under mention gating, and chats whose turns ask for
+approval, clicked by their user) with two worker processes and turns of 10-200 ms, while
+workers are SIGKILLed every few seconds (approvals' waits included), the listener is
+SIGKILLed once (a second one runs for a while), the websocket drops every few seconds,
+Redis (AOF on) restarts once, 10 % of sends answer 5xx (half of them HTML), 5 % are
+rate-limited and 2 % are created but their answer never reaches the worker, Redis's clock
+steps back 5 minutes, then 5 minutes ahead, then right, the listeners' host clock runs 45
+minutes ahead, and the open API fails bot info while a listener starts. The simulator
+redelivers every event not ACKed 200, as Feishu does.
 
 After the faults stop: every admitted message answered exactly once, per-chat order kept,
-no chat blocked, no per-chat key without a TTL. Each fault also runs alone
-(`-k "chaos and worker-kill"`), so a failure points at its cause. The figures of each run
-are printed at the end of the session (`chaos {...}` lines).
+no chat blocked, no approval card left asking, no per-chat key without a TTL, the release
+queue within its bound. Each fault also runs alone (`-k "chaos and worker-kill"`), so a
+failure points at its cause. The figures of each run are printed at the end of the session
+(`chaos {...}` lines).
 """
 
 from __future__ import annotations
@@ -17,11 +22,23 @@ import contextlib
 import random
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pytest
 
+from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
 from gateway.processes import wait_until
-from tests.chaos import FAULTS, Figures, Monkey, count_leftovers, count_order, count_replies
+from tests.chaos import (
+    FAULTS,
+    LISTENER_AHEAD_S,
+    Clicker,
+    Figures,
+    Monkey,
+    count_leftovers,
+    count_order,
+    count_replies,
+)
+from tests.clocks import SteppedClock
 from tests.conftest import Rig
 
 CHATS = 50
@@ -36,14 +53,49 @@ drain within CI's budget; the run with every fault keeps the longer turns)."""
 RESULTS: list[Figures] = []
 
 
+GROUP_USERS = ("ou_user_1", "ou_user_2")
+
+
+def kind_of(chat_index: int) -> str:
+    """Of every ten chats: six direct messages, three groups, one asking for approvals."""
+    return "approvals" if chat_index % 10 == 9 else "group" if chat_index % 10 >= 6 else "dm"
+
+
+@dataclass
+class Clocks:
+    """The clocks a run steps: Redis's, and the listeners' host clock."""
+
+    redis: SteppedClock | None = None
+    listeners: SteppedClock | None = None
+    all: list[SteppedClock] = field(default_factory=list)
+
+
 @pytest.fixture
-def chaos_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+def clocks(request: pytest.FixtureRequest) -> Iterator[Clocks]:
+    faults = request.node.callspec.params["faults"]
+    found = Clocks()
+    if faults in ("all", "redis-clock"):
+        found.redis = SteppedClock()
+    if faults in ("all", "listener-clock"):
+        found.listeners = SteppedClock(LISTENER_AHEAD_S)
+    found.all = [c for c in (found.redis, found.listeners) if c is not None]
+    yield found
+    for clock in found.all:
+        clock.close()
+
+
+@pytest.fixture
+def chaos_rig(tmp_path_factory: pytest.TempPathFactory, clocks: Clocks) -> Iterator[Rig]:
     rig = Rig(tmp_path_factory, persistent=True, redeliver_after_s=1.0,
-              GATEWAY_INBOX_CAP="100", GATEWAY_REPLY_RETRY_BUDGET_S="120")
+              server=clocks.redis.server_options() if clocks.redis else None,
+              GATEWAY_INBOX_CAP="100", GATEWAY_REPLY_RETRY_BUDGET_S="120",
+              FEISHU_REQUIRE_MENTION="true")
+    if clocks.listeners is not None:
+        rig.listener_env = clocks.listeners.env({})
     try:
         workers = [rig.fleet("worker", concurrency=3, supervise=True, wait=False)
                    for _ in range(2)]
-        rig.fleet("listener")
+        rig.listener()
         for worker in workers:
             rig.fleet.wait_ready(worker)
         rig.sim.wait_connected(1, timeout_s=30)
@@ -55,7 +107,9 @@ def chaos_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 def send_all(rig: Rig, run_id: str, spread_s: float,
              hang_max_s: float = 0.2) -> dict[str, list[str]]:
     """Every chat's messages, in the order they were sent (round robin over the chats),
-    spread over `spread_s` so the faults meet arrivals as well as turns."""
+    spread over `spread_s` so the faults meet arrivals as well as turns. In a group the
+    two users take turns, each @mentioning the bot; in an approvals chat every fourth turn
+    asks."""
     rng = random.Random(run_id)
     pace_s = spread_s / (CHATS * PER_CHAT)
     began = time.monotonic()
@@ -67,8 +121,16 @@ def send_all(rig: Rig, run_id: str, spread_s: float,
             if ahead_s > 0:
                 time.sleep(ahead_s)  # pacing the load, not synchronisation
             text = f"hang {rng.uniform(0.005, hang_max_s):.3f} {chat[-2:]}#{n}"
+            kind = kind_of(c)
+            if kind == "approvals" and n % 4 == 0:
+                text = f"approve 120 k{n} may I go on with {chat[-2:]}#{n}?"
             try:
-                sent[chat].append(rig.sim.send_text(chat, text))
+                if kind == "group":
+                    sent[chat].append(rig.sim.send_text(
+                        chat, text, chat_type="group", sender_open_id=GROUP_USERS[n % 2],
+                        mentions=[rig.sim.mention_bot()]))
+                else:
+                    sent[chat].append(rig.sim.send_text(chat, text))
             except TimeoutError:  # no connection for 10 s: Feishu never delivered it
                 continue
     return sent
@@ -77,12 +139,13 @@ def send_all(rig: Rig, run_id: str, spread_s: float,
 @pytest.mark.chaos
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("faults", ["all", *FAULTS])
-def test_every_promise_holds_under_chaos(chaos_rig: Rig, faults: str) -> None:
+def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, faults: str) -> None:
     rig = chaos_rig
     enabled = set(FAULTS) if faults == "all" else {faults}
     figures = Figures(faults)
     run_s = RUN_S if faults == "all" else SINGLE_RUN_S
-    monkey = Monkey(rig, enabled, run_s=run_s).start()
+    monkey = Monkey(rig, enabled, run_s=run_s, redis_clock=clocks.redis).start()
+    clicker = Clicker(rig).start()
     try:
         sent = send_all(rig, f"{faults}{int(time.time()) % 100000}", run_s * 0.8,
                         HANG_MAX_S.get(faults, 0.06))
@@ -101,15 +164,17 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, faults: str) -> None:
     with contextlib.suppress(TimeoutError):  # the figures below say what is missing
         wait_until(quiet, QUIESCENCE_DEADLINE_S, "every message answered, every chat idle",
                    interval_s=0.5)
+    clicker.stop()
     figures.quiescence_s = round(time.monotonic() - clock, 1)
-    figures.injected = dict(monkey.injected)
+    figures.injected = {**monkey.injected, "approval clicks": clicker.clicks}
     count_replies(rig, sent, figures)
     count_order(rig, client, sent, figures)
-    count_leftovers(client, list(sent), figures)
+    count_leftovers(rig, client, list(sent), figures)
     figures.examples = figures.examples[:10]
     RESULTS.append(figures)
     print(figures.line())
     assert figures.sent >= 2000 * 0.99, figures.line()
     assert (figures.lost, figures.duplicated, figures.order_violations, figures.stuck_chats,
-            figures.keys_without_ttl) == (0, 0, 0, 0, 0), figures.line()
+            figures.keys_without_ttl, figures.live_cards) == (0, 0, 0, 0, 0, 0), figures.line()
+    assert figures.release_queue <= RELEASE_QUEUE_CAP_MESSAGES, figures.line()
     assert figures.answered == figures.sent
