@@ -168,7 +168,7 @@ class TurnRunner:
             turn.chat_id, self.session_scope, chat_type=message.chat_type,
             sender=message.sender_open_id, thread_id=message.thread_id)
             if message is not None else turn.chat_id, started.generation)
-        missed = bool(self.store.runner) and started.previous_runner != self.store.runner
+        missed = self._missed(turn.chat_id, session)
         if missed and (message is None or answer is not None or started.exhausted):
             self.agents.retire(session, "missed")  # not asked now, yet another process ran
         if message is None:
@@ -202,6 +202,13 @@ class TurnRunner:
                 return "stopped"
         self._send(turn, message, answer, handle, started.attempt, stream)
         return outcome
+
+    def _missed(self, chat_id: str, session: str) -> bool:
+        """Whether another process started the session's previous turn, so an agent this
+        process keeps for it missed that turn; marks this process as starting its turn now.
+        Never for agents that keep nothing of a session in memory (no runner, no mark)."""
+        runner = self.store.runner
+        return bool(runner) and self.store.mark_runner(chat_id, session) != runner
 
     def _stream(self, turn: Dispatch, message: Message, attempt: int,
                 handle: TurnHandle) -> Stream | None:
@@ -242,8 +249,8 @@ class TurnRunner:
     def _run_agent(self, session: str, turn: Turn, missed: bool,
                    stream: Stream | None) -> str | None:
         """The session's agent answers; it is held (never evicted) until its last piece.
-        `missed`: the chat's previous turn ran in another process (a cached agent missed it).
-        Pieces are shown on `stream` as they come, when there is one."""
+        `missed`: the session's previous turn ran in another process (a cached agent missed
+        it). Pieces are shown on `stream` as they come, when there is one."""
         with self.agents.hold(session, missed=missed) as agent:
             reply: Reply = agent.run(turn)
             if reply is None or isinstance(reply, str):

@@ -37,6 +37,7 @@ import redis
 from gateway.clients import redis_client
 from gateway.errors import GatewayError
 from gateway.settings import load_settings
+from gateway.state.store import text_of
 from gateway.types import Turn
 
 
@@ -187,3 +188,31 @@ class TrackedFactory:
 
 
 tracked = TrackedFactory()
+
+
+def memory_key(session_key: str) -> str:
+    return f"test:memory:{session_key}"
+
+
+class RememberingAgent:
+    """`tests.agents:remembering`, a stateful agent: it keeps what its session said in
+    memory, and a copy in Redis that only a newly built agent reads (as a real one would
+    load a saved conversation). An agent kept in a process after another process ran a turn
+    of its session does not know that turn. Replies `heard: <each text so far, ' | '
+    between>`; records when it is built and runs (`AGENTS_KEY`)."""
+
+    def __init__(self, session_key: str) -> None:
+        self.session_key = session_key
+        self.id = uuid.uuid4().hex[:8]
+        self.said = [text_of(raw) for raw in _redis().lrange(memory_key(session_key), 0, -1)]
+        _note("built", self.id, session_key)
+
+    def run(self, turn: Turn) -> str:
+        _note("run", self.id, self.session_key)
+        self.said.append(turn.text)
+        _redis().rpush(memory_key(self.session_key), turn.text)
+        return "heard: " + " | ".join(self.said)
+
+
+def remembering(session_key: str) -> RememberingAgent:
+    return RememberingAgent(session_key)

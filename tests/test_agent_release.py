@@ -29,6 +29,7 @@ from tests.conftest import Rig
 from tests.test_cancel import operator, reply_of
 
 TRACKED = "tests.agents:tracked"
+REMEMBERING = "tests.agents:remembering"
 
 
 def lives(rig: Rig) -> list[dict[str, Any]]:
@@ -279,3 +280,38 @@ def test_new_another_process_s_turn_and_a_config_change_rebuild_on_every_process
     for worker in workers:
         worker.stop()
     assert_released_once_where_built(lives(rig))
+
+
+@pytest.fixture
+def user_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """A stateful agent, and a session per user in groups."""
+    rig = Rig(tmp_path_factory, GATEWAY_AGENT=REMEMBERING, FEISHU_SESSION_SCOPE="user")
+    yield rig.up(worker=False)
+    rig.close(kill=True)
+
+
+def test_a_user_s_agent_kept_while_another_process_ran_that_user_s_turn_is_rebuilt(
+        user_sessions: Rig) -> None:
+    """Worker 0 keeps user A's agent; worker 1 runs A's second turn; worker 0 runs user B's
+    turn, then A's third: A's agent there missed A's second turn, whoever ran the chat's
+    last turn."""
+    rig, chat = user_sessions, "oc_users"
+    workers = [rig.fleet("worker", concurrency=1) for _ in range(2)]
+    switch, state = Switch(rig, workers), rig.client()
+    pid_of: dict[int, int] = {}
+
+    def say(on: int, user: str, text: str) -> str:
+        wait_until(lambda: not state.exists(f"gw:{{{chat}}}:lease"), 10,
+                   "the chat's previous turn over")
+        switch.to(on)
+        message_id = rig.sim.send_text(chat, text, chat_type="group", sender_open_id=user)
+        reply = reply_of(rig.sim, chat, message_id)
+        ran = [e for e in lives(rig) if e["event"] == "run"][-1]
+        assert ran["pid"] == pid_of.setdefault(on, ran["pid"]), f"{text!r} ran on worker {on}"
+        return reply
+
+    assert say(0, "ou_a", "a one") == "heard: a one"
+    assert say(1, "ou_a", "a two") == "heard: a one | a two"
+    assert say(0, "ou_b", "b one") == "heard: b one"
+    assert pid_of[0] != pid_of[1]
+    assert say(0, "ou_a", "a three") == "heard: a one | a two | a three"

@@ -46,6 +46,16 @@ def lease_gone(store: ChatStore, chat_id: str) -> None:
     wait_until(lambda: not store.lease(chat_id), 5, "the lease to expire")
 
 
+def wait_for_next_ms(client: redis.Redis) -> None:
+    """Until Redis's clock is a millisecond further on (what the scripts order by)."""
+    def server_ms() -> int:
+        seconds, micros = client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    now = server_ms()
+    wait_until(lambda: server_ms() > now, 5, "Redis's clock to move on", interval_s=0.001)
+
+
 def test_first_message_takes_the_lease_later_ones_queue(redis_client: redis.Redis,
                                                         chat_id: str) -> None:
     store = store_for(redis_client)
@@ -584,21 +594,31 @@ def test_a_message_right_after_new_belongs_to_the_new_conversation(
     assert new is not None and new.generation > old.generation
 
 
-def test_each_start_says_which_process_started_the_chat_s_previous_turn(
+def test_each_mark_says_which_process_started_the_session_s_previous_turn(
         redis_client: redis.Redis, chat_id: str) -> None:
-    """What the agent caches need to know an agent missed a turn (issue 9, item 4)."""
+    """What the agent caches need to know an agent missed a turn: kept per session, so a
+    turn of one user's session in a group says nothing about another's."""
     one, two = (ChatStore(redis_client, StoreConfig(ran_ttl_ms=60_000), runner=name)
                 for name in ("w1:1:aa", "w2:7:bb"))
-    turn = one.ingest(msg(chat_id, 1)).dispatch
-    one.ingest(msg(chat_id, 2))
-    one.ingest(msg(chat_id, 3))
-    assert turn is not None
-    started = one.start(turn, "t1", "w1")
-    assert started is not None and started.previous_runner == "", "nobody ran one before"
-    following = one.complete(turn)
-    assert following
-    started = two.start(following, "t2", "w2")
-    assert started is not None and started.previous_runner == "w1:1:aa"
-    drained = two.complete(following, ("t2", "w2"))  # the same task goes on with om_3
-    assert isinstance(drained, tuple) and drained[1].previous_runner == "w2:7:bb"
-    assert 0 < redis_client.pttl(one.keys(chat_id).ran) <= 60_000, "the mark expires"
+    a, b = f"{chat_id}/ou_a#0", f"{chat_id}/ou_b#0"
+    assert one.mark_runner(chat_id, a) == "", "nobody ran one before"
+    assert two.mark_runner(chat_id, a) == "w1:1:aa"
+    assert one.mark_runner(chat_id, b) == ""
+    assert one.mark_runner(chat_id, a) == "w2:7:bb", "B's turn on w1 says nothing of A's"
+    assert two.mark_runner(chat_id, b) == "w1:1:aa"
+    runners = one.keys(chat_id).runners
+    assert runners.startswith(f"gw:{{{chat_id}}}:"), "in the chat's hash slot"
+    assert 0 < redis_client.pttl(runners) <= 60_000, "the marks expire"
+
+
+def test_a_chat_keeps_the_marks_of_its_latest_sessions_only(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = ChatStore(redis_client, StoreConfig(ran_cap=4), runner="w1:1:aa")
+    sessions = [f"{chat_id}/ou_{n}#0" for n in range(5)]
+    for session in sessions:
+        store.mark_runner(chat_id, session)
+        wait_for_next_ms(redis_client)
+    assert set(redis_client.hkeys(store.keys(chat_id).runners)) == set(sessions[-3:]), \
+        "past the cap, the oldest go, down to half of it, and the newest stays"
+    assert store.mark_runner(chat_id, sessions[0]) == "", "forgotten: its agent is rebuilt"
+    assert store.mark_runner(chat_id, sessions[-1]) == "w1:1:aa"

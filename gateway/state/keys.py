@@ -84,9 +84,9 @@ class ChatKeys:
         return f"{self.prefix}:done"
 
     @property
-    def ran(self) -> str:
-        """Which worker process started the chat's last turn (start and complete only)."""
-        return f"{self.prefix}:ran"
+    def runners(self) -> str:
+        """Hash: which worker process started each session's last turn (lua/mark.lua)."""
+        return f"{self.prefix}:runners"
 
     def ask(self, request_id: str) -> str:
         """One approval request (gateway/approvals)."""

@@ -12,7 +12,7 @@ from redis.commands.core import Script
 _INCLUDE = re.compile(r"^--!include (\S+)$", re.MULTILINE)
 
 NAMES = ("ingest", "confirm", "start", "heartbeat", "answer", "complete", "recover", "cancel",
-         "due", "ask", "decide", "settle", "refuse", "take", "hold", "retry", "purge")
+         "due", "ask", "decide", "settle", "refuse", "take", "hold", "retry", "purge", "mark")
 
 
 def _read(name: str) -> str:

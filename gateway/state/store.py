@@ -54,8 +54,11 @@ class StoreConfig:
     late_events: Literal["note", "drop"] = "note"
     """A late message's chat is told so (`note`), or it is only logged (`drop`)."""
     ran_ttl_ms: int = 3_720_000
-    """How long the mark of which process started a chat's last turn lives: as long as an
-    idle agent can stay cached (GATEWAY_AGENT_IDLE_TTL_S and a sweep)."""
+    """How long a chat's marks of which process started each session's last turn live after
+    its last mark: as long as an idle agent can stay cached (GATEWAY_AGENT_IDLE_TTL_S and a
+    sweep)."""
+    ran_cap: int = 1000
+    """The sessions of one chat whose marks are kept (past it, the oldest go)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +102,6 @@ class Started:
     attempt: int
     exhausted: bool = False
     answer: Answer | None = None
-    previous_runner: str = ""
-    """The process that started the chat's turn before this one ('' if unknown)."""
 
 
 class NotDurable(RetryableError):
@@ -173,8 +174,7 @@ def _started(reply: Sequence[Any]) -> Started:
     if reply[4] is not None and reply[5] is not None:
         answer = Answer(text_of(reply[4]), tuple(json.loads(text_of(reply[5]))))
     return Started(entry_parts(entry)[0], entry_message(entry), int(reply[2]), int(reply[3]),
-                   exhausted=outcome == "poison", answer=answer,
-                   previous_runner=text_of(reply[6]) if len(reply) > 6 else "")
+                   exhausted=outcome == "poison", answer=answer)
 
 
 def _admission(chat_id: str, reply: Any) -> Admission:
@@ -192,7 +192,8 @@ class ChatStore:
     def __init__(self, client: redis.Redis, config: StoreConfig | None = None,
                  keyspace: Keyspace | None = None, *, runner: str = "") -> None:
         """`client` is a `redis.Redis`, or a `redis.RedisCluster` with a sharded `keyspace`.
-        `runner`: this process's id, marked on each turn it starts (workers only)."""
+        `runner`: this process's id, marked on each turn it starts (`mark_runner`; workers
+        whose agents keep a session in memory only)."""
         self.redis = client
         self.config = config or StoreConfig()
         self.runner = runner
@@ -210,12 +211,6 @@ class ChatStore:
         """Script `name` on the chat's keys (then `more_keys`), for the state's other
         modules (gateway/state/admin.py)."""
         return self._scripts[name](keys=[*self.keys(chat_id).all, *more_keys], args=list(args))
-
-    def _run_starting(self, name: str, chat_id: str, *args: Any) -> Any:
-        """A script that may start a turn: it gets the `ran` key and this process's mark."""
-        k = self.keys(chat_id)
-        return self._scripts[name](keys=[*k.all, k.ran],
-                                   args=[*args, self.runner, self.config.ran_ttl_ms])
 
     def _batch(self, name: str, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
         """Run script `name` once per (keys, args) in one round trip (one per master on a
@@ -307,10 +302,18 @@ class ChatStore:
         a first attempt it runs the oldest waiting message (`Started.message_id`), which is
         not `turn.message_id` when an older one arrived after the claim."""
         c = self.config
-        reply = self._run_starting("start", turn.chat_id, turn.fence, task_id, worker,
-                                   c.running_ttl_ms, turn.chat_id, c.max_attempts,
-                                   c.session_ttl_ms)
+        reply = self._run("start", turn.chat_id, turn.fence, task_id, worker,
+                          c.running_ttl_ms, turn.chat_id, c.max_attempts, c.session_ttl_ms)
         return None if text_of(reply[0]) == "stale" else _started(reply)
+
+    def mark_runner(self, chat_id: str, session: str) -> str:
+        """This process starts a turn of the chat's `session` (an agent cache key): the mark
+        moves here. Returns the process that started the session's previous turn ('' when
+        none is remembered)."""
+        c = self.config
+        return text_of(self._scripts["mark"](keys=[self.keys(chat_id).runners],
+                                             args=[session, self.runner, c.ran_ttl_ms,
+                                                   c.ran_cap]))
 
     def heartbeat(self, turns: Sequence[Dispatch],
                   extend: Sequence[bool] | None = None) -> list[HeartbeatState]:
@@ -352,10 +355,10 @@ class ChatStore:
         c = self.config
         go_on = run_next or ("", "")
         k = self.keys(turn.chat_id)
-        reply = self._scripts["complete"](keys=[*k.all, k.ran, k.done], args=[
+        reply = self._scripts["complete"](keys=[*k.all, k.done], args=[
             turn.fence, c.claim_ttl_ms, turn.chat_id, "1" if run_next else "0", go_on[0],
-            go_on[1], c.running_ttl_ms, c.max_attempts, c.session_ttl_ms, self.runner,
-            c.ran_ttl_ms, outcome, c.history_cap, c.history_ttl_ms])
+            go_on[1], c.running_ttl_ms, c.max_attempts, c.session_ttl_ms, outcome,
+            c.history_cap, c.history_ttl_ms])
         outcome = text_of(reply[0])
         if outcome == "dispatch":
             return dispatch_of(turn.chat_id, reply[1], reply[2])

@@ -17,8 +17,6 @@
 --   7 gen      string: the session generation (/new)
 --   8 index    zset gw:chats: chat -> when (server ms) the sweeper should look at it next
 --   9 control  stream gw:control: commands and notices for the listeners' control desks
--- start and complete get a 10th: ran (string: the id of the worker process that started the
--- chat's last turn, for the agent caches; it expires with them), see `begin`.
 local K = {lease = KEYS[1], inbox = KEYS[2], fence = KEYS[3], tries = KEYS[4], stop = KEYS[5],
            answer = KEYS[6], gen = KEYS[7], index = KEYS[8], control = KEYS[9]}
 local KEEP_MS = 86400000  -- fence and tries outlive any lease by this much
@@ -94,16 +92,8 @@ end
 
 -- The turn of `entry` starts now (its lease says running): read the session generation and
 -- any answer an earlier attempt kept. `attempt`: this one's number, already counted.
--- `runner` (the starting process's id; '' for none) is written to KEYS[10] for `ran_ttl_ms`,
--- and the id it replaces returned: a process whose cached agent did not run the chat's
--- previous turn knows that agent missed it.
--- Returns {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks,
---          previous_runner}.
-local function begin(entry, max_attempts, session_ttl_ms, attempt, runner, ran_ttl_ms)
-  local previous = ''
-  if runner ~= '' then
-    previous = redis.call('SET', KEYS[10], runner, 'PX', ran_ttl_ms, 'GET') or ''
-  end
+-- Returns {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks}.
+local function begin(entry, max_attempts, session_ttl_ms, attempt)
   local gen = redis.call('GET', K.gen) or '0'
   if gen ~= '0' then redis.call('PEXPIRE', K.gen, session_ttl_ms) end
   local kind, chunks = false, false
@@ -113,5 +103,5 @@ local function begin(entry, max_attempts, session_ttl_ms, attempt, runner, ran_t
   end
   local outcome = 'run'
   if attempt > tonumber(max_attempts) then outcome = 'poison' end
-  return {outcome, entry, gen, attempt, kind, chunks, previous}
+  return {outcome, entry, gen, attempt, kind, chunks}
 end

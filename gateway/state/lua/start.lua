@@ -1,9 +1,8 @@
 --!include chat.lua
 -- start: a worker begins the turn of `fence`, if it still holds the chat and nobody started it.
 -- ARGV: 1 fence  2 task_id  3 worker  4 running_ttl_ms  5 chat_id  6 max_attempts
---       7 session_ttl_ms  8 runner  9 ran_ttl_ms   (KEYS 10: ran, see chat.lua)
--- → {'stale'} | {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks,
---                previous_runner}
+--       7 session_ttl_ms
+-- → {'stale'} | {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks}
 -- The order is fixed here, not at the claim: on its first attempt the turn runs the chat's
 -- oldest waiting message, which is not the claimed one when an older message arrived late
 -- (refused during a blip, redelivered) between the claim and now. A message that already
@@ -24,4 +23,4 @@ redis.call('HSET', K.lease, 'state', 'running', 'task_id', ARGV[2], 'worker', AR
            'since_ms', str(now_ms), 'entry', entry, 'message_id', entry_id(entry))
 redis.call('PEXPIRE', K.lease, ARGV[4])
 redis.call('ZADD', K.index, str(now_ms + tonumber(ARGV[4])), ARGV[5])
-return begin(entry, ARGV[6], ARGV[7], attempt, ARGV[8], ARGV[9])
+return begin(entry, ARGV[6], ARGV[7], attempt)
