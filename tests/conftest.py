@@ -41,7 +41,7 @@ _SERVERS: list[EmbeddedRedis] = []
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """Item 16: a failing multi-process test says why: every process's last log lines."""
+    """A failing multi-process test says why: every process's last log lines."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if not report.failed:
@@ -220,7 +220,7 @@ Spawn = Fleet
 
 @pytest.fixture(scope="session", params=POOLS)
 def pool(request: pytest.FixtureRequest) -> str:
-    """Item 4: every pipeline test runs on each supported Celery pool."""
+    """Every pipeline test runs on each supported Celery pool."""
     return str(request.param)
 
 

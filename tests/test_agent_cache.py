@@ -1,4 +1,4 @@
-"""The agent cache (issue 9, item 3): bounded, never evicting an agent in use, sweeping idle
+"""The agent cache: bounded, never evicting an agent in use, sweeping idle
 ones, and releasing what it lets go on a lane thread, never under its lock. Real threads."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Agents let go by real workers (issue 9, items 4, 5 and 7): each one released exactly once,
+"""Agents let go by real workers: each one released exactly once,
 in the process that built it, through `release_agent` tasks on the low-priority queue (or in
 place when no task comes); /new, a turn run elsewhere and a configuration change rebuild the
 agent on every worker process. The agent (tests.agents:tracked) records its life in Redis."""

@@ -1,4 +1,4 @@
-"""The broker apart from the chat state (scale item 8): Celery on RabbitMQ, which kombu
+"""The broker apart from the chat state: Celery on RabbitMQ, which kombu
 supports and this machine runs on 127.0.0.1:5672, in a vhost of the test's own; the chat
 state stays on its own Redis."""
 

@@ -211,7 +211,7 @@ def test_opt_in_terminate_kills_the_process_of_a_turn_that_outlived_the_timeout(
 
 def test_fifty_stops_at_once_all_end_within_the_cancel_timeout(
         tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Scale item 9: 50 /stop for 50 turns that ignore the flag all complete (fenced, the
+    """50 /stop for 50 turns that ignore the flag all complete (fenced, the
     user told) within the cancel timeout + 1 s: no stop waits behind another's wait."""
     rig = Rig(tmp_path_factory)
     try:

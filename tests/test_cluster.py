@@ -1,4 +1,4 @@
-"""The chat state on a Redis Cluster (scale item 8): a real cluster of 3 masters made as
+"""The chat state on a Redis Cluster: a real cluster of 3 masters made as
 `redis-cli --cluster create` makes one; each chat in one of 16 shards, every script in one slot.
 
 The store's steps, the sweeper and the control streams run against the cluster here; then

@@ -1,4 +1,4 @@
-"""Replies under a misbehaving open API (items 2 and 3 of the faults issue): 5xx with JSON or
+"""Replies under a misbehaving open API: 5xx with JSON or
 HTML bodies, rate limits, resets after the message was created, a failing token endpoint,
 rejections; each classified at one boundary, retried with the same uuid within the budget,
 in the chat's order, and reported to the operator when finally given up."""
@@ -125,7 +125,7 @@ def test_a_reply_still_failing_after_the_budget_is_given_up_in_order(
 
 def test_the_give_up_path_hands_over_even_when_its_own_reply_fails(
         rig: Rig, chat_id: str) -> None:
-    """Item 3: a message whose worker dies every time is given up; when that notice cannot
+    """A message whose worker dies every time is given up; when that notice cannot
     be sent either, the chat still goes on."""
     sim, client = rig.sim, rig.client()
     poison = sim.send_text(chat_id, "crash")
@@ -146,7 +146,7 @@ def test_the_give_up_path_hands_over_even_when_its_own_reply_fails(
     assert gave_up_reply(3) not in [m.text for m in sim.sent_messages(chat_id)]
 
 
-# Outbound forms (issue 11, item 3)
+# Outbound forms
 
 def test_markdown_goes_as_a_post_and_code_or_tables_as_a_card(rig: Rig, chat_id: str) -> None:
     sim = rig.sim
@@ -188,7 +188,7 @@ def test_a_message_in_a_thread_is_answered_in_the_thread(rig: Rig, chat_id: str)
     assert reply.in_thread and reply.thread_id == "omt_topic_1"
 
 
-# Streaming replies (issue 11, item 4): the scripted agent's `stream N D [K]`
+# Streaming replies: the scripted agent's `stream N D [K]`
 
 def words(count: int) -> str:
     return "".join(f"w{n} " for n in range(count))
@@ -276,7 +276,7 @@ def test_a_rejected_reply_is_not_retried_and_the_operator_sees_it(
     wait_until(lambda: after in replies_to(sim, chat_id), 20, "the next reply")
 
 
-# Inbound additions (issue 11, item 2): quoted parents, forwarded messages, attachments
+# Inbound additions: quoted parents, forwarded messages, attachments
 
 def test_a_reply_to_a_message_sees_it_quoted(rig: Rig, chat_id: str) -> None:
     sim = rig.sim
@@ -308,7 +308,7 @@ def test_an_agent_fetches_an_attachment_within_the_size_cap(rig: Rig, chat_id: s
     assert replies_to(sim, chat_id)[big] == ["not fetched: TooLarge"]
 
 
-# The shared send quota (issue 11, item 5). Last in the module: it adds a worker process.
+# The shared send quota. Last in the module: it adds a worker process.
 
 def test_a_burst_over_many_chats_stays_within_feishus_quota_across_two_workers(
         rig: Rig) -> None:

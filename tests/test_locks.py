@@ -55,7 +55,7 @@ def test_memory_is_flat_as_distinct_chats_grow() -> None:
 
 
 def test_a_stale_turn_of_the_same_chat_cannot_stop_the_current_one() -> None:
-    """Item 4: with the threads pool, a re-dispatched turn runs beside the stale one in the
+    """With the threads pool, a re-dispatched turn runs beside the stale one in the
     same process; each has its own stop event."""
     registry = LockRegistry(cap=10)
     with registry.hold(turn("c", 1)) as stale, registry.hold(turn("c", 2)) as current:

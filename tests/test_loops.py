@@ -1,4 +1,4 @@
-"""Item 10: every long-lived thread survives any exception with one log line."""
+"""Every long-lived thread survives any exception with one log line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The built-in `openai` agent (issue 9, item 2) against a small OpenAI-compatible server the
+"""The built-in `openai` agent against a small OpenAI-compatible server the
 tests start (tests/fake_llm.py: the real wire protocol, streamed), through a real listener
 and real workers: history across worker processes, /new, a stop mid-stream (its card closed
 with a mark), an endpoint error."""
@@ -63,7 +63,7 @@ def test_a_conversation_goes_on_in_another_worker_process_and_new_starts_empty(
 
 def test_a_stop_mid_stream_closes_the_stream_and_marks_its_card_stopped(
         rig: Rig, llm: FakeLlm) -> None:
-    """The answer streamed into one card (issue 11, item 4); /stop closes the model's stream
+    """The answer streamed into one card; /stop closes the model's stream
     and the card with the "Stopped." mark, and nothing else is sent for that message."""
     sim, chat = rig.sim, "oc_llm_stop"
     worker = rig.fleet("worker", concurrency=1)

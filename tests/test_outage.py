@@ -51,7 +51,7 @@ def test_an_event_during_a_redis_outage_is_refused_then_answered_once(
 
 
 def test_an_unreachable_redis_is_answered_500_at_once(rig: Rig, chat_id: str) -> None:
-    """Item 13: with Redis not answering at all (a dead network, here SIGSTOP), the SDK
+    """With Redis not answering at all (a dead network, here SIGSTOP), the SDK
     loop must not block for socket timeouts times retries: ACK 500 within about a second
     (GATEWAY_REDIS_TIMEOUT_S), and the event is answered once Redis answers again."""
     sim = rig.sim
@@ -72,7 +72,7 @@ def test_an_unreachable_redis_is_answered_500_at_once(rig: Rig, chat_id: str) ->
 
 def test_a_worker_survives_redis_restarts_under_a_running_turn(
         rig: Rig, chat_id: str) -> None:
-    """Item 15: kombu 5.7.0 + celery 5.7.0 could kill a worker for good when Redis died with
+    """Kombu 5.7.0 + celery 5.7.0 could kill a worker for good when Redis died with
     a turn running (AttributeError in kombu's `_connparams`); it must survive any number of
     restarts and resume by itself."""
     sim, client = rig.sim, rig.client()

@@ -1,4 +1,4 @@
-"""The core's promises under faults (the faults issue, items 1, 4-6, 9-12, 14), each with
+"""The core's promises under faults, each with
 real workers, listeners, Redis and the simulator."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def starts(client: redis.Redis, chat_id: str) -> list[str]:
 @pytest.mark.parametrize("worker_pool", ["prefork", "threads"])
 def test_turns_reserved_by_a_worker_that_is_killed_are_answered_after_the_lease_ttl(
         tmp_path_factory: pytest.TempPathFactory, worker_pool: str) -> None:
-    """Item 1: turns a worker had prefetched (reserved, not started) when it was SIGKILLed
+    """Turns a worker had prefetched (reserved, not started) when it was SIGKILLed
     are published again within the lease TTL plus a sweep, never after the broker's
     visibility timeout (1 h) or the queued TTL (15 min), and run once."""
     rig = Rig(tmp_path_factory, pool=worker_pool)
@@ -71,7 +71,7 @@ def test_turns_reserved_by_a_worker_that_is_killed_are_answered_after_the_lease_
 def test_a_turn_redispatched_beside_its_stale_self_is_not_taken_for_stopped(
         feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
         gateway_env: dict[str, str], chat_id: str) -> None:
-    """Item 4: the turn lost its lease while it still runs (a long pause) and the chat was
+    """The turn lost its lease while it still runs (a long pause) and the chat was
     dispatched again, with the threads pool into the same process. The stale turn's
     heartbeat notices only now: it must stop the stale turn, not the new one."""
     message_id = feishu.send_text(chat_id, "sleep 3 and answer")
@@ -110,7 +110,7 @@ def test_a_double_tapped_stop_acts_once(feishu: Simulator, listener: GatewayProc
 def test_a_rerun_after_a_partial_reply_resends_the_same_answer(
         feishu: Simulator, listener: GatewayProcess, spawn: Spawn, redis_client: redis.Redis,
         chat_id: str) -> None:
-    """Item 6: the first piece was sent, the worker died before the second; the re-run
+    """The first piece was sent, the worker died before the second; the re-run
     resends the stored pieces (the first is not shown twice), never a second answer."""
     message_id = feishu.send_text(chat_id, "long 6000")
     second_piece = reply_uuid(message_id, "reply", 1)
@@ -137,7 +137,7 @@ def test_a_rerun_after_a_partial_reply_resends_the_same_answer(
 
 
 def test_failure_and_give_up_notices_have_uuids_of_their_own() -> None:
-    """Item 6: a failure reply must not take the uuid a real answer would use."""
+    """A failure reply must not take the uuid a real answer would use."""
     kinds = {reply_uuid("om_x", kind) for kind in ("reply", "failure", "gave-up", "command",
                                                    "inbox-full")}
     assert len(kinds) == 5
@@ -146,7 +146,7 @@ def test_failure_and_give_up_notices_have_uuids_of_their_own() -> None:
 def test_a_late_message_takes_its_place_by_create_time(
         feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
         chat_id: str) -> None:
-    """Item 9: a message refused during a blip and redelivered later is answered before the
+    """A message refused during a blip and redelivered later is answered before the
     ones sent after it, but never before the turn that already started."""
     running = feishu.send_text(chat_id, "sleep 2")
     wait_until(lambda: started(redis_client, chat_id, running), 20, "the running turn")
@@ -161,7 +161,7 @@ def test_a_late_message_takes_its_place_by_create_time(
 def test_stored_entries_of_another_version_are_read_and_garbage_is_dropped(
         feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
         spawn: Spawn, chat_id: str) -> None:
-    """Item 10: an inbox entry written by a newer version (one more field) is answered; one
+    """An inbox entry written by a newer version (one more field) is answered; one
     that is not a message at all is dropped with one line; the chat goes on."""
     running = feishu.send_text(chat_id, "sleep 1")
     wait_until(lambda: started(redis_client, chat_id, running), 20, "the running turn")
@@ -182,7 +182,7 @@ def test_stored_entries_of_another_version_are_read_and_garbage_is_dropped(
 def test_a_canceller_that_dies_after_its_step_still_stops_the_turn(
         feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
         redis_server: object, gateway_env: dict[str, str], chat_id: str) -> None:
-    """Item 12: the turn was still waiting for a worker; the canceller revokes it and dies
+    """The turn was still waiting for a worker; the canceller revokes it and dies
     before it publishes the next one. The stopped message never runs, and the chat goes on
     after the claim TTL."""
     blockers = [f"{chat_id}_busy{i}" for i in range(2)]
@@ -256,7 +256,7 @@ def test_a_listener_killed_in_the_middle_of_a_stop_leaves_it_to_another(
 
 def test_a_hung_agent_in_the_threads_pool_does_not_hold_its_chat_forever(
         tmp_path_factory: pytest.TempPathFactory, chat_id: str) -> None:
-    """Item 11: Celery applies no time limit to the threads pool; the heartbeat stops
+    """Celery applies no time limit to the threads pool; the heartbeat stops
     extending the lease after GATEWAY_TURN_TIME_LIMIT_S, so the chat goes on."""
     rig = Rig(tmp_path_factory, pool="threads", GATEWAY_TURN_TIME_LIMIT_S="2",
               GATEWAY_MAX_ATTEMPTS="1")

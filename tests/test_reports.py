@@ -1,4 +1,4 @@
-"""Item 16: a failing multi-process test says why: its report carries the last lines of
+"""A failing multi-process test says why: its report carries the last lines of
 every gateway process's log and of Redis's."""
 
 from __future__ import annotations

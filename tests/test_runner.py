@@ -94,7 +94,7 @@ class RecordingSender:
 def test_a_busy_chat_drains_in_one_task_up_to_its_bound(
         private_redis: EmbeddedRedis, simulator: Simulator, chat_id: str,
         drain_turns: int, published: int) -> None:
-    """Scale item 2: the messages already waiting behind a turn run in the same task, in
+    """The messages already waiting behind a turn run in the same task, in
     order, each under its own fence; past the bound the next one is published instead."""
     client = redis.Redis.from_url(private_redis.url)
     store = ChatStore(client, StoreConfig())

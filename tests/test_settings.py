@@ -95,7 +95,7 @@ def test_bad_agent_stops_the_worker_at_start(tmp_path: object) -> None:
 
 @pytest.mark.parametrize(("value", "expected"), [(None, "False False"), ("true", "True True")])
 def test_task_events_are_opt_in(value: str | None, expected: str) -> None:
-    """Scale item 3: Celery task events cost worker CPU; they are off unless asked for."""
+    """Celery task events cost worker CPU; they are off unless asked for."""
     import os
 
     env = {k: v for k, v in os.environ.items() if k != "GATEWAY_TASK_EVENTS"}

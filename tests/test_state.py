@@ -99,7 +99,7 @@ def test_turns_run_in_order_and_complete_hands_over_with_a_new_fence(
 
 def test_waiting_messages_run_in_create_time_order_behind_a_dispatched_one(
         redis_client: redis.Redis, chat_id: str) -> None:
-    """Item 9: a message that arrives late (refused during a blip, or via another listener)
+    """A message that arrives late (refused during a blip, or via another listener)
     takes its place among the waiting ones by Feishu's create_time, ties by arrival; the
     turn that already started is never overtaken."""
     store = store_for(redis_client, inbox_cap=10)
@@ -136,7 +136,7 @@ def test_expired_lease_is_recovered_and_the_old_turn_is_fenced_off(
 
 def test_deadlines_follow_the_redis_clock_not_the_writer_s(
         redis_client: redis.Redis, chat_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Item 8: a host whose clock is 10 minutes fast must not delay recovery elsewhere."""
+    """A host whose clock is 10 minutes fast must not delay recovery elsewhere."""
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() + 600)
     store = store_for(redis_client, running_ttl_ms=200)
@@ -149,7 +149,7 @@ def test_deadlines_follow_the_redis_clock_not_the_writer_s(
 
 def test_fences_never_repeat_even_when_redis_loses_its_last_writes(
         redis_client: redis.Redis, chat_id: str) -> None:
-    """Item 7: after a crash with appendfsync everysec or a failover to a lagging replica,
+    """After a crash with appendfsync everysec or a failover to a lagging replica,
     the state goes back in time; a fence issued after that point must never be issued again,
     or a stale turn would pass every check."""
     store = store_for(redis_client)
@@ -171,7 +171,7 @@ def test_fences_never_repeat_even_when_redis_loses_its_last_writes(
 
 def test_a_queued_turn_nobody_picked_up_is_published_again_under_the_same_fence(
         redis_client: redis.Redis, chat_id: str) -> None:
-    """Item 1: a turn taken by a worker that died before starting it (reserved,
+    """A turn taken by a worker that died before starting it (reserved,
     prefetched) is published again after the lease TTL, and still runs only once."""
     store = store_for(redis_client, running_ttl_ms=200, requeue_cap_ms=800)
     turn = store.ingest(msg(chat_id, 1)).dispatch
@@ -235,7 +235,7 @@ def test_a_stopped_turn_dropped_when_the_next_message_arrives_is_recorded(
 
 def test_stopping_a_turn_not_started_drops_it_in_the_same_step(
         redis_client: redis.Redis, chat_id: str) -> None:
-    """Item 12: no window in which a canceller's death lets the stopped message run."""
+    """No window in which a canceller's death lets the stopped message run."""
     store = store_for(redis_client, claim_ttl_ms=200)
     turn = store.ingest(msg(chat_id, 1)).dispatch
     store.ingest(msg(chat_id, 2))
@@ -255,7 +255,7 @@ def test_stopping_a_turn_not_started_drops_it_in_the_same_step(
 
 def test_a_second_stop_within_the_debounce_acts_once(redis_client: redis.Redis,
                                                      chat_id: str) -> None:
-    """Item 5: the message the first /stop promised to answer is answered."""
+    """The message the first /stop promised to answer is answered."""
     store = store_for(redis_client)
     turn = store.ingest(msg(chat_id, 1)).dispatch
     store.ingest(msg(chat_id, 2))
@@ -271,7 +271,7 @@ def test_a_second_stop_within_the_debounce_acts_once(redis_client: redis.Redis,
 
 def test_commands_and_notices_are_recorded_in_the_same_step_as_seen(
         redis_client: redis.Redis, chat_id: str) -> None:
-    """Item 14: nothing is marked seen without something durable to act on."""
+    """Nothing is marked seen without something durable to act on."""
     store = store_for(redis_client, inbox_cap=1)
     before = redis_client.xlen(CONTROL_KEY) if redis_client.exists(CONTROL_KEY) else 0
     assert store.ingest(msg(chat_id, 1, text="/stop"), "stop").outcome == "command"
@@ -285,7 +285,7 @@ def test_commands_and_notices_are_recorded_in_the_same_step_as_seen(
 
 def test_an_answer_is_kept_for_a_rerun_and_attempts_are_counted(
         redis_client: redis.Redis, chat_id: str) -> None:
-    """Item 6: a re-run after a crash resends the stored answer, never asks again."""
+    """A re-run after a crash resends the stored answer, never asks again."""
     store = store_for(redis_client, running_ttl_ms=100, max_attempts=2)
     turn = store.ingest(msg(chat_id, 1)).dispatch
     assert turn is not None
@@ -328,7 +328,7 @@ def test_attempts_are_exhausted_after_the_cap(redis_client: redis.Redis, chat_id
 
 
 def test_stored_messages_are_read_tolerantly(redis_client: redis.Redis, chat_id: str) -> None:
-    """Item 10: an entry written by a newer version (one more field) or missing optional
+    """An entry written by a newer version (one more field) or missing optional
     fields still runs; one that is not a message at all is reported, not a crash."""
     store = store_for(redis_client, inbox_cap=10)
     newer = json.dumps({"message_id": "om_new", "chat_id": chat_id, "text": "hi",
@@ -498,7 +498,7 @@ def test_a_turn_waiting_long_in_a_backlog_keeps_its_place(redis_client: redis.Re
 
 def test_behind_a_broker_backlog_a_queued_turn_is_never_published_again(
         redis_client: redis.Redis, chat_id: str) -> None:
-    """Scale item 7: while turns wait in the broker, a queued turn past its deadline may be
+    """While turns wait in the broker, a queued turn past its deadline may be
     one of them: it keeps its lease and is not published again (no copies pile up)."""
     store = store_for(redis_client, running_ttl_ms=200, requeue_cap_ms=800, queued_ttl_ms=400)
     turn = store.ingest(msg(chat_id, 1)).dispatch
@@ -513,7 +513,7 @@ def test_behind_a_broker_backlog_a_queued_turn_is_never_published_again(
 
 
 def test_sweepers_split_the_due_chats_between_them() -> None:
-    """Scale item 6: a batch of due chats goes to one sweeper; the next sweeper gets the
+    """A batch of due chats goes to one sweeper; the next sweeper gets the
     rest, never the same chats (until the first one's claim ran out)."""
     server = start_redis()  # of its own: only these chats are due there
     redis_client = redis.Redis.from_url(server.url, decode_responses=True)
