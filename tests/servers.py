@@ -9,6 +9,10 @@ from typing import Any
 
 import pytest
 
+TEST_SERVER = os.environ.get("GATEWAY_TEST_SERVER", "redis")
+"""The server every test Redis is (`redis`, or `valkey`: .ci/run runs the pipeline and chaos
+suites on Valkey too), unless a test asks for another."""
+
 
 def valkey() -> dict[str, Any]:
     """`EmbeddedRedis` options for a Valkey server."""
