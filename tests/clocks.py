@@ -14,9 +14,12 @@ from __future__ import annotations
 import glob
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import redis
 
 from gateway.embedded_redis import bundled_redis_server
 from tests.servers import TEST_SERVER, valkey
@@ -73,3 +76,19 @@ class SteppedClock:
 
     def close(self) -> None:
         self._dir.cleanup()
+
+
+@contextmanager
+def stepped_redis() -> Iterator[tuple[SteppedClock, redis.Redis]]:
+    """A Redis whose clock the test steps, and a client of it (str replies)."""
+    from tests.conftest import start_redis, stop_redis
+
+    clock = SteppedClock()
+    server = start_redis(**clock.server_options())
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        yield clock, client
+    finally:
+        client.close()
+        stop_redis(server)
+        clock.close()

@@ -15,8 +15,7 @@ from gateway.feishu.delivery import Replies, RetryPolicy, reply_uuid
 from gateway.feishu.openapi import OpenApi
 from gateway.feishu.quota import Quota, Rates, app_key
 from gateway.simulator import SendFaults, Simulator
-from tests.clocks import SteppedClock
-from tests.conftest import start_redis, stop_redis
+from tests.clocks import SteppedClock, stepped_redis
 
 
 def drawn_within(quota: Quota, seconds: float, **kwargs: object) -> int:
@@ -99,13 +98,8 @@ def test_a_bucket_too_small_for_a_reserve_still_serves_low_priority(
 @pytest.fixture(scope="module")
 def stepped() -> Iterator[tuple[SteppedClock, redis.Redis]]:
     """A Redis whose clock the test steps, and a client of it."""
-    clock = SteppedClock()
-    server = start_redis(**clock.server_options())
-    client = redis.Redis.from_url(server.url, decode_responses=True)
-    yield clock, client
-    client.close()
-    stop_redis(server)
-    clock.close()
+    with stepped_redis() as found:
+        yield found
 
 
 @pytest.mark.parametrize("step_s", [-300, 300])

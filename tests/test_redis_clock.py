@@ -13,8 +13,7 @@ import redis
 
 from gateway.processes import wait_until
 from gateway.state.cancel import Canceller, Waiting
-from tests.clocks import SteppedClock
-from tests.conftest import start_redis, stop_redis
+from tests.clocks import SteppedClock, stepped_redis
 from tests.test_admin import first_turn
 from tests.test_state import store_for
 
@@ -23,13 +22,9 @@ STEP_S = -300
 
 @pytest.fixture
 def stepped() -> Iterator[tuple[SteppedClock, redis.Redis]]:
-    clock = SteppedClock()
-    server = start_redis(**clock.server_options())
-    client = redis.Redis.from_url(server.url, decode_responses=True)
-    yield clock, client
-    client.close()
-    stop_redis(server)
-    clock.close()
+    """A Redis whose clock the test steps, and a client of it."""
+    with stepped_redis() as found:
+        yield found
 
 
 def test_a_crashed_turn_is_recovered_within_its_lease_after_a_step_back(
