@@ -164,11 +164,13 @@ def test_in_a_dm_with_no_lists_the_dm_user_decides(client: redis.Redis) -> None:
 
 
 def test_a_turn_asks_the_same_request_on_every_run() -> None:
-    ids = {request_id_of("oc_1", "om_1", n) for n in range(3)}
-    assert len(ids) == 3 and request_id_of("oc_1", "om_1", 0) in ids
-    assert request_id_of("oc_1", "om_1", 0) == request_id_of("oc_1", "om_1", 0)
-    assert request_id_of("oc_1", "om_2", 0) not in ids
-    assert request_id_of("oc_2", "om_1", 0) not in ids
+    ids = {request_id_of("oc_1", "om_1", n, "k\nq?") for n in range(3)}
+    assert len(ids) == 3 and request_id_of("oc_1", "om_1", 0, "k\nq?") in ids
+    assert request_id_of("oc_1", "om_2", 0, "k\nq?") not in ids
+    assert request_id_of("oc_2", "om_1", 0, "k\nq?") not in ids
+    assert request_id_of("oc_1", "om_1", 0, "k\nanother?") not in ids, \
+        "another question is another request: a card decides only what it shows"
+    assert request_id_of("oc_1", "om_1#retry1", 0, "k\nq?") not in ids
 
 
 def test_asking_again_finds_the_request_its_card_and_its_decision(

@@ -51,11 +51,13 @@ RELEASE_QUEUE_CAP_MESSAGES = 1000
 past it the oldest go. Tasks expire within the release fallback anyway; this bounds a burst
 of evictions (a configuration change across many processes) that nothing consumes."""
 DEADLINE_HEADER = "gateway_release_by_ms"
-"""A `release_agent` message header: when (Unix time, milliseconds) the task is of no more
-use, its agent released in place."""
+"""A `release_agent` message header: when (Unix ms on the broker's clock, a Redis broker's
+TIME) the task is of no more use, its agent released in place."""
 
 _BOUND_LUA = """
-local queue, now, cap = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
+local t = redis.call('TIME')
+local queue, cap = KEYS[1], tonumber(ARGV[2])
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local dropped = math.max(0, redis.call('LLEN', queue) - cap)
 if dropped > 0 then
   redis.call('LTRIM', queue, 0, cap - 1)
@@ -77,10 +79,23 @@ end
 return dropped
 """
 """KEYS[1]: the release queue's list (newest first: kombu publishes with LPUSH, consumers
-BRPOP the oldest); ARGV: now (Unix ms), the cap (messages), the deadline header, the list's
+BRPOP the oldest); ARGV: (unused), the cap (messages), the deadline header, the list's
 expiry (ms; only ever lengthened, so a producer with a longer `expires_s` keeps its tasks).
 Returns how many tasks it dropped. The tasks carry no priority, so they all sit in the
 queue's own list."""
+
+
+def _broker_now_ms(channel: Any) -> int:
+    """The broker's clock (a Redis broker's TIME: the bound is judged on it), else this
+    host's; the host's too while Redis fails (the publish itself then fails anyway)."""
+    if isinstance(channel, kombu_redis.Channel):
+        try:
+            with channel.conn_or_acquire() as client:
+                seconds, micros = client.time()
+                return int(seconds) * 1000 + int(micros) // 1000
+        except redis.RedisError:
+            pass
+    return int(time.time() * 1000)
 
 
 def tokens_key(owner: str) -> str:
@@ -98,8 +113,9 @@ class CeleryPost:
         self._bound_script: Any = None
 
     def send(self, parcel: Parcel) -> None:
-        deadline_ms = int((time.time() + self._expires_s) * 1000)
         with self._sender.connection_or_acquire() as connection:
+            deadline_ms = _broker_now_ms(connection.default_channel) + int(
+                self._expires_s * 1000)
             self._sender.send_task(RELEASE_AGENT, queue=RELEASE_QUEUE, kwargs=asdict(parcel),
                                    task_id=f"release:{parcel.session}:{parcel.token}",
                                    expires=self._expires_s, connection=connection,
@@ -117,7 +133,7 @@ class CeleryPost:
                     self._bound_script = client.register_script(_BOUND_LUA)
                 dropped = int(self._bound_script(
                     keys=[RELEASE_QUEUE], client=client,
-                    args=[int(time.time() * 1000), RELEASE_QUEUE_CAP_MESSAGES,
+                    args=[0, RELEASE_QUEUE_CAP_MESSAGES,
                           DEADLINE_HEADER, max(1, math.ceil(self._expires_s * 1000))]))
         except redis.RedisError as error:  # the task is out; the next publish bounds it
             logger.warning("release queue not bounded after a publish: %s", error)

@@ -34,9 +34,13 @@ UPDATE_BUDGET_S = 30.0
 T = TypeVar("T")
 
 
-def request_id_of(chat_id: str, message_id: str, index: int) -> str:
-    """The id of a turn's `index`-th approval request: the same on every run of the turn."""
-    return hashlib.sha256(f"{chat_id}\n{message_id}\n{index}".encode()).hexdigest()[:20]
+def request_id_of(chat_id: str, turn_key: str, index: int, question: str) -> str:
+    """The id of a turn's `index`-th approval request: the same on every run of the turn
+    (`turn_key`: its message's reply key, so a retry by the operator asks anew) that asks
+    the same `question`. A run that asks another question there opens a request (and a
+    card) of its own: a click on a card can only ever decide the question it shows."""
+    return hashlib.sha256(f"{chat_id}\n{turn_key}\n{index}\n{question}".encode()
+                          ).hexdigest()[:20]
 
 
 class Asker:
@@ -55,7 +59,8 @@ class Asker:
         out until the timeout; one when asking raises (the turn fails, as for any Redis
         failure)."""
         remember = key or hashlib.sha256(prompt.encode()).hexdigest()[:24]
-        request_id = request_id_of(message.chat_id, message.message_id, index)
+        request_id = request_id_of(message.chat_id, message.reply_key, index,
+                                   f"{remember}\n{prompt}")
         opened = self.book.open(message, request_id, remember, prompt,
                                 max(int(timeout_s * 1000), 1))
         if opened.kind == "remembered":

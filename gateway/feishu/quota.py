@@ -99,14 +99,21 @@ class Quota:
         keys = ([chat_key(chat_id)] if chat_id else []) + [app_key(app_id)]
         for taken, key in enumerate(keys):
             try:
-                if not self._take_one(key, low, interrupt, deadline):
-                    for key_taken in keys[:taken]:  # the chat's token goes back unused
-                        self._wait_ms(key_taken, low, cost=-1)
-                    return False
+                if self._take_one(key, low, interrupt, deadline):
+                    continue
             except redis.RedisError as error:
                 logger.warning("send quota unavailable (%s); sending without it", error)
                 return True
+            self._give_back(keys[:taken], low)  # the chat's token goes back unused
+            return False
         return True
+
+    def _give_back(self, keys: list[str], low: bool) -> None:
+        for key in keys:
+            try:
+                self._wait_ms(key, low, cost=-1)
+            except redis.RedisError as error:
+                logger.warning("send quota token not given back (%s)", error)
 
     def _take_one(self, key: str, low: bool, interrupt: threading.Event,
                   deadline: float) -> bool:

@@ -2,8 +2,10 @@
 -- ask: a turn asks its n-th question. The request id is the turn's (chat, message, n), so a
 -- turn run again after its worker died asks the same id: the request it finds is returned
 -- as it is ('again': its card, its decision if one was made meanwhile, the time left of
--- the timeout counted from the first ask). A request of that id with another question
--- (key or prompt) is asked anew on the same card ('reopened'). Otherwise a new request is
+-- the timeout counted from the first ask, never more than the timeout). A request of that
+-- id with another question (key or prompt; the asker puts the question in the id, so only
+-- a caller that does not) is asked anew on the same card ('reopened'). Otherwise a new
+-- request is
 -- opened, unless its requester already allowed its key in this chat ("always") or in this
 -- session ("session"). Per requester: in a group, one member's "always" never answers
 -- another member's request.
@@ -19,7 +21,7 @@ local _, now_ms = clock()
 local r = redis.call('HMGET', KEYS[1], 'key', 'prompt', 'state', 'expires_ms', 'by', 'via',
                      'card')
 if r[1] == ARGV[2] and r[2] == ARGV[3] then
-  local left = tonumber(r[4]) - now_ms
+  local left = math.min(tonumber(r[4]) - now_ms, tonumber(ARGV[7]))  -- (not past a step back)
   if r[3] == 'pending' and left > 0 then redis.call('SET', KEYS[2], ARGV[1], 'PX', left) end
   return {'again', r[3], str(left), r[5] or '', r[6] or '', r[7] or ''}
 end

@@ -1,6 +1,7 @@
 --!include chat.lua
 -- recover: the sweeper looks at a chat whose deadline passed.
--- ARGV: 1 claim_ttl_ms  2 chat_id  3 requeue_base_ms  4 requeue_cap_ms  5 queued_ttl_ms
+-- ARGV: 1 claim_ttl_ms  2 chat_id  3 running_ttl_ms (also the requeue backoff's base)
+--       4 requeue_cap_ms  5 queued_ttl_ms
 --       6 may_requeue ('1': nothing waits in the broker's turns queue, so a queued turn that
 --         was not picked up is not there; '0': a backlog, the turn may still wait in it)
 --       7 history_cap  8 history_ttl_ms   (KEYS 10: done, history.lua)
@@ -22,7 +23,10 @@ if pttl > own_ttl then
 end
 if pttl > 0 then
   local at = tonumber(redis.call('HGET', K.lease, 'requeue_at_ms') or '')
-  if at and at > now_ms + math.max(tonumber(ARGV[3]), tonumber(ARGV[4])) then at = now_ms end
+  if at and at > now_ms + math.max(tonumber(ARGV[3]), tonumber(ARGV[4])) then
+    at = now_ms + tonumber(ARGV[3])
+    redis.call('HSET', K.lease, 'requeue_at_ms', str(at))
+  end
   if at and state == 'queued' then
     local outcome = {'held'}
     if now_ms >= at then

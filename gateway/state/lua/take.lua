@@ -7,19 +7,21 @@
 -- A step of Redis's clock delays nothing by more than a bucket's or a hold's own period:
 -- a refill or hold time ahead of now (the clock stepped back) counts from now, and is
 -- written back at once.
--- KEYS: 1 quota (hash: t<i> tokens and ts<i> last refill in server ms per bucket, until ms
---       and hold_ms: the hold's end and its length)
+-- KEYS: 1 quota (hash: t<i> tokens and ts<i> last refill in server ms per bucket; until,
+--       the hold's end in server ms, hold_ms its length and hold_end the end it is the
+--       length of: an older version's hold rewrote `until` alone)
 -- ARGV: 1 cost  2 reserve (0..1)  3 ttl_s  4.. rate_per_s, capacity pairs, one per bucket
 -- → 0 when taken, else the milliseconds to wait before trying again
 --!include clock.lua
 local _, now = clock()
 local cost, reserve = tonumber(ARGV[1]), tonumber(ARGV[2])
-local hold = redis.call('HMGET', KEYS[1], 'until', 'hold_ms')
+local hold = redis.call('HMGET', KEYS[1], 'until', 'hold_ms', 'hold_end')
 local held = tonumber(hold[1] or '0')
-local length = tonumber(hold[2]) or math.max(held - now, 0)  -- (a hold set without its length)
+local length = math.max(held - now, 0)  -- a hold set without its length (an older version's)
+if hold[3] == hold[1] then length = tonumber(hold[2]) or length end
 if held > now + length then  -- the clock stepped back past the hold's own length
   held = now + length
-  redis.call('HSET', KEYS[1], 'until', str(held))
+  redis.call('HSET', KEYS[1], 'until', str(held), 'hold_end', str(held))
 end
 if held > now and cost > 0 then return held - now end
 local tokens, wait, stepped = {}, 0, false
@@ -32,7 +34,7 @@ for i = 1, buckets do
   have = math.min(capacity, have + math.max(0, now - since) * rate / 1000)
   tokens[i] = have
   local need = math.min(capacity, cost + reserve * capacity) - have
-  if need > 0 then wait = math.max(wait, math.ceil(need * 1000 / rate)) end
+  if need > 0 and cost > 0 then wait = math.max(wait, math.ceil(need * 1000 / rate)) end
 end
 if wait > 0 and not stepped then return wait end
 for i = 1, buckets do
