@@ -85,7 +85,12 @@ class SdkWsClient:
         domain, app_id, app_secret, handler = self._args
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        lark_ws_client.loop = loop  # the SDK captured a module-level loop at import
+        # the SDK made a module-level loop at import, which nothing runs or closes: it is
+        # closed here, not left to the garbage collector (an unclosed loop warns)
+        previous = lark_ws_client.loop
+        if previous is not loop and not previous.is_running() and not previous.is_closed():
+            previous.close()
+        lark_ws_client.loop = loop
         self._loop = loop
         try:
             self._client = lark.ws.Client(app_id, app_secret, event_handler=handler,

@@ -40,9 +40,22 @@ def flower(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: _get(url, "/api/workers") is not None, 60, "Flower's API")
+        wait_until(lambda: events_flow(rig, url), 60, "Flower to receive the task events",
+                   interval_s=2.0)
         yield url
     finally:
         proc.stop()
+
+
+def events_flow(rig: Rig, url: str) -> bool:
+    """Whether Flower saw a whole turn from its first event: it serves its HTTP API before
+    its event receiver listens, and a turn whose "received" event it missed has no name.
+    Sends a warm-up message each time it is asked and nothing was seen yet."""
+    if any(t.get("name") == "gateway.run_turn" and t.get("state") == "SUCCESS"
+           for t in turns(url, "oc_flower_warmup").values()):
+        return True
+    rig.sim.send_text("oc_flower_warmup", "warm-up")
+    return False
 
 
 def _get(url: str, path: str) -> Any:

@@ -12,13 +12,13 @@ import pytest
 from gateway.agents.chat_completions import EndpointError, sse_pieces
 from gateway.processes import wait_until
 from gateway.runner import FAILURE_REPLY
-from gateway.simulator import SentMessage
+from gateway.simulator import SentMessage, Simulator
 from gateway.simulator.payloads import flatten_text
 from gateway.streaming import STOPPED_MARK
 from gateway.surfaces import EDITS_WHILE_STREAMING
 from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
 from tests.fake_llm import API_KEY, FakeLlm
-from tests.test_cancel import reply_of
+from tests.test_cancel import reply_of as cancel_reply_of
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +35,27 @@ def rig(tmp_path_factory: pytest.TempPathFactory, llm: FakeLlm) -> Iterator[Rig]
               GATEWAY_SYSTEM_PROMPT="Be brief.")
     yield rig.up(worker=False)  # each test starts the workers it needs
     rig.close(kill=True)
+
+
+@pytest.fixture(autouse=True)
+def workers_stopped(rig: Rig) -> Iterator[None]:
+    """Each test starts the workers it needs; none outlives it, failed or not, so no later
+    test's message goes to a worker of other settings."""
+    yield
+    for worker in rig.fleet.workers():
+        worker.stop()
+
+
+def reply_of(sim: Simulator, chat_id: str, message_id: str, timeout_s: float = 20) -> str:
+    """The one reply to `message_id`, once it is final: a streaming card is read when its
+    stream is over, not at a piece on the way."""
+    first = wait_until(lambda: [m for m in sim.sent_messages(chat_id)
+                                if m.reply_to == message_id], timeout_s,
+                       f"a reply to {message_id}")
+    assert isinstance(first, list) and len(first) == 1, first
+    if first[0].card_id:
+        return sim.wait_for_card(first[0].message_id, streaming=False, timeout_s=timeout_s).text
+    return cancel_reply_of(sim, chat_id, message_id, timeout_s)
 
 
 def test_a_conversation_goes_on_in_another_worker_process_and_new_starts_empty(

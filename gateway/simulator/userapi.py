@@ -47,7 +47,7 @@ def _bad(detail: str) -> web.HTTPBadRequest:
     return web.HTTPBadRequest(text=detail)
 
 
-def _local_host(host: str | None, bound: str) -> bool:
+def local_host(host: str | None, bound: str) -> bool:
     """`host` (a Host header) names a loopback address or `bound`, the address the simulator
     listens on, at any port (a forwarded port is fine): names no other site can point at
     the simulator. A malformed Host is not."""
@@ -69,12 +69,12 @@ def _local_host(host: str | None, bound: str) -> bool:
 
 
 def _for_local_host(bound: str, handler: Handler) -> Handler:
-    """`handler`, answering only requests whose Host passes `_local_host` (403 otherwise)."""
+    """`handler`, answering only requests whose Host passes `local_host` (403 otherwise)."""
 
     @functools.wraps(handler)
     async def guarded(request: web.Request) -> web.Response:
         host = request.headers.get(hdrs.HOST)
-        if not _local_host(host, bound):
+        if not local_host(host, bound):
             raise web.HTTPForbidden(text=f"host {host or '(none)'} is refused: the simulator "
                                          f"answers only for a loopback address or {bound}")
         return await handler(request)
