@@ -1,7 +1,9 @@
 """The demo's web chat in a real headless Chromium: a message round trip, a group with an
-@mention, an approval card clicked, a typing reaction and a /stop (real listener, real
-workers, the simulator serving the page). Saves a screenshot. A message no bot can take is
-shown as not sent and given back in the input box."""
+@mention, an approval card clicked, a typing reaction and a streamed answer stopped with
+/stop (real listener, real workers, the simulator serving the page), then a reload that
+shows the same conversation, with no error in the browser's console. Saves a screenshot.
+A message no bot can take is shown as not sent, with what to start, and given back in the
+input box."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from gateway.simulator import Simulator
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.chromium.webdriver import ChromiumDriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 
@@ -36,6 +39,7 @@ def browser() -> Iterator[WebDriver]:
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
                  "--disable-gpu", "--window-size=1200,900"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=webdriver.ChromeService(chromedriver), options=options)
     try:
         yield driver
@@ -54,6 +58,22 @@ def texts(driver: WebDriver, selector: str) -> list[str]:
     found = driver.execute_script(
         "return [...document.querySelectorAll(arguments[0])].map(e => e.innerText)", selector)
     return [str(t) for t in found]
+
+
+def conversation(driver: WebDriver) -> list[tuple[str, str]]:
+    """("you" or "bot", text) of every message shown, top to bottom."""
+    found = driver.execute_script(
+        "return [...document.querySelectorAll('#log .msg')].map(e => ["
+        "e.classList.contains('user') ? 'you' : 'bot',"
+        "(e.querySelector('.text, .body') || e).innerText])")
+    return [(str(who), str(text).strip()) for who, text in found]
+
+
+def console_errors(driver: WebDriver) -> list[str]:
+    """What the page logged at error level (a failed load, e.g. a missing favicon)."""
+    assert isinstance(driver, ChromiumDriver)
+    logged = driver.get_log("browser")  # type: ignore[no-untyped-call]
+    return [str(e["message"]) for e in logged if e["level"] == "SEVERE"]
 
 
 def bot_says(driver: WebDriver, text: str, timeout_s: float = 30) -> None:
@@ -89,13 +109,28 @@ def test_a_person_chats_with_the_bot_in_the_browser(
     wait_until(lambda: click_button(browser, "Allow once"), 30, "the card's button clicked")
     bot_says(browser, "decision: once")
 
-    say(browser, "sleep 30")
+    say(browser, "stream 100 0.3")  # a word every 0.3 s, for 30 s
     wait_until(lambda: any("[Typing]" in t for t in texts(browser, ".msg.user .reactions")),
                30, "the typing reaction on the page")
+    bot_says(browser, "w1")
     say(browser, "/stop")
-    bot_says(browser, "Stopped.")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".msg .stop-mark"), 10,
+               "the stopped answer's mark, drawn by the page")
+    assert not any("\u23f9" in t for t in texts(browser, ".msg")), \
+        "no bare stop glyph (a missing-glyph box in a browser without an emoji font)"
     SCREENSHOT.parent.mkdir(exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOT)) and SCREENSHOT.stat().st_size > 10_000
+
+    browser.refresh()
+    mine = ["hello from the browser", "approve 60 tool May I run the tool?", "stream 100 0.3",
+            "/stop"]
+    wait_until(lambda: [t for who, t in conversation(browser) if who == "you"] == mine, 10,
+               "the user's own messages shown again after a reload")
+    shown = conversation(browser)
+    first = shown.index(("you", "hello from the browser"))
+    assert shown[first + 1] == ("bot", "echo: hello from the browser"), shown
+    assert any(who == "bot" and "decision: once" in t for who, t in shown), shown
+    assert console_errors(browser) == [], "no failed load (a favicon) nor script error"
 
 
 def test_a_message_no_bot_can_take_is_shown_as_not_sent_and_given_back(
@@ -105,6 +140,9 @@ def test_a_message_no_bot_can_take_is_shown_as_not_sent_and_given_back(
     say(browser, "words worth keeping")
     error = browser.find_element(By.ID, "error")
     wait_until(error.is_displayed, 10, "the error on the page")
-    assert error.text.startswith("Not sent (503): not delivered: simulator: no long-connection")
+    assert error.text == (
+        "Not sent: no bot is connected to this simulator yet: start `feishu-gateway listen` "
+        f"with FEISHU_DOMAIN={simulator.url} and FEISHU_APP_ID={simulator.app_id} (the "
+        "export lines `feishu-gateway simulator` printed)")
     assert browser.find_element(By.ID, "text").get_property("value") == "words worth keeping"
     assert texts(browser, ".msg.user") == [], "no message shown as sent"

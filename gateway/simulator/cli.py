@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import signal
 import sys
 import threading
@@ -22,7 +23,8 @@ def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_
                   out: TextIO | None = None) -> None:
     """Serve until Ctrl-C, SIGTERM (main thread only) or `stop_event` is set.
 
-    Prints one line with the URL to use as FEISHU_DOMAIN and the app credentials.
+    Prints where the web chat is, then the `export FEISHU_…=…` lines to paste into the
+    terminal that runs the gateway (see `paste_lines`).
     """
     stop = stop_event or threading.Event()
     previous = None
@@ -35,9 +37,7 @@ def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_
     try:
         with Simulator(app_id, app_secret, host=host, port=port,
                        bot_open_id=bot_open_id) as sim:
-            print(f"feishu simulator: FEISHU_DOMAIN={sim.url} app_id={sim.app_id} "
-                  f"app_secret={sim.app_secret} bot_open_id={sim.bot_open_id}",
-                  file=out or sys.stdout, flush=True)
+            print(paste_lines(sim), file=out or sys.stdout, flush=True)
             try:
                 stop.wait()
             except KeyboardInterrupt:
@@ -45,6 +45,19 @@ def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def paste_lines(sim: Simulator) -> str:
+    """What the simulator prints once it listens: its web chat, and the lines that point a
+    gateway at it, ready to paste into another terminal (the secret is the simulator's own,
+    a made-up one)."""
+    exports = "\n".join(f"export {name}={shlex.quote(value)}" for name, value in (
+        ("FEISHU_APP_ID", sim.app_id), ("FEISHU_APP_SECRET", sim.app_secret),
+        ("FEISHU_DOMAIN", sim.url)))
+    return (f"feishu simulator on {sim.url} (web chat: {sim.url}/, bot open_id "
+            f"{sim.bot_open_id})\n"
+            "To point a gateway at it, paste these lines into the terminals of its "
+            "listener (`feishu-gateway listen`) and workers:\n" + exports)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

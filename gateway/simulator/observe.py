@@ -39,6 +39,10 @@ class Observations:
         of one chat and/or one app's bot (None: every app)."""
         return self.state.bot_messages(chat_id, app_id)
 
+    def acks_of(self, message_id: str) -> list[Ack]:
+        """The ACKs of every frame that carried this user's message, oldest first."""
+        return [a for a in self.state.acks if a.message_id == message_id]
+
     def get_message(self, message_id: str) -> SentMessage | None:
         """Any message the simulator knows (the bot's or a user's), current content parsed;
         None when unknown or withdrawn."""

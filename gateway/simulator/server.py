@@ -28,6 +28,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AckListener = Callable[[str, int], None]
 
 
+class NoBotConnected(TimeoutError):
+    """No client of the event's app (a listener, an SDK client) connected in time."""
+
+
 @dataclass(eq=False)
 class _Conn:
     ws: web.WebSocketResponse
@@ -201,10 +205,9 @@ class Hub:
                 try:
                     await asyncio.wait_for(self._changed.wait(), remaining)
                 except TimeoutError:
-                    raise TimeoutError(
-                        f"simulator: no long-connection client of app {app_id or '*'} "
-                        "connected to deliver the event (is the lark.ws.Client started "
-                        "with domain=sim.url?)") from None
+                    raise NoBotConnected(
+                        f"simulator: no bot of app {app_id or '*'} is connected to take the "
+                        "event (is a listener's FEISHU_DOMAIN the simulator's url?)") from None
             conn = live[self._next % len(live)]
             self._next += 1
             return conn

@@ -32,6 +32,7 @@ class SimState:
         self._reactions: dict[str, dict[str, str]] = {}
         self._acks: list[Ack] = []
         self._frames: dict[str, SentFrame] = {}
+        self._delivered: set[str] = set()  # message ids written to a connection
         self._counters: Counter[str] = Counter()
         self._requests: Counter[str] = Counter()
         self._connections: dict[str, int] = {}
@@ -157,6 +158,8 @@ class SimState:
             frame = self._frames.get(frame_id)
             if frame is not None:
                 self._frames[frame_id] = dataclasses.replace(frame, sent_at=time.monotonic())
+                if frame.message_id is not None:
+                    self._delivered.add(frame.message_id)
 
     def find_frame(self, key: str) -> SentFrame | None:
         """The frame with this id, or the last frame sent for this Feishu message id."""
@@ -267,6 +270,13 @@ class SimState:
         with self._cond:
             recs = self._bot_records(chat_id, app_id)
         return [self.view(r) for r in recs]
+
+    def user_records(self, chat_id: str) -> list[MessageRecord]:
+        """The messages users sent in a chat that reached a bot (written to its connection;
+        those inside a forward not counted), in the order the simulator took them."""
+        with self._cond:
+            return [r for r in self._messages.values() if r.chat_id == chat_id
+                    and not r.from_bot and r.message_id in self._delivered]
 
     def count_bot_messages(self, chat_id: str | None, app_id: str | None = None) -> int:
         with self._cond:

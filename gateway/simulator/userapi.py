@@ -5,7 +5,13 @@ simulator send`: a person sends messages and card clicks and reads what the bot 
                                  "sender_open_id", "mention_bot": bool} → {"message_id"}
     GET  /sim/v1/messages?chat_id=…&reactions_of=id,id
                                 → {"items": [the bot's messages, oldest first],
+                                   "user_messages": [what users sent, oldest first:
+                                       {"message_id", "text" (@mentions by name),
+                                        "sender_open_id", "chat_type", "mentions_bot",
+                                        "reply_to", "at" (its create time, s),
+                                        "ack_codes": [the code of each ACK of it]}],
                                    "reactions": {id: [emoji types on that message]}}
+                                  (reactions: of each user message and of reactions_of)
     GET  /                      the web chat (webchat.html), built on these calls
     POST /sim/v1/card_actions   {"chat_id", "message_id", "operator_open_id", "value": {…}}
                                 → {"frame_id"} (the click went to the bot)
@@ -17,7 +23,7 @@ The POSTs take Content-Type: application/json only (415 otherwise) and, when the
 has an Origin, only the simulator's own (403 otherwise): a page of another site the user
 visits cannot make them send messages or click cards (a cross-site form or a fetch without
 a CORS preflight cannot send application/json). A send the simulator cannot deliver (no
-bot connected) is a 503 with the reason in one line.
+bot connected) is a 503 with the reason, and what to start, in one line.
 
 The calls block on the simulator's own loop, so each runs on an executor thread.
 May import: gateway.simulator."""
@@ -35,7 +41,10 @@ from urllib.parse import SplitResult, urlsplit
 
 from aiohttp import hdrs, web
 
+from gateway.simulator.server import NoBotConnected
+
 if TYPE_CHECKING:
+    from gateway.simulator.records import MessageRecord
     from gateway.simulator.simulator import Simulator
 
 T = TypeVar("T")
@@ -126,11 +135,21 @@ def _text(body: dict[str, Any], name: str, default: str | None = None) -> str:
     return value
 
 
-async def _off_loop(call: Callable[[], T]) -> T:
+def no_bot_line(sim: Simulator) -> str:
+    """Why a user's message or click was not sent when no bot is connected, and what to
+    start, in the words of someone running the gateway."""
+    return ("no bot is connected to this simulator yet: start `feishu-gateway listen` with "
+            f"FEISHU_DOMAIN={sim.url} and FEISHU_APP_ID={sim.app_id} (the export lines "
+            "`feishu-gateway simulator` printed)")
+
+
+async def _off_loop(sim: Simulator, call: Callable[[], T]) -> T:
     """`call` on an executor thread; the simulator's failure to deliver (no client of the
-    app connected: TimeoutError; stopped: RuntimeError) is a 503 with its reason."""
+    app connected: NoBotConnected; stopped: RuntimeError) is a 503 with its reason."""
     try:
         return await asyncio.get_running_loop().run_in_executor(None, call)
+    except NoBotConnected:
+        raise web.HTTPServiceUnavailable(text=no_bot_line(sim)) from None
     except (TimeoutError, RuntimeError, OSError) as error:
         reason = " ".join(str(error).split()) or type(error).__name__
         raise web.HTTPServiceUnavailable(text=f"not delivered: {reason}") from None
@@ -143,7 +162,7 @@ def user_routes(sim: Simulator) -> list[web.RouteDef]:
         if chat_type not in ("p2p", "group"):
             raise _bad("chat_type must be p2p or group")
         mentions = [sim.mention_bot()] if body.get("mention_bot") is True else None
-        message_id = await _off_loop(functools.partial(
+        message_id = await _off_loop(sim, functools.partial(
             sim.send_text, _text(body, "chat_id"), _text(body, "text"), chat_type=chat_type,
             sender_open_id=_text(body, "sender_open_id", "ou_user_1"), mentions=mentions))
         return web.json_response({"message_id": message_id})
@@ -153,8 +172,10 @@ def user_routes(sim: Simulator) -> list[web.RouteDef]:
         if not chat_id:
             raise _bad("chat_id is required")
         items = [asdict(m) for m in sim.sent_messages(chat_id)]
+        users = [_user_message(sim, r) for r in sim.state.user_records(chat_id)]
         asked = [i for i in request.query.get("reactions_of", "").split(",") if i][:200]
-        return web.json_response({"items": items,
+        asked += [m["message_id"] for m in users]
+        return web.json_response({"items": items, "user_messages": users,
                                   "reactions": {i: sim.reactions(i) for i in asked}},
                                  dumps=_dumps)
 
@@ -168,7 +189,7 @@ def user_routes(sim: Simulator) -> list[web.RouteDef]:
         value = body.get("value")
         if not isinstance(value, dict):
             raise _bad("value must be a JSON object")
-        frame_id = await _off_loop(functools.partial(
+        frame_id = await _off_loop(sim, functools.partial(
             sim.send_card_action, _text(body, "chat_id"), _text(body, "message_id"),
             _text(body, "operator_open_id", "ou_user_1"), value))
         return web.json_response({"frame_id": frame_id})
@@ -178,6 +199,22 @@ def user_routes(sim: Simulator) -> list[web.RouteDef]:
 
     return [web.post(f"{PREFIX}/messages", local(send)), web.get(f"{PREFIX}/messages", local(read)),
             web.post(f"{PREFIX}/card_actions", local(click)), web.get("/", local(page))]
+
+
+def _user_message(sim: Simulator, rec: MessageRecord) -> dict[str, Any]:
+    """A user's message as the web chat shows it: each @mention key replaced by its name."""
+    text = sim.state.view(rec).text
+    for mention in rec.mentions:
+        if key := str(mention.get("key") or ""):
+            text = text.replace(key, f"@{mention.get('name') or key}")
+    app = sim.apps.find(rec.app_id)
+    ids = [m.get("id") for m in rec.mentions]
+    return {"message_id": rec.message_id, "text": text, "sender_open_id": rec.sender_open_id,
+            "chat_type": rec.chat_type, "reply_to": rec.parent_id,
+            "mentions_bot": app is not None and any(
+                isinstance(i, dict) and i.get("open_id") == app.bot_open_id for i in ids),
+            "at": rec.create_time_ms / 1000,
+            "ack_codes": [a.code for a in sim.acks_of(rec.message_id)]}
 
 
 def _dumps(value: Any) -> str:
