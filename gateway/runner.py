@@ -4,7 +4,8 @@ This is the gateway's one broad `except` around agents: whatever an agent raises
 honest failure reply for the user and a traceback for the operator, and the chat moves on.
 The answer is stored (fenced) before its first piece is sent, so a re-run after a crash
 resends the same pieces under the same uuids (Feishu shows them once) and never stitches a
-second answer onto a first.
+second answer onto a first. A worker that shuts down while a reply waits to be retried
+gives its turn back at once (`leave`): another worker resends the kept answer.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 
@@ -24,7 +25,7 @@ from gateway.approvals.asking import Asker
 from gateway.chunking import chunk_markdown
 from gateway.dispatch import Publisher
 from gateway.errors import GatewayError
-from gateway.feishu.delivery import Abandoned, Replies, reply_uuid
+from gateway.feishu.delivery import Abandoned, Leaving, Replies, reply_uuid
 from gateway.feishu.enrich import Enricher
 from gateway.feishu.typing import Typist
 from gateway.heartbeat import Heartbeater
@@ -40,6 +41,8 @@ from gateway.types import Message, Reply, Turn
 logger = logging.getLogger(__name__)
 
 FAILURE_REPLY = "Sorry, something went wrong while answering this message."
+SHUTDOWN = "its worker is shutting down"
+"""Why a turn stopped sending its reply: it is handed back for another worker to send."""
 
 
 def gave_up_reply(attempts: int) -> str:
@@ -75,6 +78,21 @@ class TurnRunner:
     enricher: Enricher | None = None
     """Quotes a replied-to message and lists forwarded ones (none: as they came)."""
     fetch_max_bytes: int = 20 * 1024 * 1024
+    _sending: set[TurnHandle] = field(default_factory=set, init=False, repr=False)
+    """The turns sending their replies now (the ones `leave` cuts short)."""
+    _sending_guard: threading.Lock = field(default_factory=threading.Lock, init=False,
+                                           repr=False)
+
+    def leave(self) -> None:
+        """The worker is shutting down: replies are no longer retried nor waited for, and
+        each turn sending one now stops and is handed back (`ChatStore.hand_back`) for
+        another worker to resend its kept answer. Turns still running their agents go on
+        (a warm shutdown waits for them); their replies get one attempt each."""
+        self.replies.leave()
+        with self._sending_guard:
+            sending = list(self._sending)
+        for handle in sending:
+            handle.stop(SHUTDOWN)
 
     def _agent_turn(self, message: Message, fence: int, stopped: threading.Event) -> Turn:
         asker, api = self.asker, self.replies.api_for(message.app_id)
@@ -114,7 +132,8 @@ class TurnRunner:
         done, first = 0, ""
         while True:
             done += 1
-            go_on = done < self.drain_turns and time.monotonic() < deadline
+            go_on = done < self.drain_turns and time.monotonic() < deadline and \
+                not self.replies.leaving.is_set()
             outcome, following = self.run_one(turn, started,
                                               run_next=(task_id, worker) if go_on else None)
             first = first or outcome
@@ -128,8 +147,9 @@ class TurnRunner:
     def run_one(self, turn: Dispatch, started: Started, *,
                 run_next: tuple[str, str] | None = None) -> tuple[str, Completed]:
         """Run one started turn; returns how it ended (replied, resent, silent, failed,
-        stopped, gave-up, unreadable, timed-out) and what `ChatStore.complete` gave: the
-        chat's next turn (claimed, or started when `run_next` asked for it), or nothing."""
+        stopped, gave-up, unreadable, timed-out, handed-back) and what `ChatStore.complete`
+        gave: the chat's next turn (claimed, or started when `run_next` asked for it), or
+        nothing."""
         clock = time.monotonic()
         following: Completed = None
         with turn_context(turn.chat_id, turn.message_id,
@@ -155,11 +175,15 @@ class TurnRunner:
                 # like Celery's hard time limit in prefork: the attempt counts, the lease
                 # runs out, the turn runs again or is given up after GATEWAY_MAX_ATTEMPTS
                 outcome = "timed-out"
+            elif handle.reason == SHUTDOWN:
+                outcome = "handed-back"
+                self._hand_back(turn)
             else:
                 following = self.publisher.finish(turn, run_next, outcome)  # stale: no-op
         metrics.turn_ended(outcome, time.monotonic() - clock)
-        logger.debug("turn %s of chat %s %s in %.2fs (attempt %d)", turn.message_id,
-                     turn.chat_id, outcome, time.monotonic() - clock, started.attempt)
+        logger.info("turn %s of chat %s %s in %.2fs (attempt %d)",
+                    turn_task_id(turn.chat_id, turn.message_id, turn.fence), turn.chat_id,
+                    outcome, time.monotonic() - clock, started.attempt)
         return outcome, following
 
     def _turn(self, turn: Dispatch, started: Started, handle: TurnHandle) -> str:
@@ -202,6 +226,20 @@ class TurnRunner:
                 return "stopped"
         self._send(turn, message, answer, handle, started.attempt, stream)
         return outcome
+
+    def _hand_back(self, turn: Dispatch) -> None:
+        """Give the turn back for another worker to send its kept answer, at once."""
+        try:
+            again = self.store.hand_back(turn)
+        except redis.RedisError as error:
+            logger.warning("turn %s of chat %s not handed back (%s); it runs again once its "
+                           "lease expired", turn.message_id, turn.chat_id, error)
+            return
+        if again is None:  # it lost its lease, or was stopped and nothing waits
+            return
+        self.publisher.publish(again)
+        logger.info("turn %s of chat %s handed back: %s; another worker sends its reply",
+                    turn.message_id, turn.chat_id, SHUTDOWN)
 
     def _missed(self, chat_id: str, session: str) -> bool:
         """Whether another process started the session's previous turn, so an agent this
@@ -273,13 +311,28 @@ class TurnRunner:
               attempt: int, stream: Stream | None = None) -> None:
         """Send every piece; each piece's uuid is fixed by the answer's kind and position.
         Before each attempt the fence is checked again (the first one was just checked).
-        A streamed answer's first piece closes its card (the same card on a re-run)."""
+        A streamed answer's first piece closes its card (the same card on a re-run). When
+        the worker leaves meanwhile, the turn stops with `SHUTDOWN` (to be handed back)."""
+        with self._sending_guard:
+            self._sending.add(handle)
+        try:
+            self._send_pieces(turn, message, answer, handle, attempt, stream)
+        finally:
+            with self._sending_guard:
+                self._sending.discard(handle)
+
+    def _send_pieces(self, turn: Dispatch, message: Message, answer: Answer,
+                     handle: TurnHandle, attempt: int, stream: Stream | None) -> None:
         checked = [True]
         chunks, purpose, first = answer.chunks, answer.kind, 0
         if purpose == "stream" and stream is None:  # a re-run resending a kept answer
             stream = self._stream(turn, message, attempt, handle)
-        if purpose == "stream" and stream is not None and stream.close(chunks[0]):
-            first = 1
+        if purpose == "stream" and stream is not None:
+            if stream.close(chunks[0]):
+                first = 1
+            elif self.replies.leaving.is_set():  # the card may close yet: on the re-run
+                handle.stop(SHUTDOWN)
+                return
         if purpose == "stream":
             purpose = "stream-rest"
 
@@ -297,6 +350,10 @@ class TurnRunner:
                     uuid=reply_uuid(message.reply_key, purpose, index),
                     in_thread=bool(message.thread_id), may_send=may_send,
                     stopped=handle.stopped)
+            except Leaving as error:
+                logger.info("%s", error)
+                handle.stop(SHUTDOWN)  # unless it was stopped for another reason already
+                return
             except Abandoned as error:
                 logger.info("%s", error)
                 return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -20,6 +21,7 @@ from celery.signals import (
     worker_process_shutdown,
     worker_ready,
     worker_shutdown,
+    worker_shutting_down,
 )
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
@@ -68,6 +70,7 @@ def run_turn(self: Task, chat_id: str, message_id: str, fence: int, sent_ms: int
     when it was published (wall clock), for the queue-time metric."""
     if sent_ms:
         metrics.turn_started(time.time() - sent_ms / 1000)
+    _watch_for_shutdown()
     return runtime().runner.run(Dispatch(chat_id, message_id, fence),
                                 task_id=str(self.request.id), worker=str(self.request.hostname))
 
@@ -174,6 +177,51 @@ def _check_keyspace(**_: Any) -> None:
         raise SystemExit(f"feishu-gateway: {error}") from None
     except (redis.RedisError, GatewayError) as error:
         logger.warning("cannot check the chat state's key layout now: %s", error)
+
+
+_notice_read, _notice_write = os.pipe()
+"""Warm shutdown, told by the worker's main process to every process running turns (its
+pool processes, forked after this import, share the pipe): it writes a byte for each, and
+each one's watcher takes one."""
+os.set_blocking(_notice_write, False)
+NOTICE_BYTES = 4096
+"""More than a worker has processes; one write of it is atomic (PIPE_BUF)."""
+_watchers: dict[int, threading.Thread] = {}
+_watching = threading.Lock()
+
+
+@worker_shutting_down.connect
+def _tell_shutdown(**_: Any) -> None:
+    """SIGTERM (or SIGINT, SIGQUIT) reached the worker's main process: in its signal
+    handler, so only one write, never a lock."""
+    with contextlib.suppress(OSError):  # the pipe is full: told already
+        os.write(_notice_write, b"!" * NOTICE_BYTES)
+
+
+def _watch_for_shutdown() -> None:
+    """Start this process's watcher once, at its first turn (a forked pool process starts
+    its own)."""
+    pid = os.getpid()
+    if pid not in _watchers:
+        with _watching:
+            if pid not in _watchers:
+                _watchers.clear()
+                _watchers[pid] = threading.Thread(target=_await_shutdown, daemon=True,
+                                                  name="gateway-shutdown")
+                _watchers[pid].start()
+
+
+def _await_shutdown() -> None:
+    """Replies stop being retried; a turn that waits to retry one is handed back at once,
+    so the worker leaves within its stop grace period (TurnRunner.leave)."""
+    try:
+        os.read(_notice_read, 1)
+    except OSError as error:
+        logger.warning("shutdown notices cannot be read in this process: %s", error)
+        return
+    logger.info("worker shutting down: replies are no longer retried; unsent ones are "
+                "handed back to other workers")
+    runtime().runner.leave()
 
 
 _sweepers: list[Sweeper] = []

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
 from gateway import metrics
 from gateway.errors import GatewayError, RateLimited, RejectedError, RetryableError
@@ -40,6 +40,11 @@ def derived_uuid(uuid: str, tag: str) -> str:
 
 class Abandoned(GatewayError):
     """The sender gave up on purpose: the turn was stopped or lost its lease."""
+
+
+class Leaving(Abandoned):
+    """This process is shutting down (`Replies.leave`): the piece was not sent, and no
+    retry or wait is left to try; the turn is for another worker to send."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,15 @@ class Replies:
         self.policy = policy or RetryPolicy()
         self.quota = quota
         """The send quota every attempt draws from (none: unlimited)."""
+        self.leaving = threading.Event()
+        """Set when the process shuts down (`leave`)."""
+
+    def leave(self) -> None:
+        """The process is shutting down: from now on a send makes the attempt it is at,
+        without waiting for the quota, and is not retried; what fails raises `Leaving`.
+        A send waiting now is cut short too: by its `stopped` event, which its caller sets
+        (see TurnRunner.leave), or at once when it has none."""
+        self.leaving.set()
 
     def api_for(self, app_id: str) -> OpenApi:
         """The open API of `app_id` ("" or unknown: the first app's)."""
@@ -160,7 +174,8 @@ class Replies:
                   stopped: threading.Event | None = None, budget_s: float | None = None) -> T:
         """`call` until it succeeds, is rejected or the budget runs out; each attempt first
         draws from the send quota (`low`: at the low priority) and a rate-limited answer
-        holds the app's quota for every worker."""
+        holds the app's quota for every worker. Once the process is leaving, a failed
+        attempt is not retried and no attempt waits for the quota: `Leaving` is raised."""
         attempts = 0
         failure: RetryableError | None = None
         """The last answer that failed: the reason given when the quota has no room left."""
@@ -179,12 +194,15 @@ class Replies:
                            state.attempt_number, state.upcoming_sleep)
             metrics.send_retried()
 
-        interrupt = stopped if stopped is not None else threading.Event()
+        interrupt = stopped if stopped is not None else self.leaving
 
         def sleeper(seconds: float) -> None:
             interrupt.wait(seconds)
 
-        retrying = Retrying(retry=retry_if_exception_type(RetryableError),
+        def retried(error: BaseException) -> bool:
+            return isinstance(error, RetryableError) and not self.leaving.is_set()
+
+        retrying = Retrying(retry=retry_if_exception(retried),
                             stop=stop_after_delay(policy.budget_s), wait=wait,
                             sleep=sleeper, before_sleep=log_retry, reraise=True)
         try:
@@ -192,10 +210,10 @@ class Replies:
                 with attempt:
                     attempts += 1
                     if not may_send():
-                        raise Abandoned(f"{what} abandoned: the turn was stopped or lost "
-                                        "its lease")
-                    if not self._draw(app_id, chat_id, low, interrupt,
-                                      policy.budget_s - (time.monotonic() - started)):
+                        raise self._left(what) if self.leaving.is_set() else Abandoned(
+                            f"{what} abandoned: the turn was stopped or lost its lease")
+                    left_s = policy.budget_s - (time.monotonic() - started)
+                    if not self._draw(app_id, chat_id, low, interrupt, left_s):
                         raise self._no_room(what, interrupt, failure)
                     try:
                         return call()
@@ -205,22 +223,33 @@ class Replies:
                             self.quota.hold(app_id, error.retry_after_s or 1.0)
                         raise
         except RetryableError as error:
+            if self.leaving.is_set():
+                raise self._left(what, error) from None
             raise RetryableError(f"{error} (gave up after {attempts} attempts)",
                                  code=error.code) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def _draw(self, app_id: str, chat_id: str, low: bool, stopped: threading.Event,
               left_s: float) -> bool:
-        """Whether the send quota gave this attempt its tokens within `left_s`."""
+        """Whether the send quota gave this attempt its tokens within `left_s` (at once,
+        once the process is leaving)."""
+        if self.leaving.is_set():
+            left_s = 0.0
         return self.quota is None or self.quota.acquire(
             app_id, chat_id, low=low, stopped=stopped, timeout_s=max(left_s, 0.0))
 
     @staticmethod
-    def _no_room(what: str, stopped: threading.Event,
+    def _left(what: str, failure: RetryableError | None = None) -> Leaving:
+        why = f" (last: {failure})" if failure is not None else ""
+        return Leaving(f"{what} not sent: this process is shutting down{why}")
+
+    def _no_room(self, what: str, stopped: threading.Event,
                  failure: RetryableError | None) -> GatewayError:
-        """Why an attempt the quota had no room for ends: the turn was stopped, or the
-        budget ran out. Then the reason is what Feishu last answered, when it answered
-        at all: a wait for the quota is no failure of its own."""
+        """Why an attempt the quota had no room for ends: the process is leaving, the turn
+        was stopped, or the budget ran out. Then the reason is what Feishu last answered,
+        when it answered at all: a wait for the quota is no failure of its own."""
+        if self.leaving.is_set():
+            return self._left(what, failure)
         if stopped.is_set():
             return Abandoned(f"{what} abandoned: the turn was stopped")
         if failure is not None:

@@ -12,7 +12,8 @@ from redis.commands.core import Script
 _INCLUDE = re.compile(r"^--!include (\S+)$", re.MULTILINE)
 
 NAMES = ("ingest", "confirm", "start", "heartbeat", "answer", "complete", "recover", "cancel",
-         "due", "ask", "decide", "settle", "refuse", "take", "hold", "retry", "purge", "mark")
+         "due", "ask", "decide", "settle", "refuse", "take", "hold", "retry", "purge", "mark",
+         "handback")
 
 
 def _read(name: str) -> str:

@@ -336,6 +336,19 @@ class ChatStore:
         return bool(self._run("answer", turn.chat_id, turn.fence, turn.message_id, answer.kind,
                               json.dumps(list(answer.chunks), ensure_ascii=False)))
 
+    def hand_back(self, turn: Dispatch) -> Dispatch | None:
+        """Give back a running turn whose reply this worker could not send before it shuts
+        down: the chat is claimed again at once (a new fence) and returned, for the caller
+        to publish; its re-run resends the kept answer. None when the turn no longer held
+        the chat or nothing waits any more (it was stopped meanwhile)."""
+        c = self.config
+        k = self.keys(turn.chat_id)
+        reply = self._scripts["handback"](keys=[*k.all, k.done], args=[
+            turn.fence, c.claim_ttl_ms, turn.chat_id, c.history_cap, c.history_ttl_ms])
+        if text_of(reply[0]) != "dispatch":
+            return None
+        return dispatch_of(turn.chat_id, reply[1], reply[2])
+
     @overload
     def complete(self, turn: Dispatch, run_next: None = None, *,
                  outcome: str = "") -> Dispatch | None | Literal[False]:
