@@ -11,7 +11,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 _SECRET_KEY = r"(?:access_key|ticket|app_?secret|token|authorization)"
@@ -171,3 +171,23 @@ def setup_logging(level: str = "INFO", log_format: str = "auto") -> None:
     dress_handlers(root, log_format)
     root.setLevel(level)
     quiet_lark_handler()
+
+
+def default_worker_log_level(level: Callable[[], str]) -> None:
+    """Make `level()` (GATEWAY_LOG_LEVEL) the default of `celery … worker`'s -l/--loglevel:
+    Celery's own, WARNING, would hide the worker's ready line and its line per turn. An
+    operator's -l still wins. Call it while Celery's command line loads the app (`-A
+    tasks`), before the worker command reads its options; in any other process (a listener,
+    the CLI, a worker started from code) it does nothing."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.invoked_subcommand != "worker" or not isinstance(ctx.command,
+                                                                           click.Group):
+        return
+    worker = ctx.command.commands.get("worker")
+    if worker is None or not any(p.name == "loglevel" for p in worker.params):
+        return
+    defaults = dict(ctx.default_map or {})
+    defaults["worker"] = {"loglevel": level(), **defaults.get("worker", {})}
+    ctx.default_map = defaults

@@ -1,9 +1,24 @@
-"""The Celery app: `celery -A tasks worker` consumes every queue the gateway uses."""
+"""The Celery app: `celery -A tasks worker` consumes every queue the gateway uses, and logs
+at GATEWAY_LOG_LEVEL unless given -l/--loglevel."""
 
 from celery import Celery
 
+from gateway.errors import SettingsError
+from gateway.logs import default_worker_log_level
+from gateway.settings import load_settings
+
 app = Celery("gateway")
 app.config_from_object("celeryconfig")
+
+
+def _log_level() -> str:
+    try:
+        return load_settings().log_level
+    except SettingsError as error:  # as celeryconfig says it: one line, no traceback
+        raise SystemExit(f"feishu-gateway: {error}") from None
+
+
+default_worker_log_level(_log_level)
 
 from tasks import turns  # noqa: E402,F401  (registers the tasks)
 

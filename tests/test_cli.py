@@ -240,7 +240,8 @@ def test_turns_a_task_ran_after_its_first_are_revoked_and_retried_by_their_ids(
     turn = read(gateway_env, "chat", chat_id)["turn"]
     assert turn["message_id"] == slow and turn["task_id"].split(":")[2] == flaky
     assert turn["task_id"] != turn["turn_id"], "it runs in the task of the turn before it"
-    assert "cancelled cooperatively" in ok(gateway_env, "revoke", turn["task_id"])
+    line = ok(gateway_env, "revoke", turn["task_id"])
+    assert f"turn {turn['turn_id']} cancelled cooperatively" in line, "the turn revoked"
     history = wait_until(lambda: len(h := read(gateway_env, "chat", chat_id)["history"]) == 2
                          and h, 10, "two finished turns")
     assert isinstance(history, list)

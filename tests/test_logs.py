@@ -1,14 +1,18 @@
 """Logs: no secrets (connection URLs, Redis passwords), the turn's ids on its lines, JSON
-lines from real processes, no message bodies."""
+lines from real processes, no message bodies, and a plain `celery -A tasks worker` that
+says it is ready and logs each turn at GATEWAY_LOG_LEVEL."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
+import re
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +28,7 @@ from gateway.logs import (
     redact_handlers,
     turn_context,
 )
-from gateway.processes import wait_until
+from gateway.processes import GatewayProcess, wait_until
 from tests.conftest import Rig
 from tests.test_cancel import reply_of
 
@@ -217,3 +221,55 @@ def test_stack_info_is_masked(formatter: str | None) -> None:
     logger.warning("where", stack_info=True)  # the stack quotes this line: token=STACKSECRET
     out = stream.getvalue()
     assert "STACKSECRET" not in out and "token=***" in out
+
+
+PLAIN_WORKER_ARGV = ["-m", "celery", "-A", "tasks", "worker", "-c", "1", "--without-gossip",
+                     "--without-mingle"]
+"""`celery -A tasks worker` as production runs it: no -l/--loglevel."""
+
+
+@pytest.fixture(scope="module")
+def workerless_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """A listener and no worker: each test starts its own, so its worker runs the turns."""
+    rig = Rig(tmp_path_factory).up(worker=False)
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+@contextlib.contextmanager
+def worker_of(rig: Rig, workdir: Path, name: str, *argv: str,
+              **env: str) -> Iterator[GatewayProcess]:
+    proc = GatewayProcess(name, [*PLAIN_WORKER_ARGV, "-n", f"{name}@%h", *argv],
+                          {**rig.env, **env}, workdir)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def test_a_worker_without_a_log_level_says_it_is_ready_and_logs_a_line_per_turn(
+        workerless_rig: Rig, tmp_path: Path) -> None:
+    """GATEWAY_LOG_LEVEL (INFO by default) is the worker's level: Celery's own default,
+    WARNING, would hide its ready line and every turn."""
+    sim, chat = workerless_rig.sim, f"oc_plain_{uuid.uuid4().hex[:8]}"
+    with worker_of(workerless_rig, tmp_path, "plain") as worker:
+        worker.wait_for_log("plain@", timeout_s=60)  # the banner
+        worker.wait_for_log("ready.", timeout_s=60)
+        text = "a private question"
+        message_id = sim.send_text(chat, text)
+        assert reply_of(sim, chat, message_id) == f"echo: {text}"
+        line = wait_until(lambda: next((line for line in worker.log().splitlines()
+                                        if f"turn turn:{chat}:{message_id}:" in line), None),
+                          10, "the turn's line")
+    assert isinstance(line, str)
+    assert re.search(rf" INFO gateway\.runner: turn turn:{chat}:{message_id}:\d+ of chat "
+                     rf"{chat} replied in \d+\.\d\ds \(attempt 1\)$", line), line
+
+
+def test_an_operators_log_level_wins_over_gateway_log_level(workerless_rig: Rig,
+                                                            tmp_path: Path) -> None:
+    with worker_of(workerless_rig, tmp_path, "chosen", "-l", "INFO",
+                   GATEWAY_LOG_LEVEL="ERROR") as worker:
+        worker.wait_for_log("ready.", timeout_s=60)

@@ -6,6 +6,7 @@ May import: gateway.state, gateway.feishu.delivery, gateway.cli.context."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,7 +59,8 @@ def revoke(ops: Ops, task_id: str, *, terminate: bool) -> CancelResult:
     """A queued turn never runs (its message is dropped, the chat's next one goes); a
     running one is stopped as /stop stops it, and with `terminate` its process is killed
     if it has not stopped within GATEWAY_CANCEL_TIMEOUT. `task_id` is the Celery task's id
-    or the turn's own (they differ for the turns a task ran after its first)."""
+    or the turn's own (they differ for the turns a task ran after its first); the result
+    names the turn revoked by its own id."""
     turn = TurnId.parse(task_id)
     ops.require_chat(turn.chat_id)
     lease = ops.store.lease(turn.chat_id)
@@ -72,10 +74,14 @@ def revoke(ops: Ops, task_id: str, *, terminate: bool) -> CancelResult:
                              if record.entry else ""))
         raise Refused(f"turn {task_id} is neither waiting nor running (it ended, or never "
                       "was); nothing to revoke")
+    fence = lease.get("fence", str(turn.fence))
     canceller = ops.runtime.canceller
     canceller.terminate = terminate or canceller.terminate
-    return canceller.cancel(turn.chat_id, f"cli:{uuid.uuid4().hex}",
-                            target=lease.get("fence", str(turn.fence)), debounce=False)
+    result = canceller.cancel(turn.chat_id, f"cli:{uuid.uuid4().hex}", target=fence,
+                              debounce=False)
+    revoked = turn_task_id(turn.chat_id, lease.get("message_id") or turn.message_id,
+                           int(fence))
+    return dataclasses.replace(result, task_id=revoked)  # the line names the turn, not its task
 
 
 def resolve(ops: Ops, task_id: str) -> tuple[str, str]:

@@ -64,7 +64,7 @@ json_option = click.option("--json", "as_json", is_flag=True,
 def cli(ctx: click.Context, debug: bool) -> None:
     """The Feishu gateway: hold the long connection, and operate the chats it serves.
 
-    Settings come from the environment (or .env); README.md lists every one."""
+    Settings come from the environment (or .env); docs/settings.md lists every one."""
     run = ctx.ensure_object(Run)
     run.command, run.debug = ctx.invoked_subcommand, debug
 
@@ -164,7 +164,7 @@ def status(as_json: bool) -> None:
 
     Reads REDIS_URL and CELERY_BROKER_URL (workers answer within a second)."""
     o = ops()
-    from gateway.agents.report import read_reports, summary
+    from gateway.agents.report import read_reports
     from gateway.presence import read_connections
 
     chats = views.chats_view(o.store, limit=views.CHATS_SCAN_MAX)
@@ -175,7 +175,7 @@ def status(as_json: bool) -> None:
         "chats": {"active": chats["total"], "running": chats["running"],
                   "waiting": sum(r["pending"] for r in chats["chats"])},
         "connections": read_connections(o.redis),
-        "agents": {owner: summary(r) for owner, r in read_reports(o.redis).items()},
+        "agents": views.agents_view(read_reports(o.redis)),
         "undelivered": {"count": len(u := o.store.undelivered()), "newest": u[:5]},
     }
     emit(view, as_json, show.status)
@@ -347,8 +347,8 @@ def health(role: str) -> None:
 @click.option("--port", default=9900, show_default=True, type=click.IntRange(0, 65535))
 @click.pass_context
 def simulator(ctx: click.Context, host: str, port: int) -> None:
-    """Run the fake Feishu open platform (for demos and tests); `simulator send` talks to a
-    running one as a user would."""
+    """Run the fake Feishu open platform (for demos and tests): it prints the `export` lines
+    that point a gateway at it. `simulator send` talks to a running one as a user would."""
     if ctx.invoked_subcommand is not None:
         return
     setup_logging("INFO")
@@ -372,7 +372,8 @@ def simulator(ctx: click.Context, host: str, port: int) -> None:
               help="Seconds to wait for the bot's reply.")
 def simulator_send(chat_id: str, text: str, url: str, group: bool, mention: bool,
                    wait_s: float) -> None:
-    """Send TEXT to CHAT_ID as a user and print the bot's replies to it."""
+    """Send TEXT to CHAT_ID as a user and print the bot's replies to it, or what the
+    simulator saw instead (no bot connected, not acknowledged, no turn started and why)."""
     from gateway.cli.simclient import send_and_wait
 
     replies = send_and_wait(url, chat_id, text, group=group, mention=mention, wait_s=wait_s)
@@ -389,8 +390,10 @@ def simulator_send(chat_id: str, text: str, url: str, group: bool, mention: bool
               help="The simulator's port, where the web chat is served (0: any free one).")
 def demo(chat_id: str, keep_logs: bool, sim_port: int) -> None:
     """Everything on embedded defaults (Redis, simulator, a worker, a listener); chat from
-    the terminal. A line ending in \\ goes on with the next; a ``` block is one message.
-    Reads REDIS_URL and FEISHU_APP_ID when set (then they are used instead)."""
+    the terminal, while answers stream. A line ending in \\ goes on with the next; a ```
+    block is one message. The worker runs the showcase agent (it streams, asks for
+    approval, and `slow` takes 20 s to try /stop) unless GATEWAY_AGENT is set. Reads
+    REDIS_URL (checked first) and FEISHU_APP_ID when set (then they are used instead)."""
     from gateway.demo import run_demo
 
     sys.exit(run_demo(chat_id=chat_id, keep_logs=keep_logs, sim_port=sim_port))

@@ -1,4 +1,6 @@
-"""The read views (gateway/cli/views.py) as tables and lines for people, with rich.
+"""The read views (gateway/cli/views.py) as tables and lines for people, with rich. An id
+(chat, message, turn, task) is always printed whole on one line, never in a table that
+would fold or shorten it on a narrow terminal: it is copied into `revoke` and `retry`.
 May import: nothing of the gateway but the views' shapes."""
 
 from __future__ import annotations
@@ -56,13 +58,11 @@ def chat(console: Console, view: dict[str, Any]) -> None:
     ttl = f", expires in {_duration(session['ttl_s'])}" if session["ttl_s"] else ""
     console.print(f"  session: generation {session['generation']}{ttl}")
     if view["history"]:
-        table = Table("ended", "message", "outcome", "attempts", "turn", title="last turns",
-                      title_justify="left")
+        console.print("  last turns, newest first:")
         for r in view["history"]:
-            outcome = r["outcome"] + (" (retryable)" if r["retryable"] else "")
-            table.add_row(_when(r["at_ms"]), r["message_id"], outcome, str(r["attempts"]),
-                          r["turn_id"])
-        console.print(table)
+            retryable = " (retryable)" if r["retryable"] else ""
+            console.print(f"    {_when(r['at_ms'])} {r['outcome']}{retryable}, attempts "
+                          f"{r['attempts']}: {r['turn_id']}", markup=False)
     else:
         console.print("  last turns: none on record")
     for u in view["undelivered"]:
@@ -74,13 +74,14 @@ def chats(console: Console, view: dict[str, Any]) -> None:
     if not view["total"]:
         console.print("no chat is active (no turn runs, no message waits)")
         return
-    table = Table("chat", "pending", "turn", "for", "task",
-                  title=f"active chats: {view['total']}, {view['running']} running "
-                        f"(page {view['page']}, busiest first)", title_justify="left")
+    console.print(f"active chats: {view['total']}, {view['running']} running (page "
+                  f"{view['page']}, busiest first)")
     for row in view["chats"]:
-        table.add_row(row["chat_id"], str(row["pending"]), row["state"], _duration(row["for_s"]),
-                      row["task_id"] or "-")
-    console.print(table)
+        turn = "idle" if row["state"] == "idle" else f"{row['state']} for " \
+            f"{_duration(row['for_s'])}"
+        task = f", task {row['task_id']}" if row["task_id"] else ""
+        console.print(f"  {row['chat_id']}: {row['pending']} pending, {turn}{task}",
+                      markup=False)
     shown = (view["page"] - 1) * view["limit"] + len(view["chats"])
     if shown < view["total"]:
         console.print(f"more: --page {view['page'] + 1}")
@@ -116,13 +117,24 @@ def status(console: Console, view: dict[str, Any]) -> None:
         console.print("agents: no worker process reported (none ran a turn yet)")
     else:
         console.print(f"agents, per worker process ({len(agents)}):")
-    for owner, line in sorted(agents.items()):
-        console.print(f"  {owner}: {line}", markup=False)
+    for owner, figures in sorted(agents.items()):
+        console.print(f"  {owner}: {_agents(figures)}", markup=False)
     undelivered = view["undelivered"]
     console.print(f"undelivered replies: {undelivered['count']}")
     for u in undelivered["newest"]:
         console.print(f"  {u.get('message_id')} in chat {u.get('chat_id')} "
                       f"({u.get('purpose')}): {u.get('error')}", markup=False)
+
+
+def _agents(a: dict[str, Any]) -> str:
+    """One process's agent figures in one line, as its log says them (agents/report.py)."""
+    let_go = " ".join(f"{reason}={n}" for reason, n in sorted(a["let_go"].items())) or "none"
+    r = a["released"]
+    return (f"{a['cached']} cached (cap {'?' if a['cap'] is None else a['cap']}, "
+            f"{a['in_use']} in use), {a['built']} built; let go: {let_go}; released "
+            f"soft={r['soft']} hard={r['hard']} failed={r['failed']} in-place={r['in_place']} "
+            f"(slowest {a['release_s_max']:.3f}s), {a['waiting']} waiting; config "
+            f"{a['config'] or '-'}")
 
 
 def _connections(console: Console, connections: dict[str, dict[str, Any]]) -> None:
