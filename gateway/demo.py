@@ -1,23 +1,23 @@
 """`feishu-gateway demo`: the whole gateway on embedded defaults, talked to from the terminal.
 
-Without REDIS_URL it starts a private redis-server; without FEISHU_APP_ID it starts the
-simulator and lets you chat with the bot from stdin. Then one Celery worker and one
-listener run as subprocesses, exactly as in production (`celery -A tasks worker`,
-`feishu-gateway listen`). With real credentials it serves real Feishu until Ctrl-C.
+Without REDIS_URL it starts a private redis-server (a REDIS_URL that is set is checked first);
+without FEISHU_APP_ID it starts the simulator and lets you chat with the bot from stdin. Then
+one Celery worker and one listener run as subprocesses, exactly as in production
+(`celery -A tasks worker`, `feishu-gateway listen`), running the showcase agent unless
+GATEWAY_AGENT is set. With real credentials it serves real Feishu until Ctrl-C. When a
+process fails to start, the tail of its log is printed and the logs are kept.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import shutil
 import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.errors import GatewayError
@@ -27,79 +27,72 @@ from gateway.processes import (
     LISTENER_READY,
     WORKER_READY,
     GatewayProcess,
-    wait_until,
+    StartFailed,
+    stop_all,
+    wait_ready,
     worker_argv,
 )
-from gateway.settings import load_settings
+from gateway.settings import Settings, load_settings
+from gateway.terminal import TerminalChat, gather
 
-REPLY_TIMEOUT_S = 60.0
-FENCE = "```"
-CONTINUED = "\\"
-HELP = ("type a message and Enter; end a line with \\ to go on with the next one, and a "
-        "```fenced block``` (or a paste of one) is one message up to its closing ```; "
-        "Ctrl-D quits")
-
-
-def gather(lines: Iterable[str]) -> Iterator[str]:
-    """Terminal lines → messages. A line ending in a backslash goes on with the next line; a
-    line opening a ``` fence takes every line up to the closing fence; an empty line alone is
-    no message. Layout (indents, blank lines inside) is kept exactly."""
-    held: list[str] = []
-    fenced = False
-    for raw in lines:
-        line = raw.rstrip("\r\n")
-        if fenced:
-            held.append(line)
-            fenced = not line.strip().startswith(FENCE)
-        elif line.strip().startswith(FENCE):
-            held.append(line)
-            fenced = line.strip().count(FENCE) == 1  # ```x``` on one line is closed already
-        elif line.endswith(CONTINUED):
-            held.append(line[:-1])
-            continue
-        else:
-            held.append(line)
-        if fenced:
-            continue
-        text = "\n".join(held)
-        held = []
-        if text.strip():
-            yield text
-    if held and "\n".join(held).strip():
-        yield "\n".join(held)  # Ctrl-D inside a block or after a backslash: sent as it is
-
-
-def _print_reply(out: TextIO, text: str) -> None:
-    """Every line of a reply, in full (a terminal wraps long lines; nothing is cut)."""
-    first, *rest = text.split("\n")
-    out.write(f"bot: {first}\n")
-    for line in rest:
-        out.write(f"     {line}\n")
-
-
-def _chat(sim: object, chat_id: str, lines: TextIO, out: TextIO,
-          finished: Callable[[str], bool]) -> None:
-    """Send each message; print the bot's replies to it once its turn is over."""
+if TYPE_CHECKING:
     from gateway.simulator import Simulator
 
-    assert isinstance(sim, Simulator)
-    out.write(f"chat {chat_id}: {HELP}\n> ")
-    out.flush()
-    for text in gather(lines):
-        message_id = sim.send_text(chat_id, text)
+__all__ = ["gather", "run_demo", "script"]
+
+DEMO_AGENT = "showcase"
+START_TIMEOUT_S = 60.0
+CONNECT_TIMEOUT_S = 30.0
+REDIS_CHECK_TIMEOUT_S = 2.0
+TAIL_LINES = 30
+
+
+def script(name: str) -> str:
+    """How to run this Python's console script `name` from another terminal: its bare name
+    when the PATH finds this very one; else its path (relative to the current folder when
+    under it), or `python -m` when it is not installed here."""
+    here = Path(sys.executable).parent  # a venv's bin/ (not resolved: that is the system's)
+    path = here / name
+    if not path.exists():
+        module = {"feishu-gateway": "gateway.cli"}.get(name, name)
+        return f"{_shown_path(Path(sys.executable))} -m {module}"
+    found = shutil.which(name)
+    if found is not None and Path(found).resolve() == path.resolve():
+        return name
+    return _shown_path(path)
+
+
+def _shown_path(path: Path) -> str:
+    with contextlib.suppress(ValueError):
+        return str(path.relative_to(Path.cwd()))
+    return str(path)
+
+
+def check_redis(settings: Settings) -> None:
+    """A REDIS_URL or Redis broker that was set must answer now: one clear line if not."""
+    import redis
+
+    from gateway.clients import redis_client
+
+    urls = [("REDIS_URL", settings.redis_url)] if "redis_url" in settings.model_fields_set \
+        else []
+    if settings.celery_broker_url.startswith(("redis://", "rediss://")):
+        urls.append(("CELERY_BROKER_URL", settings.celery_broker_url))
+    for name, url in urls:
         try:
-            wait_until(functools.partial(finished, message_id), REPLY_TIMEOUT_S,
-                       "the bot's turn", interval_s=0.1)
-        except TimeoutError:
-            out.write(f"(its turn is not over after {REPLY_TIMEOUT_S:.0f}s; what came so far)\n")
-        replies = [m.text for m in sim.sent_messages(chat_id) if m.reply_to == message_id]
-        for reply in replies:
-            _print_reply(out, reply)
-        if not replies:
-            out.write("(no reply)\n")
-        out.write("> ")
-        out.flush()
-    out.write("\n")
+            with contextlib.closing(redis_client(
+                    url, REDIS_CHECK_TIMEOUT_S, retries=0,
+                    cluster=settings.redis_cluster and name == "REDIS_URL")) as client:
+                client.ping()
+        except (redis.RedisError, GatewayError) as error:
+            raise GatewayError(
+                f"cannot reach Redis at {masked_url(url)} ({name}): {error}; start it, fix "
+                f"{name}, or unset it and the demo runs its own") from None
+
+
+def _remove_unless_kept(workdir: Path, keep: list[bool]) -> None:
+    if not keep[0]:
+        shutil.rmtree(workdir, True)
 
 
 def _waiting(out: TextIO, what: str) -> contextlib.AbstractContextManager[object]:
@@ -111,18 +104,34 @@ def _waiting(out: TextIO, what: str) -> contextlib.AbstractContextManager[object
     return Console(file=out).status(what + " …")
 
 
+def _operate(out: TextIO, redis_url: str) -> None:
+    gateway, celery = script("feishu-gateway"), script("celery")
+    relative = any("/" in s.split()[0] and not Path(s.split()[0]).is_absolute()
+                   for s in (gateway, celery))
+    where = " in this folder" if relative else ""
+    out.write(f"operate it from another terminal{where}: "
+              f"export REDIS_URL={masked_url(redis_url)}\n"
+              f"  {gateway} chats | chat <chat_id> | stop | revoke | retry | purge\n"
+              f"  FLOWER_UNAUTHENTICATED_API=true {celery} -A tasks flower "
+              "--address=127.0.0.1   (then http://127.0.0.1:5555/)\n")
+
+
 def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, *,
              keep_logs: bool = False, sim_port: int = 0) -> int:
     settings = load_settings()
+    check_redis(settings)
     workdir = Path(tempfile.mkdtemp(prefix="feishu-gateway-demo-"))
+    keep = [keep_logs]
     env: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
-        if not keep_logs:
-            stack.callback(shutil.rmtree, workdir, True)
+        stack.callback(_remove_unless_kept, workdir, keep)
         if "redis_url" not in settings.model_fields_set:
             server = stack.enter_context(EmbeddedRedis())
             env["REDIS_URL"] = server.url
             out.write(f"embedded redis on {server.url}\n")
+        if "agent" not in settings.model_fields_set:
+            env["GATEWAY_AGENT"] = DEMO_AGENT
+        agent = env.get("GATEWAY_AGENT", settings.agent)
         sim = None
         if not settings.has_credentials:
             from gateway.simulator import Simulator
@@ -135,36 +144,39 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
             env.update(FEISHU_APP_ID=sim.app_id, FEISHU_APP_SECRET=sim.app_secret,
                        FEISHU_DOMAIN=sim.url, NO_PROXY="127.0.0.1,localhost")
             out.write(f"feishu simulator on {sim.url}\n")
-        with _waiting(out, "starting a Celery worker and a listener"):
-            worker = GatewayProcess("worker", worker_argv("demo", settings.worker_concurrency),
-                                    env, workdir)
-            stack.callback(worker.stop)
-            listener = GatewayProcess("listener", LISTENER_ARGV, env, workdir)
-            stack.callback(listener.stop)
-            worker.wait_for_log(WORKER_READY, timeout_s=60)
-            listener.wait_for_log(LISTENER_READY, timeout_s=60)
+        try:
+            with _waiting(out, "starting a Celery worker and a listener"):
+                started: list[GatewayProcess] = []
+                stack.callback(stop_all, started)
+                worker = GatewayProcess("worker", worker_argv("demo", settings.worker_concurrency),
+                                        env, workdir)
+                started.append(worker)
+                listener = GatewayProcess("listener", LISTENER_ARGV, env, workdir)
+                started.append(listener)
+                wait_ready({worker: WORKER_READY, listener: LISTENER_READY}, START_TIMEOUT_S)
+                if sim is not None:
+                    try:
+                        sim.wait_connected(1, timeout_s=CONNECT_TIMEOUT_S)
+                    except TimeoutError:
+                        raise StartFailed(listener, "did not connect to the simulator within "
+                                                    f"{CONNECT_TIMEOUT_S:g}s") from None
+        except StartFailed as failed:
+            keep[0] = True
+            out.write(f"--- the last lines of {failed.process.log_path} ---\n"
+                      f"{failed.process.tail(TAIL_LINES)}\n---\n")
+            out.flush()
+            raise GatewayError(f"{failed}; its log ends as shown above, and the logs are "
+                               f"kept in {workdir}") from None
         kept = "kept" if keep_logs else "removed at exit; --keep-logs keeps them"
-        out.write(f"worker and listener running; logs in {workdir} ({kept})\n")
+        out.write(f"worker and listener running agent {agent!r}; logs in {workdir} "
+                  f"({kept})\n")
         if sim is not None:
-            sim.wait_connected(1, timeout_s=30)
             out.write(f"web chat: open {sim.url}/ (a direct message and a group; cards "
                       "click)\n")
-            url = env.get("REDIS_URL", settings.redis_url)
-            out.write(f"operate it from another terminal: export REDIS_URL={masked_url(url)}\n"
-                      "  feishu-gateway chats | chat <chat_id> | stop | revoke | retry | purge\n"
-                      "  FLOWER_UNAUTHENTICATED_API=true celery -A tasks flower "
-                      "--address=127.0.0.1   (then http://127.0.0.1:5555/)\n")
-            from gateway.clients import keyspace, redis_client
-            from gateway.state.history import find_turn, read_history
-
-            client = redis_client(env.get("REDIS_URL", settings.redis_url))
-            keys = keyspace(settings).chat(chat_id)
-
-            def finished(message_id: str) -> bool:
-                return find_turn(read_history(client, keys), message_id) is not None
-
+            redis_url = env.get("REDIS_URL", settings.redis_url)
+            _operate(out, redis_url)
             with contextlib.suppress(KeyboardInterrupt):
-                _chat(sim, chat_id, lines, out, finished)
+                _chat(sim, chat_id, lines, out, settings, redis_url)
         else:
             stopped = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: stopped.set())
@@ -173,3 +185,22 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
             while not stopped.wait(1):
                 pass
     return 0
+
+
+def _chat(sim: Simulator, chat_id: str, lines: TextIO, out: TextIO, settings: Settings,
+          redis_url: str) -> None:
+    from gateway.clients import keyspace, redis_client
+    from gateway.state.history import find_turn, read_history
+
+    client = redis_client(redis_url)
+    keys = keyspace(settings).chat(chat_id)
+
+    def settled(message_id: str, text: str) -> bool:
+        """Its turn is recorded; or, for a command (no turn), it was answered."""
+        if find_turn(read_history(client, keys), message_id) is not None:
+            return True
+        return text.startswith("/") and any(
+            m.reply_to == message_id for m in sim.sent_messages(chat_id))
+
+    TerminalChat(sim, chat_id, out, settled=settled,
+                 typing_emoji=settings.typing_emoji).run(lines)

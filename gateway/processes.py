@@ -74,6 +74,10 @@ class GatewayProcess:
 
         wait_until(seen, timeout_s, f"{needle!r} in the {self.name} log")
 
+    def exit_code(self) -> int | None:
+        """Its exit code once it ended, else None."""
+        return self.process.poll()
+
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 15) -> int:
         """Signal the process and wait; returns its exit code."""
         if self.process.poll() is None:
@@ -85,6 +89,43 @@ class GatewayProcess:
                 self.process.wait()
         self._log.close()
         return self.process.returncode
+
+
+def stop_all(processes: Sequence[GatewayProcess], timeout_s: float = 15) -> None:
+    """Stop several processes at once: each is signalled before any is waited for."""
+    for process in processes:
+        if process.alive:
+            process.process.send_signal(signal.SIGTERM)
+    for process in processes:
+        process.stop(timeout_s=timeout_s)
+
+
+class StartFailed(Exception):
+    """A process that exited, or never logged that it is ready, while starting."""
+
+    def __init__(self, process: GatewayProcess, why: str) -> None:
+        super().__init__(f"the {process.name} {why}")
+        self.process = process
+
+
+def wait_ready(ready: Mapping[GatewayProcess, str], timeout_s: float,
+               interval_s: float = 0.1) -> None:
+    """Wait until each process logged its needle; StartFailed names the first one that
+    exited meanwhile (at once) or is still not ready at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    waiting = dict(ready)
+    while waiting:
+        for process, needle in list(waiting.items()):
+            if needle in process.log():
+                del waiting[process]
+            elif (code := process.exit_code()) is not None:
+                raise StartFailed(process, f"exited with code {code} while starting")
+        if waiting and time.monotonic() > deadline:
+            process = next(iter(waiting))
+            raise StartFailed(process, f"was not ready after {timeout_s:g}s (no "
+                                       f"{waiting[process]!r} in its log)")
+        if waiting:
+            time.sleep(interval_s)
 
 
 def worker_argv(name: str, concurrency: int, loglevel: str = "INFO",

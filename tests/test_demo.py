@@ -1,16 +1,32 @@
-"""The terminal demo: multi-line messages, replies in full, its log folder cleaned up."""
+"""The terminal demo as a user meets it: typed lines in, the bot's side printed as it comes
+(commands at once, streamed answers growing, approval cards answered with /approve, /stop
+while an answer streams), start-up failures told in one line, its log folder cleaned up."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import shutil
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gateway.demo import gather
+from gateway.demo import gather, run_demo
+from gateway.embedded_redis import free_port
+
+SETTINGS_PREFIXES = ("REDIS_", "FEISHU_", "GATEWAY_", "CELERY_")
+START_TIMEOUT_S = 90.0
+
+
+def demo_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(SETTINGS_PREFIXES)}
+    return {**env, "NO_PROXY": "127.0.0.1,localhost", **extra}
 
 
 @pytest.mark.parametrize(("typed", "messages"), [
@@ -28,18 +44,154 @@ def test_terminal_lines_become_messages_with_their_layout(typed: list[str],
     assert list(gather(typed)) == messages
 
 
+class Demo:
+    """`run_demo` on a thread: lines typed into a pipe, its screen read as it grows."""
+
+    def __init__(self) -> None:
+        read_fd, write_fd = os.pipe()
+        self.lines = os.fdopen(read_fd, "r")
+        self.keyboard = os.fdopen(write_fd, "w")
+        self.screen = io.StringIO()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="demo-under-test")
+
+    def _run(self) -> None:
+        try:
+            run_demo("oc_demo_test", self.lines, self.screen, sim_port=0)
+        except BaseException as error:  # noqa: BLE001  (reported by the test)
+            self.error = error
+
+    def type(self, line: str) -> tuple[int, float]:
+        """Type a line; returns where the screen stood and when."""
+        mark = (len(self.screen.getvalue()), time.monotonic())
+        self.keyboard.write(line + "\n")
+        self.keyboard.flush()
+        return mark
+
+    def wait_for(self, pattern: str, after: int = 0, timeout_s: float = 15) -> re.Match[str]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = re.search(pattern, self.screen.getvalue()[after:], re.DOTALL)
+            if found is not None:
+                return found
+            if self.error is not None or not self.thread.is_alive() \
+                    or time.monotonic() > deadline:
+                raise AssertionError(f"no {pattern!r} on the demo's screen ({self.error!r}):"
+                                     f"\n{self.screen.getvalue()[after:][-3000:]}")
+            time.sleep(0.01)
+
+
+@pytest.fixture(scope="module")
+def demo() -> Iterator[Demo]:
+    with pytest.MonkeyPatch.context() as patch:
+        for name in os.environ:
+            if name.startswith(SETTINGS_PREFIXES):
+                patch.delenv(name)
+        patch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        running = Demo()
+        running.thread.start()
+        try:
+            running.wait_for(r"chat oc_demo_test: ", timeout_s=START_TIMEOUT_S)
+            yield running
+        finally:
+            running.keyboard.close()
+            running.thread.join(90)
+            running.lines.close()
+    assert running.error is None, running.error
+    assert "not done after" not in running.screen.getvalue()
+
+
+def test_the_demo_runs_the_showcase_agent_and_names_runnable_commands(demo: Demo) -> None:
+    screen = demo.screen.getvalue()
+    assert "running agent 'showcase'" in screen
+    for name in ("feishu-gateway", "celery"):
+        shown = re.search(rf"\n  (?:\S+=\S+ )?(\S*{name}|\S+ -m \S+) ", screen)
+        assert shown is not None, screen
+        command = shown.group(1).split()[0]
+        assert shutil.which(command) is not None, f"{command} cannot be run from {os.getcwd()}"
+
+
+def test_stop_and_new_with_nothing_running_answer_at_once(demo: Demo) -> None:
+    for command, answer in (("/stop", "Nothing was running."),
+                            ("/new", "New conversation started.")):
+        at, began = demo.type(command)
+        demo.wait_for(rf"bot: {re.escape(answer)}\n", after=at, timeout_s=10)
+        assert time.monotonic() - began < 3, f"{command} took {time.monotonic() - began:.1f}s"
+
+
+def test_a_streamed_answer_is_seen_growing(demo: Demo) -> None:
+    said = " ".join(f"word{i}" for i in range(20))
+    at, _ = demo.type(said)
+    seen: list[str] = []
+    deadline = time.monotonic() + 20
+    while "(done)" not in (seen or [""])[-1] and time.monotonic() < deadline:
+        shown = demo.screen.getvalue()[at:]
+        if "bot: " in shown and (not seen or seen[-1] != shown):
+            seen.append(shown)
+        time.sleep(0.01)
+    assert seen and re.search(rf"You said: {said}\n\s+\(done\)\n", seen[-1]), seen[-1:]
+    partial = [s for s in seen if "word19" not in s]
+    assert len(partial) >= 3, f"only {len(partial)} partial view(s) of the answer: {seen}"
+
+
+def test_stop_while_a_slow_answer_streams_stops_it_at_once(demo: Demo) -> None:
+    at, _ = demo.type("slow")
+    demo.wait_for(r"stops me\): 1 2", after=at, timeout_s=20)
+    at, began = demo.type("/stop")
+    demo.wait_for(r"bot: Stopped\.", after=at, timeout_s=10)
+    took_s = time.monotonic() - began
+    shown = demo.wait_for(r"\n\s+⏹ Stopped\.\n", after=at, timeout_s=5)
+    assert took_s < 1.0, f"/stop answered after {took_s:.2f}s"
+    assert "nobody stopped me" not in demo.screen.getvalue()[at:shown.end()]
+
+
+def test_an_approval_card_is_answered_with_approve_at_the_terminal(demo: Demo) -> None:
+    at, _ = demo.type("delete build/")
+    demo.wait_for(r"bot asks: Delete build/\? \(a pretend action: nothing is deleted\)\n"
+                  r"\s+answer /approve or /deny here", after=at, timeout_s=20)
+    at, _ = demo.type("/approve")
+    demo.wait_for(r"I pretended to delete `build/`\.\n\s+\(done\)\n", after=at, timeout_s=15)
+    demo.wait_for(r"bot: Approval allowed once\n", after=at, timeout_s=5)
+
+
+def test_a_stale_redis_url_fails_at_once_in_one_line(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    began = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "demo", "--port", "0"],
+                            input="", capture_output=True, text=True, timeout=60,
+                            cwd=str(tmp_path), env=demo_env(REDIS_URL=url))
+    assert time.monotonic() - began < 10
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"feishu-gateway: cannot reach Redis at {url} (REDIS_URL)")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "embedded redis" not in result.stdout
+
+
+def test_a_process_failing_to_start_shows_its_log_and_keeps_the_logs(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "demo", "--port", "0"],
+                            input="", capture_output=True, text=True, timeout=100,
+                            cwd=str(tmp_path),
+                            env=demo_env(GATEWAY_AGENT="no_such_module_here:factory"))
+    assert result.returncode == 2, result.stderr
+    assert re.search(r"--- the last lines of \S+worker\.log ---\n.*cannot import "
+                     r"'no_such_module_here'", result.stdout, re.DOTALL), result.stdout
+    kept = re.search(r"the worker exited with code \d+ while starting; .* kept in (\S+)\n",
+                     result.stderr)
+    assert kept is not None and len(result.stderr.splitlines()) == 1, result.stderr
+    assert (Path(kept.group(1)) / "worker.log").exists()
+    shutil.rmtree(kept.group(1))
+
+
 def test_the_demo_answers_a_code_block_and_a_long_line_in_full_and_cleans_up(
         tmp_path: Path) -> None:
     long_line = "x" * 5000
     typed = f"```python\ndef f():\n    return 1\n```\n{long_line}\n"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("REDIS_", "FEISHU_", "GATEWAY_", "CELERY_"))}
     result = subprocess.run([sys.executable, "-m", "gateway.cli", "demo", "--port", "0"],
-                            input=typed,
-                            capture_output=True, text=True, timeout=110, cwd=str(tmp_path),
-                            env={**env, "NO_PROXY": "127.0.0.1,localhost"})
+                            input=typed, capture_output=True, text=True, timeout=110,
+                            cwd=str(tmp_path), env=demo_env(GATEWAY_AGENT="echo"))
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
+    assert "running agent 'echo'" in out
     assert "bot: echo: ```python\n     def f():\n         return 1\n     ```\n" in out
     echoed = "".join(re.findall(r"bot: (?:echo: )?(x+)", out))
     assert echoed == long_line, "the long reply came in pieces, every one printed"

@@ -8,7 +8,8 @@ from gateway.errors import SettingsError
 from gateway.types import AgentFactory
 
 BUILTIN = {"echo": "gateway.agents.echo:factory",
-           "openai": "gateway.agents.chat_completions:factory"}
+           "openai": "gateway.agents.chat_completions:factory",
+           "showcase": "gateway.agents.showcase:factory"}
 
 
 def is_stateless(factory: AgentFactory) -> bool:
@@ -23,8 +24,8 @@ def load_factory(spec: str) -> AgentFactory:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise SettingsError(
-            "bad setting GATEWAY_AGENT: expected 'echo', 'openai' or 'package.module:factory', "
-            f"got {spec!r}"
+            "bad setting GATEWAY_AGENT: expected 'echo', 'openai', 'showcase' or "
+            f"'package.module:factory', got {spec!r}"
         )
     try:
         module = importlib.import_module(module_name)

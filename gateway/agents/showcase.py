@@ -1,0 +1,115 @@
+"""The demo's agent (`GATEWAY_AGENT=showcase`): it shows what the gateway does with an agent
+that streams, asks and takes its time, with no model, no credentials and no network.
+
+- Every answer streams piece by piece (the chat shows it growing).
+- A message asking to delete something ("delete build/") asks for approval first
+  (`Turn.approve`: a card with buttons; /approve or /deny work too), then pretends.
+- "slow" streams for about SLOW_S seconds, checking `Turn.cancelled()` often, so /stop can
+  be tried (and the "Typing" reaction on the message is seen meanwhile).
+- The first answer of a session says what to try.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+
+from gateway.types import Turn
+
+WORD_DELAY_S = 0.04
+"""Between two streamed words: an answer visibly grows, yet a short one ends in a second."""
+SLOW_S = 20.0
+SLOW_STEPS = 40
+CHECK_S = 0.05
+"""How often a pause looks at `Turn.cancelled()`."""
+SHOWN_S = 0.4
+"""A pause before asking: past the stream interval, so what came so far is shown first."""
+APPROVE_TIMEOUT_S = 300.0
+
+INTRO = ("Hi, I am the showcase agent (nothing here calls a model or the network). "
+         "Things to try:\n"
+         "- **delete build/**: I ask for your approval first (a card; answer with its "
+         "buttons, or /approve or /deny)\n"
+         "- **slow**: a {slow_s:.0f} s answer; /stop stops it, and a Typing reaction shows "
+         "on your message meanwhile\n"
+         "- anything else: I stream it back word by word\n"
+         "- /new starts a new conversation, /stop stops what runs\n\n")
+DELETE = re.compile(r"\b(?:delete|remove|rm)\s+(\S+)", re.IGNORECASE)
+ALLOWED = {"once": "allowed once", "session": "allowed for this session",
+           "always": "always allowed"}
+
+
+def words(text: str) -> Iterator[str]:
+    """`text` in pieces of one word each, its spacing kept (they join back to `text`)."""
+    yield from (m.group(0) for m in re.finditer(r"\s*\S+\s*", text))
+
+
+class ShowcaseAgent:
+    def __init__(self, *, word_delay_s: float = WORD_DELAY_S, slow_s: float = SLOW_S) -> None:
+        self.word_delay_s, self.slow_s = word_delay_s, slow_s
+        self.greeted = False
+
+    def run(self, turn: Turn) -> Iterator[str]:
+        greet, self.greeted = not self.greeted, True
+        return self._answer(turn, greet)
+
+    def _answer(self, turn: Turn, greet: bool) -> Iterator[str]:
+        if greet:
+            yield from self._say(turn, INTRO.format(slow_s=self.slow_s))
+        text = turn.text.strip()
+        target = DELETE.search(text)
+        if target is not None:
+            yield from self._delete(turn, target.group(1))
+        elif text.lower() == "slow":
+            yield from self._slow(turn)
+        else:
+            yield from self._say(turn, f"You said: {text}")
+
+    def _say(self, turn: Turn, text: str) -> Iterator[str]:
+        for word in words(text):
+            if turn.cancelled():
+                return
+            yield word
+            _pause(turn, self.word_delay_s)
+
+    def _delete(self, turn: Turn, target: str) -> Iterator[str]:
+        yield from self._say(turn, f"Deleting `{target}` needs your approval; asking you. ")
+        _pause(turn, SHOWN_S)
+        yield ""  # a piece after the pause: the text so far shows before the question
+        decision = turn.approve(f"Delete {target}? (a pretend action: nothing is deleted)",
+                                APPROVE_TIMEOUT_S, key=f"delete {target}")
+        if decision in ALLOWED:
+            yield from self._say(turn, f"Approved ({ALLOWED[decision]}): I pretended to "
+                                       f"delete `{target}`.")
+        elif decision == "expired":
+            yield from self._say(turn, f"Nobody answered in time: `{target}` stays.")
+        else:
+            yield from self._say(turn, f"Denied: `{target}` stays.")
+
+    def _slow(self, turn: Turn) -> Iterator[str]:
+        yield from self._say(turn, f"Taking my time (about {self.slow_s:.0f} s; /stop "
+                                   "stops me):")
+        for step in range(1, SLOW_STEPS + 1):
+            if not _pause(turn, self.slow_s / SLOW_STEPS):
+                return
+            yield f" {step}"
+        yield from self._say(turn, " — done, nobody stopped me.")
+
+
+def _pause(turn: Turn, seconds: float) -> bool:
+    """Wait `seconds`, looking at `turn.cancelled()` every CHECK_S; False when cancelled."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if turn.cancelled():
+            return False
+        time.sleep(min(CHECK_S, left))
+    return not turn.cancelled()
+
+
+class ShowcaseFactory:
+    def __call__(self, session_key: str) -> ShowcaseAgent:
+        return ShowcaseAgent()
+
+
+factory = ShowcaseFactory()
