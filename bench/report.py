@@ -80,7 +80,7 @@ def rows(r: dict[str, Any]) -> list[Row]:
         gain = s["2"]["msgs_per_s"] / s["1"]["msgs_per_s"]
         out.append(("worker processes 1 -> 2, msgs/s", f"{_f(s['1']['msgs_per_s'])} -> "
                     f"{_f(s['2']['msgs_per_s'])} ({_f(gain, 'x')})", "4 give >= 1.6x of 1 "
-                    "(4 cores)", "see README"))
+                    "(4 cores)", "see docs/performance.md"))
     if "sweep" in r:
         sw = r["sweep"]
         left = sw.get("not_recovered", 0)

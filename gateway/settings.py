@@ -21,41 +21,67 @@ class Settings(BaseSettings):
     """Everything the listener, the workers and the CLI may be configured with."""
 
     model_config = SettingsConfigDict(
-        frozen=True, env_file=".env", extra="ignore", populate_by_name=True
+        frozen=True, env_file=".env", extra="ignore", populate_by_name=True,
+        use_attribute_docstrings=True,  # each field's docstring is its help (docs/settings.md)
     )
 
     feishu_app_id: str = Field("", validation_alias="FEISHU_APP_ID")
+    """The bot app's id."""
     feishu_app_secret: SecretStr = Field(SecretStr(""), validation_alias="FEISHU_APP_SECRET")
+    """The bot app's secret (never printed)."""
     feishu_domain: str = Field(DEFAULT_DOMAIN, validation_alias="FEISHU_DOMAIN")
+    """Base of the long-connection endpoint and the open APIs (https://open.larksuite.com
+    for Lark, the simulator's address for the simulator)."""
     redis_url: str = Field(DEFAULT_REDIS_URL, validation_alias="REDIS_URL")
+    """The chat state's Redis, and the broker unless CELERY_BROKER_URL is set."""
     celery_broker_url: str = Field("", validation_alias="CELERY_BROKER_URL")
     """The broker, when it is not the state Redis: another Redis, or RabbitMQ (amqp://)."""
     agent: str = Field("echo", validation_alias="GATEWAY_AGENT", min_length=1)
+    """The agent: `echo`, `openai`, `showcase` (the demo's) or `package.module:factory`."""
     cancel_timeout_s: float = Field(5.0, validation_alias="GATEWAY_CANCEL_TIMEOUT", gt=0)
+    """Seconds /stop waits for a turn to end before fencing it off."""
     cancel_poll_s: float = Field(0.25, validation_alias="GATEWAY_CANCEL_POLL_S", gt=0)
+    """How often a running turn extends its lease and checks for /stop."""
     cancel_terminate: bool = Field(False, validation_alias="GATEWAY_CANCEL_TERMINATE")
+    """Also SIGKILL the pool process of a turn that outlived the cancel timeout (a
+    last resort; prefork only)."""
     lease_ttl_s: float = Field(30.0, validation_alias="GATEWAY_LEASE_TTL_S", gt=0)
+    """A running turn's lease: a killed worker's chat runs again after this. Also how
+    long a published turn may wait before it is published again."""
     history_turns: int = Field(10, validation_alias="GATEWAY_HISTORY_TURNS", ge=0, le=1000)
     """A chat's last finished turns kept with their outcome (`feishu-gateway chat`); the
     message of one that failed, stopped or was given up is kept for `retry` (0: none)."""
     retry_retention_s: int = Field(86_400, validation_alias="GATEWAY_RETRY_RETENTION_S", gt=0)
     """How long after a chat's last turn its history (and so `retry`) is kept."""
     claim_ttl_s: float = Field(15.0, validation_alias="GATEWAY_CLAIM_TTL_S", gt=0)
+    """The lease of a turn being published; a lost publish heals after this."""
     queued_ttl_s: float = Field(900.0, validation_alias="GATEWAY_QUEUED_TTL_S", gt=0)
+    """The longest lease of a published turn no worker started yet (it is published
+    again after the lease TTL, then 2x, 4x ... up to 8x it, while the turns queue is empty)."""
     feishu_apps: SecretStr = Field(SecretStr(""), validation_alias="FEISHU_APPS")
     """More apps for one listener: `app_id:app_secret` pairs, comma-separated."""
     ws_ping_interval_s: float = Field(30.0, validation_alias="FEISHU_WS_PING_INTERVAL", gt=0)
+    """Seconds between pings on the long connection."""
     ws_ping_timeout_s: float = Field(10.0, validation_alias="FEISHU_WS_PING_TIMEOUT", gt=0)
+    """A connection with no pong and no data this long after a ping is dead: it is
+    closed and rebuilt."""
     late_after_s: float = Field(1800.0, validation_alias="FEISHU_LATE_AFTER_S", ge=0)
     """A message whose create_time is older than this when it arrives is late (0: never)."""
     late_events: Literal["note", "drop"] = Field("note", validation_alias="FEISHU_LATE_EVENTS")
+    """What a late message gets: `note` (one reply asking to send it again) or `drop`
+    (one log line)."""
     dm_policy: DmPolicy = Field("open", validation_alias="FEISHU_DM_POLICY")
+    """Who may talk to the bot in a direct message."""
     group_policy: GroupPolicy = Field("open", validation_alias="FEISHU_GROUP_POLICY")
+    """Who may talk to the bot in a group (FEISHU_GROUP_RULES may say otherwise)."""
     group_rules: str = Field("", validation_alias="FEISHU_GROUP_RULES")
     """Per-group rules, JSON: {"oc_…": {"policy": …, "require_mention": …, "allowed": […]}}."""
     require_mention: bool = Field(True, validation_alias="FEISHU_REQUIRE_MENTION")
+    """In groups, only messages that @mention the bot are taken."""
     mention_all: bool = Field(False, validation_alias="FEISHU_MENTION_ALL")
+    """Whether @_all (everyone) counts as a mention of the bot."""
     allow_bots: bool = Field(False, validation_alias="FEISHU_ALLOW_BOTS")
+    """Take messages from other bots (the bot's own are always dropped)."""
     refusal_notice_every_s: int = Field(86_400, validation_alias="FEISHU_REFUSAL_NOTICE_EVERY_S",
                                         ge=0)
     """A refused direct message is answered with one polite line at most this often per
@@ -63,12 +89,16 @@ class Settings(BaseSettings):
     typing: bool = Field(True, validation_alias="FEISHU_TYPING")
     """A reaction on the user's message while its turn runs (and a mark when it failed)."""
     typing_emoji: str = Field("Typing", validation_alias="FEISHU_TYPING_EMOJI", min_length=1)
+    """The typing reaction's emoji_type."""
     failure_emoji: str = Field("CrossMark", validation_alias="FEISHU_FAILURE_EMOJI")
+    """The failure mark's emoji_type (empty: none)."""
     send_rate_per_s: float = Field(50.0, validation_alias="FEISHU_SEND_RATE_PER_S", ge=0)
     """Sends per second per app, shared by every worker through Redis (0: no limit)."""
     send_rate_per_min: float = Field(1000.0, validation_alias="FEISHU_SEND_RATE_PER_MIN", ge=0)
+    """Sends per minute per app."""
     chat_send_rate_per_s: float = Field(5.0, validation_alias="FEISHU_CHAT_SEND_RATE_PER_S",
                                         ge=0)
+    """Sends per second to one chat."""
     fetch_max_bytes: int = Field(20 * 1024 * 1024, validation_alias="FEISHU_FETCH_MAX_BYTES",
                                  ge=1)
     """`turn.fetch` downloads attachments up to this size."""
@@ -85,18 +115,31 @@ class Settings(BaseSettings):
         "auto", validation_alias="FEISHU_REPLY_FORMAT")
     """auto: plain text as text, markdown as a post, code blocks or tables as a card."""
     admins: str = Field("", validation_alias="FEISHU_ADMINS")
+    """Admins' open_ids, comma-separated: admin_only groups, allowlists, approvals."""
     allowed_users: str = Field("", validation_alias="FEISHU_ALLOWED_USERS")
+    """open_ids let in by the allowlist policies; they may decide approvals too."""
     max_attempts: int = Field(3, validation_alias="GATEWAY_MAX_ATTEMPTS", ge=1)
+    """Turns started for one message that never finished before the user is told it
+    cannot be answered and the chat moves on."""
     turn_time_limit_s: float = Field(1800.0, validation_alias="GATEWAY_TURN_TIME_LIMIT_S", gt=0)
+    """A turn that hangs and ignores /stop loses its chat after this (in prefork
+    also Celery's hard time limit, which frees the slot)."""
     sweep_interval_s: float = Field(2.0, validation_alias="GATEWAY_SWEEP_INTERVAL_S", gt=0)
+    """How often each listener's and worker's sweeper runs."""
     inbox_cap: int = Field(100, validation_alias="GATEWAY_INBOX_CAP", ge=1)
+    """Messages a chat may have waiting, the running one included."""
     outbox_cap: int = Field(10_000, validation_alias="GATEWAY_OUTBOX_CAP", ge=1)
     """Publishes a listener holds while the broker is slow or down; past it, events are
     answered with a failure (Feishu delivers them again)."""
     dedupe_ttl_s: int = Field(172_800, validation_alias="GATEWAY_DEDUPE_TTL_S", ge=86_400)
+    """How long a message id is remembered (at least a day)."""
     lock_registry_cap: int = Field(10_000, validation_alias="GATEWAY_LOCK_REGISTRY_CAP", ge=1)
+    """Lock handles kept per process (held ones are never evicted)."""
     agent_cache_cap: int = Field(256, validation_alias="GATEWAY_AGENT_CACHE_CAP", ge=1)
+    """Agents kept per worker process, least recently used out first (one in use
+    never)."""
     agent_idle_ttl_s: float = Field(3600.0, validation_alias="GATEWAY_AGENT_IDLE_TTL_S", gt=0)
+    """An agent no turn used for this long is let go and released."""
     agent_release_timeout_s: float = Field(10.0, validation_alias="GATEWAY_AGENT_RELEASE_TIMEOUT_S",
                                            ge=0)
     """A worker's warm shutdown waits this long for its agents' releases."""
@@ -105,32 +148,49 @@ class Settings(BaseSettings):
     """An agent whose release task did not come back this soon is released in place."""
     reply_chunk_chars: int = Field(4000, validation_alias="GATEWAY_REPLY_CHUNK_CHARS", ge=200,
                                    le=30_000)
+    """A longer reply is sent as several messages labelled (i/n)."""
     max_text_chars: int = Field(16_000, validation_alias="GATEWAY_MAX_TEXT_CHARS", ge=1)
+    """Longer incoming texts are cut, with a `…[truncated]` mark."""
     worker_concurrency: int = Field(2, validation_alias="GATEWAY_WORKER_CONCURRENCY", ge=1)
+    """Celery worker processes (`-c` overrides it)."""
     log_level: str = Field("INFO", validation_alias="GATEWAY_LOG_LEVEL")
+    """DEBUG, INFO, WARNING or ERROR; a line per turn is INFO, a line per message DEBUG. A
+    worker's too, unless `celery … worker` is given -l/--loglevel."""
     log_format: Literal["auto", "json", "text"] = Field("auto",
                                                         validation_alias="GATEWAY_LOG_FORMAT")
     """auto: JSON lines when stderr is not a terminal, key=value text on one."""
     reply_retry_budget_s: float = Field(120.0, validation_alias="GATEWAY_REPLY_RETRY_BUDGET_S",
                                         gt=0)
+    """How long a reply is retried before it is given up (the chat's next turn
+    waits meanwhile); a worker's warm shutdown cuts it short and hands the reply back."""
     stop_debounce_s: float = Field(3.0, validation_alias="GATEWAY_STOP_DEBOUNCE_S", ge=0)
+    """A /stop within this long of the chat's previous one does nothing more."""
     redis_timeout_s: float = Field(1.0, validation_alias="GATEWAY_REDIS_TIMEOUT_S", gt=0)
+    """Socket timeout of the listener's and the CLI's Redis client, no retry: an
+    unreachable Redis means ACK 500 at once (workers use 5 s and one retry)."""
     durable_ack: Literal["none", "aof", "replica"] = Field(
         "none", validation_alias="GATEWAY_DURABLE_ACK")
+    """ACK an event only once its admission is fsynced to the AOF (`aof`, Redis >= 7.2)
+    or held by a replica (`replica`)."""
     durable_ack_timeout_ms: int = Field(1000, validation_alias="GATEWAY_DURABLE_ACK_TIMEOUT_MS",
                                         ge=1)
+    """How long WAITAOF / WAIT may wait."""
     openai_base_url: str = Field("https://api.openai.com/v1", validation_alias="OPENAI_BASE_URL")
     """The `openai` agent's OpenAI-compatible endpoint (the openai SDK's own variable)."""
     openai_api_key: SecretStr = Field(SecretStr(""), validation_alias="OPENAI_API_KEY")
+    """The `openai` agent's key (never printed)."""
     model: str = Field("gpt-4o-mini", validation_alias="GATEWAY_MODEL", min_length=1)
+    """The model name the `openai` agent sends."""
     system_prompt: str = Field("You are a helpful assistant in a Feishu chat.",
                                validation_alias="GATEWAY_SYSTEM_PROMPT")
+    """The first message of every request of the `openai` agent."""
     system_prompt_file: str = Field("", validation_alias="GATEWAY_SYSTEM_PROMPT_FILE")
     """When set, the `openai` agent's system prompt is this file's text, read again when the
     file changes (agents then rebuild on every worker process, no restart)."""
     history_messages: int = Field(40, validation_alias="GATEWAY_HISTORY_MESSAGES", ge=0)
     """The `openai` agent keeps this many messages (user and assistant) of a session."""
     history_ttl_s: int = Field(7 * 86_400, validation_alias="GATEWAY_HISTORY_TTL_S", ge=60)
+    """The `openai` agent forgets a session's history this long after its last turn."""
     llm_timeout_s: float = Field(120.0, validation_alias="GATEWAY_LLM_TIMEOUT_S", gt=0)
     """The longest wait for the endpoint's next piece of an answer."""
     redis_cluster: bool = Field(False, validation_alias="GATEWAY_REDIS_CLUSTER")
@@ -139,17 +199,23 @@ class Settings(BaseSettings):
     """On a cluster: how many shards the chats are spread over (a sweeper index and a
     control stream each)."""
     drain_turns: int = Field(8, validation_alias="GATEWAY_DRAIN_TURNS", ge=1)
+    """A task whose chat has its next message waiting goes on with it, up to this many
+    turns in all (1: no draining)."""
     drain_budget_s: float = Field(1.0, validation_alias="GATEWAY_DRAIN_BUDGET_S", ge=0)
+    """A task goes on with its chat's next message only while it has run less than
+    this long (0: no draining)."""
     task_events: bool = Field(False, validation_alias="GATEWAY_TASK_EVENTS")
+    """Celery task events from each worker's start, for Flower (they cost about a
+    fifth of the throughput; Flower turns them on while it runs)."""
     metrics_port: int = Field(0, validation_alias="GATEWAY_METRICS_PORT", ge=0, le=65535)
     """The listener's Prometheus `/metrics` port (0: not served)."""
     worker_metrics_port: int = Field(0, validation_alias="GATEWAY_WORKER_METRICS_PORT", ge=0,
                                      le=65535)
     """A worker host's `/metrics` port, every pool process summed (0: not served)."""
     metrics_addr: str = Field("127.0.0.1", validation_alias="GATEWAY_METRICS_ADDR")
+    """The address both metrics endpoints bind (0.0.0.0 in a container)."""
     prometheus_multiproc_dir: str = Field("", validation_alias="PROMETHEUS_MULTIPROC_DIR")
     """prometheus_client's multiprocess folder, needed by GATEWAY_WORKER_METRICS_PORT."""
-    """The address both metrics endpoints bind (0.0.0.0 in a container)."""
 
     @field_validator("feishu_domain", "openai_base_url")
     @classmethod

@@ -132,7 +132,7 @@ they are joined until the Feishu side renders them as they come); None for no re
 
 
 class Agent(Protocol):
-    """An agent answers one turn of its session at a time (see README, Agents).
+    """An agent answers one turn of its session at a time (see docs/agents.md).
 
     Optional, called on the worker's release lane when the gateway lets the agent go
     (gateway/agents/release.py): `soft_release()` (over the cap, idle, out of date) drops

@@ -1,6 +1,6 @@
 """Admission, every case: DM policy × group policy × chat type × sender × mention state ×
 mention gating × @_all × bots allowed × bot identity known. The expected outcome is the
-README's table, written out as plainly as possible."""
+table in docs/replies-and-access.md, written out as plainly as possible."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ REQUESTER, DM_USER, ADMIN, ALLOWED, STRANGER = "ou_req", "ou_dm", "ou_admin", "o
 
 
 def expected(clicker: str, chat_type: str, admins: bool, allowed: bool) -> bool:
-    """The rule as the README states it, written out case by case."""
+    """The rule as docs/replies-and-access.md states it, written out case by case."""
     if clicker == REQUESTER:
         return True
     if clicker == ADMIN and admins:

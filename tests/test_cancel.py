@@ -186,7 +186,7 @@ def test_opt_in_terminate_kills_the_process_of_a_turn_that_outlived_the_timeout(
         feishu: Simulator, listener: GatewayProcess, redis_client: redis.Redis,
         gateway_env: dict[str, str], chat_id: str, tmp_path: object, pool: str) -> None:
     if pool != "prefork":
-        pytest.skip("terminate signals a pool process: prefork only (README, Pools)")
+        pytest.skip("terminate signals a pool process: prefork only (docs/design.md)")
     stuck = feishu.send_text(chat_id, "hang 30")
     waiting = feishu.send_text(chat_id, "behind the stuck one")
     wait_until(lambda: started(redis_client, chat_id, stuck), 20, "the stuck turn")

@@ -25,7 +25,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     rig = Rig(tmp_path_factory, GATEWAY_METRICS_PORT=str(free_port()),
               GATEWAY_WORKER_METRICS_PORT=str(free_port()), FEISHU_GROUP_POLICY="disabled",
               FEISHU_TYPING="false")
-    try:  # the multiprocess folder is the worker's alone (README, Metrics)
+    try:  # the multiprocess folder is the worker's alone (docs/operating.md, Metrics)
         rig.fleet("worker", supervise=True,
                   PROMETHEUS_MULTIPROC_DIR=str(tmp_path_factory.mktemp("metrics")))
         rig.fleet("listener")
