@@ -93,11 +93,15 @@ class GatewayProcess:
 
 def stop_all(processes: Sequence[GatewayProcess], timeout_s: float = 15) -> None:
     """Stop several processes at once: each is signalled before any is waited for."""
-    for process in processes:
-        if process.alive:
-            process.process.send_signal(signal.SIGTERM)
-    for process in processes:
-        process.stop(timeout_s=timeout_s)
+    try:
+        for process in processes:
+            if process.alive:
+                process.process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.stop(timeout_s=timeout_s)
+    finally:  # a second Ctrl-C meanwhile: none is left running without its Redis
+        for process in processes:
+            process.kill()
 
 
 class StartFailed(Exception):

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import redis
 
@@ -78,21 +78,15 @@ class TurnRunner:
     enricher: Enricher | None = None
     """Quotes a replied-to message and lists forwarded ones (none: as they came)."""
     fetch_max_bytes: int = 20 * 1024 * 1024
-    _sending: set[TurnHandle] = field(default_factory=set, init=False, repr=False)
-    """The turns sending their replies now (the ones `leave` cuts short)."""
-    _sending_guard: threading.Lock = field(default_factory=threading.Lock, init=False,
-                                           repr=False)
 
     def leave(self) -> None:
-        """The worker is shutting down: replies are no longer retried nor waited for, and
-        each turn sending one now stops and is handed back (`ChatStore.hand_back`) for
-        another worker to resend its kept answer. Turns still running their agents go on
-        (a warm shutdown waits for them); their replies get one attempt each."""
+        """The worker is shutting down: replies are no longer retried nor waited for (a
+        wait now wakes at once); a turn whose piece then fails, or finds no room in the
+        quota, stops and is handed back (`ChatStore.hand_back`) for another worker to
+        resend its kept answer. A send going well goes on; turns still running their
+        agents go on too (a warm shutdown waits for them), their replies one attempt a
+        piece. No turn of the chat is started after the one running."""
         self.replies.leave()
-        with self._sending_guard:
-            sending = list(self._sending)
-        for handle in sending:
-            handle.stop(SHUTDOWN)
 
     def _agent_turn(self, message: Message, fence: int, stopped: threading.Event) -> Turn:
         asker, api = self.asker, self.replies.api_for(message.app_id)
@@ -178,8 +172,10 @@ class TurnRunner:
             elif handle.reason == SHUTDOWN:
                 outcome = "handed-back"
                 self._hand_back(turn)
-            else:
-                following = self.publisher.finish(turn, run_next, outcome)  # stale: no-op
+            else:  # a worker leaving starts no further turn (stale: a no-op)
+                leaving = self.replies.leaving.is_set()
+                following = self.publisher.finish(turn, None if leaving else run_next,
+                                                  outcome)
         metrics.turn_ended(outcome, time.monotonic() - clock)
         logger.info("turn %s of chat %s %s in %.2fs (attempt %d)",
                     turn_task_id(turn.chat_id, turn.message_id, turn.fence), turn.chat_id,
@@ -237,9 +233,18 @@ class TurnRunner:
             return
         if again is None:  # it lost its lease, or was stopped and nothing waits
             return
-        self.publisher.publish(again)
-        logger.info("turn %s of chat %s handed back: %s; another worker sends its reply",
-                    turn.message_id, turn.chat_id, SHUTDOWN)
+        try:
+            published = self.publisher.publish(again)
+        except redis.RedisError as error:
+            published = False
+            logger.warning("turn %s of chat %s handed back but not confirmed (%s)",
+                           turn.message_id, turn.chat_id, error)
+        if published:
+            logger.info("turn %s of chat %s handed back: %s; another worker sends its reply",
+                        turn.message_id, turn.chat_id, SHUTDOWN)
+        else:  # its claim runs out and a sweeper publishes it
+            logger.warning("turn %s of chat %s handed back but not published; it runs again "
+                           "once its claim expired", turn.message_id, turn.chat_id)
 
     def _missed(self, chat_id: str, session: str) -> bool:
         """Whether another process started the session's previous turn, so an agent this
@@ -313,16 +318,6 @@ class TurnRunner:
         Before each attempt the fence is checked again (the first one was just checked).
         A streamed answer's first piece closes its card (the same card on a re-run). When
         the worker leaves meanwhile, the turn stops with `SHUTDOWN` (to be handed back)."""
-        with self._sending_guard:
-            self._sending.add(handle)
-        try:
-            self._send_pieces(turn, message, answer, handle, attempt, stream)
-        finally:
-            with self._sending_guard:
-                self._sending.discard(handle)
-
-    def _send_pieces(self, turn: Dispatch, message: Message, answer: Answer,
-                     handle: TurnHandle, attempt: int, stream: Stream | None) -> None:
         checked = [True]
         chunks, purpose, first = answer.chunks, answer.kind, 0
         if purpose == "stream" and stream is None:  # a re-run resending a kept answer

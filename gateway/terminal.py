@@ -106,7 +106,7 @@ class TerminalChat:
                         self._transcript.user_line()
                 try:
                     message_id = self.sim.send_text(self.chat_id, text)
-                except TimeoutError as error:
+                except Exception as error:  # noqa: BLE001 (the reader's boundary: say it, read on)
                     self._note(f"(not delivered: {error})")
                     continue
                 with self._lock:

@@ -85,7 +85,7 @@ class Transcript:
         elif message.text == shown.seen and message.streaming == shown.streaming:
             return
         elif shown.approval:  # decided, expired or stopped
-            self._line(f"bot: {message.text.splitlines()[0]}")
+            self._line(f"bot: {(message.text.splitlines() or [''])[0]}")
         else:
             self._changed(message, shown)
         self._shown[message.message_id].seen = message.text

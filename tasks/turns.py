@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -186,6 +187,9 @@ each one's watcher takes one."""
 os.set_blocking(_notice_write, False)
 NOTICE_BYTES = 4096
 """More than a worker has processes; one write of it is atomic (PIPE_BUF)."""
+GREEN_POOLS = {"gevent", "eventlet"}
+"""Pools under which no watcher runs (a warm shutdown then waits for the replies' retries,
+as it waits for running turns)."""
 _watchers: dict[int, threading.Thread] = {}
 _watching = threading.Lock()
 
@@ -201,6 +205,8 @@ def _tell_shutdown(**_: Any) -> None:
 def _watch_for_shutdown() -> None:
     """Start this process's watcher once, at its first turn (a forked pool process starts
     its own)."""
+    if GREEN_POOLS & sys.modules.keys():
+        return  # a green thread blocked in os.read would hold the whole process
     pid = os.getpid()
     if pid not in _watchers:
         with _watching:
@@ -221,7 +227,10 @@ def _await_shutdown() -> None:
         return
     logger.info("worker shutting down: replies are no longer retried; unsent ones are "
                 "handed back to other workers")
-    runtime().runner.leave()
+    try:
+        runtime().runner.leave()
+    except Exception:  # the boundary of a thread: its turns then end as they would have
+        logger.exception("cannot stop retrying replies at shutdown")
 
 
 _sweepers: list[Sweeper] = []

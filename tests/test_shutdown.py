@@ -11,12 +11,13 @@ import pytest
 import redis
 from celery import Celery
 
+from gateway.agents.cache import AgentCache
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.feishu.delivery import reply_uuid
 from gateway.processes import wait_until
 from gateway.simulator import Simulator
 from gateway.state.store import ChatStore, Dispatch, StoreConfig
-from gateway.types import Message
+from gateway.types import Message, Turn
 from tests.conftest import POOLS, Rig
 from tests.test_pipeline import agent_events, replies_to
 from tests.test_runner import RecordingSender, runner_for
@@ -98,5 +99,41 @@ def test_a_reply_begun_while_the_worker_leaves_gets_one_attempt_then_is_handed_b
     for runner in (leaving, next_one):
         runner.heartbeats.stop()
         runner.replies.api.close()
+    app.close()
+    client.close()
+
+
+def test_a_worker_that_begins_to_leave_during_a_turn_starts_no_further_turn_of_its_chat(
+        private_redis: EmbeddedRedis, simulator: Simulator, chat_id: str) -> None:
+    """The shutdown begins while the agent runs; the turn is answered, and the message
+    that waited behind it is published for another worker instead of run here (a warm
+    shutdown would otherwise wait for a whole further turn)."""
+    client = redis.Redis.from_url(private_redis.url)
+    store = ChatStore(client, StoreConfig(running_ttl_ms=int(LEASE_TTL_S * 1000)))
+    app = Celery(broker=private_redis.url)
+    sender = RecordingSender(app)
+    runner = runner_for(store, simulator, sender, drain_turns=8, drain_budget_s=60.0)
+    answered: list[str] = []
+
+    class LeavesMidTurn:
+        def run(self, turn: Turn) -> str:
+            runner.leave()  # as SIGTERM's watcher thread would, while the agent runs
+            answered.append(turn.text)
+            return f"answered: {turn.text}"
+
+    runner.agents = AgentCache(lambda _session: LeavesMidTurn(), 8)
+    first = simulator.send_text(chat_id, "first", deliver=False)
+    second = simulator.send_text(chat_id, "second", deliver=False)
+    turn = store.ingest(Message(first, chat_id, "p2p", "ou_u", "text", "first")).dispatch
+    assert turn is not None
+    assert store.ingest(Message(second, chat_id, "p2p", "ou_u", "text", "second")).dispatch \
+        is None, "the second waits behind the first"
+    assert runner.run(turn, task_id="t1", worker="w1") == "replied"
+    assert answered == ["first"], "the waiting message was not run by the leaving worker"
+    assert [m.text for m in simulator.sent_messages(chat_id)] == ["answered: first"]
+    assert len(sender.sent) == 1, "the waiting message was published for another worker"
+    assert store.lease(chat_id)["message_id"] == second
+    runner.heartbeats.stop()
+    runner.replies.api.close()
     app.close()
     client.close()

@@ -17,7 +17,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_de
 from gateway import metrics
 from gateway.errors import GatewayError, RateLimited, RejectedError, RetryableError
 from gateway.feishu.openapi import TARGET_GONE_CODES, OpenApi
-from gateway.feishu.quota import Quota
+from gateway.feishu.quota import Interrupt, Quota
 from gateway.feishu.render import forms_to_try, render
 
 logger = logging.getLogger(__name__)
@@ -40,6 +40,28 @@ def derived_uuid(uuid: str, tag: str) -> str:
 
 class Abandoned(GatewayError):
     """The sender gave up on purpose: the turn was stopped or lost its lease."""
+
+
+class EitherSet:
+    """Set once either event is: a turn's stop or the process leaving (threading waits on
+    one event only, so this one waits in short steps)."""
+
+    STEP_S = 0.1
+
+    def __init__(self, first: threading.Event, second: threading.Event) -> None:
+        self.first, self.second = first, second
+
+    def is_set(self) -> bool:
+        return self.first.is_set() or self.second.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            left_s = self.STEP_S if deadline is None else deadline - time.monotonic()
+            if left_s <= 0:
+                return False
+            self.first.wait(min(left_s, self.STEP_S))
+        return True
 
 
 class Leaving(Abandoned):
@@ -85,8 +107,8 @@ class Replies:
     def leave(self) -> None:
         """The process is shutting down: from now on a send makes the attempt it is at,
         without waiting for the quota, and is not retried; what fails raises `Leaving`.
-        A send waiting now is cut short too: by its `stopped` event, which its caller sets
-        (see TurnRunner.leave), or at once when it has none."""
+        A send waiting now (a backoff, the quota) wakes at once and makes its last attempt
+        (or none, when the quota has no room); a send going well goes on."""
         self.leaving.set()
 
     def api_for(self, app_id: str) -> OpenApi:
@@ -194,7 +216,8 @@ class Replies:
                            state.attempt_number, state.upcoming_sleep)
             metrics.send_retried()
 
-        interrupt = stopped if stopped is not None else self.leaving
+        interrupt: Interrupt = (self.leaving if stopped is None
+                                else EitherSet(stopped, self.leaving))
 
         def sleeper(seconds: float) -> None:
             interrupt.wait(seconds)
@@ -210,8 +233,8 @@ class Replies:
                 with attempt:
                     attempts += 1
                     if not may_send():
-                        raise self._left(what) if self.leaving.is_set() else Abandoned(
-                            f"{what} abandoned: the turn was stopped or lost its lease")
+                        raise Abandoned(f"{what} abandoned: the turn was stopped or lost "
+                                        "its lease")
                     left_s = policy.budget_s - (time.monotonic() - started)
                     if not self._draw(app_id, chat_id, low, interrupt, left_s):
                         raise self._no_room(what, interrupt, failure)
@@ -229,7 +252,7 @@ class Replies:
                                  code=error.code) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
-    def _draw(self, app_id: str, chat_id: str, low: bool, stopped: threading.Event,
+    def _draw(self, app_id: str, chat_id: str, low: bool, stopped: Interrupt,
               left_s: float) -> bool:
         """Whether the send quota gave this attempt its tokens within `left_s` (at once,
         once the process is leaving)."""
@@ -243,7 +266,7 @@ class Replies:
         why = f" (last: {failure})" if failure is not None else ""
         return Leaving(f"{what} not sent: this process is shutting down{why}")
 
-    def _no_room(self, what: str, stopped: threading.Event,
+    def _no_room(self, what: str, stopped: Interrupt,
                  failure: RetryableError | None) -> GatewayError:
         """Why an attempt the quota had no room for ends: the process is leaving, the turn
         was stopped, or the budget ran out. Then the reason is what Feishu last answered,

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import redis
 
@@ -26,6 +27,15 @@ from gateway import metrics
 from gateway.state.scripts import register
 
 logger = logging.getLogger(__name__)
+
+
+class Interrupt(Protocol):
+    """What a wait stops on: a `threading.Event`, or anything that waits like one."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
 
 TTL_S = 120
 """A quota nobody drew from for this long is forgotten (it is full again by then)."""
@@ -83,18 +93,18 @@ class Quota:
         return int(self._take(keys=[key], args=args))
 
     def acquire(self, app_id: str, chat_id: str = "", *, low: bool = False,
-                stopped: threading.Event | None = None, timeout_s: float = 60.0) -> bool:
+                stopped: Interrupt | None = None, timeout_s: float = 60.0) -> bool:
         """Wait for a send's tokens (the chat's first, then the app's); False when
         `timeout_s` passed or `stopped` was set first. True at once when Redis fails."""
         began = time.monotonic()
         deadline = began + timeout_s
-        interrupt = stopped or threading.Event()
+        interrupt = stopped if stopped is not None else threading.Event()
         try:
             return self._acquire(app_id, chat_id, low, interrupt, deadline)
         finally:
             metrics.rate_waited(time.monotonic() - began)
 
-    def _acquire(self, app_id: str, chat_id: str, low: bool, interrupt: threading.Event,
+    def _acquire(self, app_id: str, chat_id: str, low: bool, interrupt: Interrupt,
                  deadline: float) -> bool:
         keys = ([chat_key(chat_id)] if chat_id else []) + [app_key(app_id)]
         for taken, key in enumerate(keys):
@@ -115,7 +125,7 @@ class Quota:
             except redis.RedisError as error:
                 logger.warning("send quota token not given back (%s)", error)
 
-    def _take_one(self, key: str, low: bool, interrupt: threading.Event,
+    def _take_one(self, key: str, low: bool, interrupt: Interrupt,
                   deadline: float) -> bool:
         """Wait for a token of one quota; False when the deadline passed or `interrupt`
         was set first."""
