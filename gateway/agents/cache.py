@@ -11,7 +11,7 @@ let go and a new agent built. The lock is held for dictionary work only, never a
 build or a release. With prefork each pool process has its own cache and lane; with
 threads, the threads of a process share them.
 
-May import: gateway.agents.release, gateway.loops, gateway.types.
+May import: gateway.agents.release, gateway.core.loops, gateway.core.model.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.agents.release import HARD, ReleaseLane
-from gateway.loops import Periodic
-from gateway.types import Agent, AgentFactory
+from gateway.core.loops import Periodic
+from gateway.core.model import Agent, AgentFactory
 
 logger = logging.getLogger(__name__)
 
