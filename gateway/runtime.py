@@ -20,11 +20,12 @@ from gateway.agents import is_stateless, load_factory
 from gateway.approvals.book import ApprovalBook
 from gateway.approvals.verdicts import Verdicts
 from gateway.chats.cancel import Canceller
-from gateway.chats.clients import keyspace, redis_client, store_config
+from gateway.chats.clients import keyspace, store_config
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.store import ChatStore
 from gateway.core.model import AgentFactory
 from gateway.core.names import TaskSender
+from gateway.core.redis_client import redis_client
 from gateway.core.settings import Settings
 from gateway.dispatch import BROKER_ERRORS, Publisher
 from gateway.feishu.outbound.delivery import Replies, RetryPolicy

@@ -34,10 +34,10 @@ from functools import cache
 
 import redis
 
-from gateway.chats.clients import redis_client
 from gateway.chats.store import text_of
 from gateway.core.errors import GatewayError
 from gateway.core.model import Turn
+from gateway.core.redis_client import redis_client
 from gateway.core.settings import load_settings
 
 

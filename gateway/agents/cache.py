@@ -10,8 +10,6 @@ process ran the session's previous turn, this agent missed that turn). Anything 
 let go and a new agent built. The lock is held for dictionary work only, never across a
 build or a release. With prefork each pool process has its own cache and lane; with
 threads, the threads of a process share them.
-
-May import: gateway.agents.release, gateway.core.loops, gateway.core.model.
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ from typing import Any
 import httpx
 import redis
 
-from gateway.chats.clients import redis_client
 from gateway.core.errors import GatewayError
 from gateway.core.model import Turn
+from gateway.core.redis_client import redis_client
 from gateway.core.settings import Settings, load_settings
 
 logger = logging.getLogger(__name__)

@@ -21,8 +21,6 @@ for good:
   the list expires `expires_s` after the last publish, when every task in it is past its
   deadline. A task dropped there is a task skipped: its agent is released in place by the
   lane's fallback, as when no worker runs it.
-
-May import: gateway.agents.release, gateway.core.names, gateway.dispatch.
 """
 
 from __future__ import annotations

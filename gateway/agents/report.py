@@ -3,8 +3,6 @@
 One hash, `gw:agents`: field = the process's id, value = its figures as JSON with the time
 they were taken. A process writes its field every few seconds and deletes it when it shuts
 down; a reader skips (and deletes) fields older than `STALE_S`, left by a process that died.
-
-May import: gateway.core.presence.
 """
 
 from __future__ import annotations

@@ -5,9 +5,6 @@ while its heartbeat keeps the lease, and gives up at the timeout (the card then 
 "expired") or when the turn is stopped (it says "stopped", and the answer is "deny").
 A request belongs to its turn (the n-th question of the turn's message), not to one run of
 it: a turn run again after its worker died waits on the same request and card.
-
-May import: gateway.approvals, gateway.core (errors, model),
-gateway.feishu.outbound.delivery.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """Approval requests in Redis: opened by a turn, decided by any listener, settled by the
 turn (lua/ask.lua, decide.lua, settle.lua; keys in gateway/chats/keys.py).
-
-May import: gateway.chats, gateway.core.model.
 """
 
 from __future__ import annotations

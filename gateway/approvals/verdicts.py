@@ -1,8 +1,6 @@
 """A person decides: a card click (answered within Feishu's 3 s with the updated card and
 a toast) or /approve, /deny in the chat. Authorised by `policy.may_decide`; bound to the
 chat and the request; deduped by token.
-
-May import: gateway.approvals, gateway.core.model.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Both keep the chat's order: a purge never touches the message the chat's turn holds, and a
 retried message enters the inbox at the back and runs in its turn (lua/purge.lua,
-lua/retry.lua). May import: gateway.core.model, gateway.chats.
+lua/retry.lua).
 """
 
 from __future__ import annotations

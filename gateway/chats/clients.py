@@ -1,40 +1,11 @@
-"""Redis clients and the chat store's layout and limits, from the settings: what every
-process builds first (the CLI's reads need nothing more). May import: gateway.core.settings,
-gateway.chats."""
+"""The chat store's layout and limits, from the settings: what every process builds first
+beside its Redis client (the CLI's reads need nothing more)."""
 
 from __future__ import annotations
 
-from typing import cast
-
-import redis
-from redis.backoff import NoBackoff
-from redis.cluster import RedisCluster
-from redis.exceptions import RedisClusterException
-from redis.retry import Retry
-
 from gateway.chats.keys import Keyspace
 from gateway.chats.store import StoreConfig
-from gateway.core.errors import GatewayError
-from gateway.core.logs import masked_url
 from gateway.core.settings import Settings
-
-
-def redis_client(url: str, timeout_s: float = 5.0, *, retries: int = 1,
-                 cluster: bool = False) -> redis.Redis:
-    """A client that fails within bounded time instead of hanging a thread on a dead server:
-    at most (1 + retries) attempts of `timeout_s` each. With `cluster`, a Redis Cluster
-    client found from the node `url` names (it follows MOVED and failovers itself)."""
-    if cluster:
-        try:
-            client = RedisCluster.from_url(url, socket_timeout=timeout_s,
-                                           socket_connect_timeout=timeout_s,
-                                           retry=Retry(NoBackoff(), retries))
-        except (RedisClusterException, redis.RedisError) as error:  # it connects at once
-            raise GatewayError(f"cannot reach the Redis Cluster at {masked_url(url)}: "
-                               f"{error}") from None
-        return cast(redis.Redis, client)  # the same command interface, for the store
-    return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-                                health_check_interval=30, retry=Retry(NoBackoff(), retries))
 
 
 def keyspace(s: Settings) -> Keyspace:

@@ -1,6 +1,4 @@
 """A chat's last finished turns and how each ended (lua/history.lua writes them).
-
-May import: gateway.core.model, gateway.core.names, gateway.chats.keys.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ until then every record call is a no-op: the CLI and processes without a metrics
 nothing. A worker host serves in prometheus_client's multiprocess mode (each prefork pool
 process writes its figures to files in one folder, the main process serves their sum), set
 up in `worker_init`, before the pool forks.
-May import: nothing of the gateway.
 """
 
 from __future__ import annotations

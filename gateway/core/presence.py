@@ -10,8 +10,6 @@ record was written, the writer's own times (`times`: its `time.monotonic()` seco
 no step of its host's clock moves) are put on Redis's clock as they are written, and a
 reader moves them onto its own. So a writer or a reader whose host clock is off by minutes,
 or steps, is neither hidden nor aged wrongly.
-
-May import: nothing of the gateway.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def check_redis(settings: Settings) -> None:
     """A REDIS_URL or Redis broker that was set must answer now: one clear line if not."""
     import redis
 
-    from gateway.chats.clients import redis_client
+    from gateway.core.redis_client import redis_client
 
     urls = [("REDIS_URL", settings.redis_url)] if "redis_url" in settings.model_fields_set \
         else []
@@ -189,8 +189,9 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
 
 def _chat(sim: Simulator, chat_id: str, lines: TextIO, out: TextIO, settings: Settings,
           redis_url: str) -> None:
-    from gateway.chats.clients import keyspace, redis_client
+    from gateway.chats.clients import keyspace
     from gateway.chats.history import find_turn, read_history
+    from gateway.core.redis_client import redis_client
 
     client = redis_client(redis_url)
     keys = keyspace(settings).chat(chat_id)

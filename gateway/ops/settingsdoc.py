@@ -1,7 +1,6 @@
 """docs/settings.md, written from the `Settings` class: every variable, its default and its
 help (the field's docstring). `python -m gateway.ops.settingsdoc > docs/settings.md` writes the
-page again; tests/test_docs.py fails when the page drifts from what this prints.
-May import: gateway.core.settings only."""
+page again; tests/test_docs.py fails when the page drifts from what this prints."""
 
 from __future__ import annotations
 

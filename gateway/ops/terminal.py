@@ -1,8 +1,6 @@
 """The demo's terminal chat with the simulator: typed lines are read on their own thread and
 each message goes out as soon as it is complete (so /stop reaches a turn while its answer
 streams), while the main thread prints the bot's side as the simulator records it.
-
-May import: gateway.simulator, gateway.ops.transcript.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """What the demo's terminal shows of a chat: the bot's messages as the simulator records them
 (replies, message edits, streaming cards as they grow, approval cards), printed once each and
 then only what changed. Not thread-safe: its owner serialises the calls.
-
-May import: gateway.simulator, gateway.worker.streaming.
 """
 
 from __future__ import annotations

@@ -6,8 +6,6 @@ text so far with a "stopped" or "failed" mark).
 Updates while streaming draw from the quota at the low priority and a failed one is skipped
 (the next carries the whole text); when no surface can be made at all, the answer goes out
 as ordinary replies once it is complete.
-
-May import: gateway.core.errors, gateway.worker.surfaces.
 """
 
 from __future__ import annotations

@@ -8,8 +8,6 @@ An edited message is sent under one stable uuid too (Feishu answers a repeated u
 message it already sent), and since Feishu edits one message at most 20 times, a first
 attempt edits it at most EDITS_WHILE_STREAMING times and every attempt keeps one edit for
 the final text.
-
-May import: gateway.core.errors, gateway.feishu, gateway.chats.streams, gateway.core.model.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """Who gets in (pure): DM and group policies, per-group rules, allowlists, admins, @mention
 gating in groups, other bots and the bot's own messages.
-
-May import: nothing of the gateway.
 """
 
 from __future__ import annotations

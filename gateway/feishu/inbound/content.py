@@ -2,8 +2,6 @@
 with links, mentions, code blocks and images, and a readable line for every other type,
 naming the keys an agent needs to fetch an attachment. An unknown type is a readable
 placeholder, never an error.
-
-May import: nothing of the gateway.
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@ quoted, and the messages a merge_forward carries, listed (bounded in depth and c
 One attempt each (reads: not drawn from the send quota), in the worker (never on the
 listener's ACK path): when Feishu cannot tell, the message goes on as it came, with one
 log line.
-
-May import: gateway.core.errors, gateway.feishu (content, delivery), gateway.core.model.
 """
 
 from __future__ import annotations

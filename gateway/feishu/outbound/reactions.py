@@ -5,8 +5,6 @@ for replies).
 
 Reactions draw from the send quota at the low priority: with no room soon, a "Typing"
 reaction is skipped (its removal and the failure mark wait a little longer).
-
-May import: gateway.core.errors, gateway.feishu.outbound.openapi, gateway.feishu.outbound.quota.
 """
 
 from __future__ import annotations

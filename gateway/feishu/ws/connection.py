@@ -5,9 +5,6 @@ multi-part payloads, ACKs with `biz_rt`, reconnects with jittered backoff, and a
 close. The handler (one event's Redis step) runs on a thread of the connection's own, one
 event at a time in arrival order, so pings, pongs and other frames never wait behind it;
 its ACK goes back as soon as it returns.
-
-May import: gateway.core.errors, gateway.feishu.ws.endpoint, gateway.feishu.ws.frames,
-gateway.feishu.ws.link.
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 `POST {domain}/callback/ws/endpoint` with the app's credentials answers the websocket URL
 and a ClientConfig. Parsing the answer and the reconnect delays are pure functions.
-
-May import: gateway.core.errors.
 """
 
 from __future__ import annotations

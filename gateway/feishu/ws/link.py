@@ -5,8 +5,6 @@ A connection is dead when neither a pong nor any other frame arrived within the 
 timeout after a ping (`ConnectionDead`); the websocket's own keepalive checks the same at
 its level. Each complete frame goes to `on_frame` in a task of its own, so the receive loop
 never waits behind it.
-
-May import: gateway.feishu.ws.frames.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """The listener's long connections: one `Connection` per app, all on one asyncio loop on a
 thread of their own, and their states in Redis for `feishu-gateway status`.
-
-May import: gateway.feishu.ws.connection, gateway.core.presence, gateway.core.settings.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ that is over) exits 1; a bad setting, an unreachable Redis or broker, or the sys
 (a port in use, a missing folder, a permission) exits 2; anything else is a bug and exits 70
 (EX_SOFTWARE), its traceback printed only with `--debug`. Each is one line on stderr.
 `health` exits 1 for every unhealthy case: Docker reserves a healthcheck's exit 2.
-May import: anything of the gateway (lazily)."""
+It imports the rest of the gateway lazily."""
 
 from __future__ import annotations
 

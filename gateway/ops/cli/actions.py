@@ -1,8 +1,7 @@
 """What the acting commands do: revoke a turn, retry a message, purge a chat.
 
 Each goes through the chat's own state machine (gateway/state): a revoke is the /stop path
-for one turn, a retry enters the chat's inbox, a purge never takes the held turn's message.
-May import: gateway.chats, gateway.feishu.outbound.delivery, gateway.ops.cli.context."""
+for one turn, a retry enters the chat's inbox, a purge never takes the held turn's message."""
 
 from __future__ import annotations
 

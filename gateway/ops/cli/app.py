@@ -1,6 +1,6 @@
 """The `feishu-gateway` commands (click). Each one loads the settings once, imports only
 what it needs (a read of Redis never imports Celery or the Feishu SDK), and leaves errors to
-the boundary in gateway/ops/cli/__init__.py. May import: anything of the gateway."""
+the boundary in gateway/ops/cli/__init__.py."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ class Ops:
 
     @cached_property
     def redis(self) -> redis.Redis:
-        from gateway.chats.clients import redis_client
+        from gateway.core.redis_client import redis_client
 
         s = self.settings
         return redis_client(s.redis_url, s.redis_timeout_s, retries=0, cluster=s.redis_cluster)

@@ -1,7 +1,6 @@
 """The read views (gateway/ops/cli/views.py) as tables and lines for people, with rich. An id
 (chat, message, turn, task) is always printed whole on one line, never in a table that
-would fold or shorten it on a narrow terminal: it is copied into `revoke` and `retry`.
-May import: nothing of the gateway but the views' shapes."""
+would fold or shorten it on a narrow terminal: it is copied into `revoke` and `retry`."""
 
 from __future__ import annotations
 

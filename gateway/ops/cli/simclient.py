@@ -1,5 +1,5 @@
 """`feishu-gateway simulator send`: a user's message to a running simulator, and the bot's
-replies to it (its HTTP user API, gateway/simulator/userapi.py). May import: gateway.core.errors.
+replies to it (its HTTP user API, gateway/simulator/userapi.py).
 
 With no reply in time it says what the simulator saw: whether the message was acknowledged
 (by the listener: it took or refused it) and whether a turn started (the bot's reaction on

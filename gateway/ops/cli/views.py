@@ -1,6 +1,5 @@
 """What the read commands show, as plain JSON-able dicts (`--json` prints them as they are;
-gateway/ops/cli/show.py renders them for people). May import: gateway.chats,
-gateway.core.presence."""
+gateway/ops/cli/show.py renders them for people)."""
 
 from __future__ import annotations
 
