@@ -256,7 +256,7 @@ def test_metrics_are_served_inside_and_the_dashboard_reads_only_series_we_export
     assert "PROMETHEUS_MULTIPROC_DIR" not in services["listener"]["environment"]
     dashboard = json.loads((ROOT / "docker" / "grafana-dashboard.json").read_text())
     exported = set(re.findall(r'"(gateway_[a-z_]+)"',
-                              (ROOT / "gateway" / "metrics.py").read_text()))
+                              (ROOT / "gateway" / "core" / "metrics.py").read_text()))
     used = {name for panel in dashboard["panels"] for target in panel["targets"]
             for name in re.findall(r"gateway_[a-z_]+", target["expr"])}
     suffixes = ("_bucket", "_count", "_sum", "_total")
