@@ -4,9 +4,9 @@ from urllib.parse import urlsplit
 
 from kombu.entity import Exchange, Queue
 
-from gateway.errors import SettingsError
-from gateway.names import ALL_QUEUES, RELEASE_AGENT, RELEASE_QUEUE, RUN_TURN, TURNS_QUEUE
-from gateway.settings import load_settings
+from gateway.core.errors import SettingsError
+from gateway.core.names import ALL_QUEUES, RELEASE_AGENT, RELEASE_QUEUE, RUN_TURN, TURNS_QUEUE
+from gateway.core.settings import load_settings
 
 try:
     _settings = load_settings()
@@ -16,7 +16,7 @@ except SettingsError as _error:
 broker_url = _settings.broker_url  # CELERY_BROKER_URL (Redis or RabbitMQ), else REDIS_URL
 if urlsplit(broker_url).scheme == "redis":
     # kombu 5.7.0 + celery 5.7.0: a Redis outage can kill a worker for good; see the module
-    broker_transport = "gateway.redis_transport:Transport"
+    broker_transport = "gateway.core.redis_transport:Transport"
 broker_connection_retry_on_startup = True
 broker_connection_max_retries = None  # a worker waits for Redis forever, never gives up
 # Recovery never waits on this (leases and the sweeper do); it only bounds how long an

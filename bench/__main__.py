@@ -15,7 +15,7 @@ from typing import Any
 
 from bench import contenders, releases, report, sweep
 from bench.stack import stack
-from gateway.processes import REPO
+from gateway.ops.processes import REPO
 
 
 def machine() -> str:

@@ -8,8 +8,8 @@ from functools import cache
 
 import redis
 
-from gateway.settings import load_settings
-from gateway.types import Turn
+from gateway.core.model import Turn
+from gateway.core.settings import load_settings
 
 STARTS_KEY = "bench:starts"
 

@@ -19,7 +19,7 @@ from lark_oapi.api.im.v1 import (
     ReplyMessageRequestBody,
 )
 
-from gateway.settings import load_settings
+from gateway.core.settings import load_settings
 
 
 def main(kind: str) -> None:

@@ -13,7 +13,7 @@ from bench import load, raw
 from bench.agents import STARTS_KEY
 from bench.load import Sent, percentile
 from bench.stack import Stack
-from gateway.processes import wait_until
+from gateway.ops.processes import wait_until
 
 Figures = dict[str, Any]
 

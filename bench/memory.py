@@ -13,10 +13,10 @@ import sys
 
 from gateway.agents import load_factory
 from gateway.agents.cache import AgentCache, session_key
-from gateway.events import parse_command, parse_message
-from gateway.locks import LockRegistry
-from gateway.settings import load_settings
-from gateway.state.store import Dispatch
+from gateway.chats.store import Dispatch
+from gateway.core.settings import load_settings
+from gateway.feishu.inbound.events import parse_command, parse_message
+from gateway.worker.locks import LockRegistry
 
 MARKS = (10_000, 1_000_000)
 

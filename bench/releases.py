@@ -12,8 +12,8 @@ from typing import Any
 from bench import raw
 from bench.load import one_at_a_time, percentile
 from bench.stack import Stack
-from gateway.names import RELEASE_AGENT, RELEASE_QUEUE
-from gateway.processes import wait_until
+from gateway.core.names import RELEASE_AGENT, RELEASE_QUEUE
+from gateway.ops.processes import wait_until
 
 Figures = dict[str, Any]
 

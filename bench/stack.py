@@ -10,8 +10,8 @@ from pathlib import Path
 import redis
 
 from bench import raw
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.processes import (
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import (
     LISTENER_ARGV,
     LISTENER_READY,
     GatewayProcess,

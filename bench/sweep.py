@@ -13,9 +13,9 @@ import time
 import redis
 
 from bench.stack import Stack
-from gateway.processes import wait_until
-from gateway.state.store import ChatStore, StoreConfig
-from gateway.types import Message
+from gateway.chats.store import ChatStore, StoreConfig
+from gateway.core.model import Message
+from gateway.ops.processes import wait_until
 
 GO_KEY = "bench:sweep:go"
 BROKER_QUEUE = "gateway.turns"
@@ -61,9 +61,9 @@ def measure(st: Stack, chats: int, sweepers: int) -> dict[str, float]:
 
 
 def main() -> None:
+    from gateway.chats.sweeper import Sweeper
+    from gateway.core.settings import load_settings
     from gateway.runtime import Runtime
-    from gateway.settings import load_settings
-    from gateway.state.sweeper import Sweeper
     from tasks import app
 
     rt = Runtime(load_settings(), app)

@@ -5,29 +5,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import redis
 from kombu.exceptions import ChannelError, KombuError
 
-from gateway.names import RUN_TURN, TURNS_QUEUE, turn_task_id
-from gateway.state.store import ChatStore, Completed, Dispatch
+from gateway.chats.store import ChatStore, Completed, Dispatch
+from gateway.core.names import RUN_TURN, TURNS_QUEUE, TaskSender, turn_task_id
 
 logger = logging.getLogger(__name__)
 
 BROKER_ERRORS = (KombuError, redis.RedisError, OSError)
-
-
-class TaskSender(Protocol):
-    """What we need of a Celery app: `send_task`, and `control` for revoke."""
-
-    def send_task(self, name: str, *args: Any, **kwargs: Any) -> Any: ...
-
-    @property
-    def control(self) -> Any: ...
-
-    def connection_or_acquire(self, connection: Any = None, pool: bool = True) -> Any: ...
 
 
 def bound_publishing(app: Any, timeout_s: float) -> None:

@@ -1,4 +1,6 @@
-"""The composition root: builds a process's collaborators from the settings, once."""
+"""The composition root: builds the collaborators every process shares (Redis, the chat store,
+the publisher, replies, approvals, cancelling) from the settings, once; a worker adds its own
+in gateway/worker/runtime.py."""
 
 from __future__ import annotations
 
@@ -15,30 +17,20 @@ from typing import Literal, TypeVar, cast
 import redis
 
 from gateway.agents import is_stateless, load_factory
-from gateway.agents.cache import AgentCache
-from gateway.agents.post import CeleryPost
-from gateway.agents.release import ReleaseLane
-from gateway.agents.report import EVERY_S, AgentReport
-from gateway.approvals.asking import Asker
 from gateway.approvals.book import ApprovalBook
 from gateway.approvals.verdicts import Verdicts
-from gateway.clients import keyspace, redis_client, store_config
-from gateway.dispatch import BROKER_ERRORS, Publisher, TaskSender
-from gateway.feishu.delivery import Replies, RetryPolicy
-from gateway.feishu.enrich import Enricher
-from gateway.feishu.openapi import OpenApi
-from gateway.feishu.quota import Quota, Rates
-from gateway.feishu.typing import Typist
-from gateway.heartbeat import Heartbeater
-from gateway.locks import LockRegistry
-from gateway.loops import Periodic
-from gateway.runner import TurnRunner
-from gateway.settings import Settings
-from gateway.state.cancel import Canceller
-from gateway.state.jobs import ControlJobs
-from gateway.state.store import ChatStore
-from gateway.state.streams import StreamCards
-from gateway.types import AgentFactory
+from gateway.chats.cancel import Canceller
+from gateway.chats.clients import keyspace, store_config
+from gateway.chats.jobs import ControlJobs
+from gateway.chats.store import ChatStore
+from gateway.core.model import AgentFactory
+from gateway.core.names import TaskSender
+from gateway.core.redis_client import redis_client
+from gateway.core.settings import Settings
+from gateway.dispatch import BROKER_ERRORS, Publisher
+from gateway.feishu.outbound.delivery import Replies, RetryPolicy
+from gateway.feishu.outbound.openapi import OpenApi
+from gateway.feishu.outbound.quota import Quota, Rates
 
 logger = logging.getLogger(__name__)
 
@@ -84,10 +76,6 @@ class Runtime:
         return load_factory(self.settings.agent)
 
     @cached_property
-    def release_post(self) -> CeleryPost:
-        return CeleryPost(self.sender, self.redis, expires_s=self.settings.agent_release_fallback_s)
-
-    @cached_property
     def publisher(self) -> Publisher:
         return Publisher(self.sender, self.store)
 
@@ -109,67 +97,12 @@ class Runtime:
         return Quota(self.redis, Rates(s.send_rate_per_s, s.send_rate_per_min or 1e9,
                                        s.chat_send_rate_per_s or 1e9))
 
-    @cached_property
-    def heartbeats(self) -> Heartbeater:
-        s = self.settings
-        return Heartbeater(self.store, self.locks, poll_s=min(s.cancel_poll_s, s.lease_ttl_s / 3),
-                           time_limit_s=s.turn_time_limit_s, extend_every_s=s.lease_ttl_s / 3)
-
-    @cached_property
-    def locks(self) -> LockRegistry:
-        return LockRegistry(self.settings.lock_registry_cap)
-
     def _once(self, name: str, build: Callable[[], T]) -> T:
         """Built once even when threads (the threads pool) ask at the same moment."""
         with self._building:
             if name not in self.__dict__:
                 self.__dict__[name] = build()
             return cast(T, self.__dict__[name])
-
-    @property
-    def agents(self) -> AgentCache:
-        """This process's agents; their figures go to Redis (and the log) every few seconds."""
-        return self.__dict__.get("agents") or self._once("agents", self._build_agents)
-
-    def _build_agents(self) -> AgentCache:
-        s = self.settings
-        lane = ReleaseLane(self.process_id, self.release_post,
-                           fallback_s=s.agent_release_fallback_s)
-        cache = AgentCache(self.factory, s.agent_cache_cap,
-                           idle_ttl_s=s.agent_idle_ttl_s, lane=lane)
-        report = AgentReport(self.redis, self.process_id, cache.stats)
-        self.__dict__["agent_report"] = report
-        self.__dict__["agent_reporter"] = Periodic("gateway-agent-report", report.step,
-                                                   EVERY_S).start()
-        return cache
-
-    def close_agents(self) -> None:
-        """Worker shutdown: release every agent (bounded) and withdraw the figures."""
-        if "agents" not in self.__dict__:
-            return  # agents exist only once this process ran a turn
-        self.__dict__["agent_reporter"].stop(1.0)
-        self.agents.close(self.settings.agent_release_timeout_s)
-        self.__dict__["agent_report"].withdraw()
-
-    @property
-    def runner(self) -> TurnRunner:
-        return self.__dict__.get("runner") or self._once("runner", self._build_runner)
-
-    def _build_runner(self) -> TurnRunner:
-        return TurnRunner(
-            store=self.store, locks=self.locks, heartbeats=self.heartbeats,
-            agents=self.agents, replies=self.replies, publisher=self.publisher,
-            reply_chunk_chars=self.settings.reply_chunk_chars,
-            reply_format=self.settings.reply_format, session_scope=self.settings.session_scope,
-            streams=StreamCards(self.redis, keyspace(self.settings))
-            if self.settings.streaming else None,
-            stream_interval_s=self.settings.stream_interval_ms / 1000,
-            enricher=Enricher(self.replies), fetch_max_bytes=self.settings.fetch_max_bytes,
-            drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s,
-            asker=Asker(self.approvals, self.replies),
-            typist=Typist(self.replies.api_for, emoji=self.settings.typing_emoji,
-                          failure_emoji=self.settings.failure_emoji, quota=self.quota)
-            if self.settings.typing else None)
 
     def revoke(self, task_id: str, terminate: bool) -> None:
         """Celery's revoke broadcast; terminate kills the pool process (prefork only). Best

@@ -3,9 +3,9 @@ at GATEWAY_LOG_LEVEL unless given -l/--loglevel."""
 
 from celery import Celery
 
-from gateway.errors import SettingsError
-from gateway.logs import default_worker_log_level
-from gateway.settings import load_settings
+from gateway.core.errors import SettingsError
+from gateway.core.logs import default_worker_log_level
+from gateway.core.settings import load_settings
 
 app = Celery("gateway")
 app.config_from_object("celeryconfig")

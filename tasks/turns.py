@@ -26,25 +26,25 @@ from celery.signals import (
 )
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from gateway import metrics
 from gateway.agents import load_factory
-from gateway.errors import GatewayError, SettingsError
-from gateway.logs import dress_handlers, quiet_lark_handler
-from gateway.names import RELEASE_AGENT, RUN_TURN
-from gateway.runtime import Runtime
-from gateway.settings import load_settings
-from gateway.state.store import Dispatch
-from gateway.state.sweeper import Sweeper
+from gateway.chats.store import Dispatch
+from gateway.chats.sweeper import Sweeper
+from gateway.core import metrics
+from gateway.core.errors import GatewayError, SettingsError
+from gateway.core.logs import dress_handlers, quiet_lark_handler
+from gateway.core.names import RELEASE_AGENT, RUN_TURN
+from gateway.core.settings import load_settings
+from gateway.worker.runtime import WorkerRuntime
 from tasks import app
 
 logger = logging.getLogger(__name__)
 
 
-_built: dict[int, Runtime] = {}
+_built: dict[int, WorkerRuntime] = {}
 _building = threading.Lock()
 
 
-def runtime() -> Runtime:
+def runtime() -> WorkerRuntime:
     """This process's collaborators, built once per process on first use (a forked pool
     process builds its own; with the threads pool, every thread shares one)."""
     pid = os.getpid()
@@ -52,7 +52,7 @@ def runtime() -> Runtime:
         with _building:
             if pid not in _built:
                 _built.clear()
-                _built[pid] = Runtime(load_settings(), app)
+                _built[pid] = WorkerRuntime(load_settings(), app)
     return _built[pid]
 
 

@@ -34,11 +34,11 @@ from functools import cache
 
 import redis
 
-from gateway.clients import redis_client
-from gateway.errors import GatewayError
-from gateway.settings import load_settings
-from gateway.state.store import text_of
-from gateway.types import Turn
+from gateway.chats.store import text_of
+from gateway.core.errors import GatewayError
+from gateway.core.model import Turn
+from gateway.core.redis_client import redis_client
+from gateway.core.settings import load_settings
 
 
 @cache

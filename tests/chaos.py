@@ -13,7 +13,7 @@ from typing import Any
 import redis
 
 from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
-from gateway.names import RELEASE_QUEUE
+from gateway.core.names import RELEASE_QUEUE
 from gateway.simulator import SendFaults, SentMessage
 from tests.agents import events_key
 from tests.clocks import SteppedClock

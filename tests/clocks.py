@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway.embedded_redis import bundled_redis_server
+from gateway.ops.embedded_redis import bundled_redis_server
 from tests.servers import TEST_SERVER, valkey
 
 _LIBRARIES = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.processes import (
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import (
     LISTENER_ARGV,
     LISTENER_READY,
     WORKER_READY,

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.processes import wait_until
-from gateway.state import admin
-from gateway.state.cancel import Canceller, Waiting
-from gateway.state.history import read_history
-from gateway.state.store import ChatStore, Dispatch
+from gateway.chats import admin
+from gateway.chats.cancel import Canceller, Waiting
+from gateway.chats.history import read_history
+from gateway.chats.store import ChatStore, Dispatch
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import wait_until
 from tests.conftest import client_of
 from tests.test_state import lease_gone, msg, pending_ids, store_for
 

@@ -8,8 +8,7 @@ import itertools
 
 import pytest
 
-from gateway.control import REFUSED_NOTICE
-from gateway.feishu.admission import (
+from gateway.feishu.inbound.admission import (
     DM_POLICIES,
     GROUP_POLICIES,
     Arrival,
@@ -17,7 +16,8 @@ from gateway.feishu.admission import (
     Rules,
     admit,
 )
-from gateway.processes import wait_until
+from gateway.listener.control import REFUSED_NOTICE
+from gateway.ops.processes import wait_until
 from tests.conftest import Rig
 from tests.test_pipeline import agent_events, replies_to
 

@@ -16,8 +16,8 @@ from gateway.agents.cache import (
     split_session,
 )
 from gateway.agents.release import Parcel
-from gateway.processes import wait_until
-from gateway.types import Turn
+from gateway.core.model import Turn
+from gateway.ops.processes import wait_until
 
 RELEASING = threading.Event()
 GO_ON = threading.Event()

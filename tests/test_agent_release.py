@@ -20,10 +20,10 @@ from celery import Celery
 from gateway.agents.cache import AgentCache
 from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES, CeleryPost
 from gateway.agents.release import Parcel, ReleaseLane
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.names import RELEASE_QUEUE, TURNS_QUEUE
-from gateway.processes import GatewayProcess, wait_until
-from gateway.types import Turn
+from gateway.core.model import Turn
+from gateway.core.names import RELEASE_QUEUE, TURNS_QUEUE
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import GatewayProcess, wait_until
 from tests.agents import AGENTS_KEY
 from tests.conftest import Rig
 from tests.test_cancel import operator, reply_of
@@ -103,7 +103,7 @@ def publisher_on(redis_url: str) -> Celery:
     """A Celery app that publishes to this Redis through the gateway's own Redis transport
     (as workers do); nothing consumes what it sends."""
     app = Celery(broker=redis_url, set_as_current=False)
-    app.conf.broker_transport = "gateway.redis_transport:Transport"
+    app.conf.broker_transport = "gateway.core.redis_transport:Transport"
     return app
 
 

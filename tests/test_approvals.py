@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from gateway.processes import wait_until
+from gateway.chats.store import ChatStore
+from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.records import SentMessage
-from gateway.state.store import ChatStore
 from tests.conftest import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig
 from tests.test_pipeline import agent_events, replies_to
 

@@ -17,8 +17,8 @@ from gateway.approvals.book import ApprovalBook, Opened
 from gateway.approvals.card import pending_card
 from gateway.approvals.policy import DECISIONS, may_decide
 from gateway.approvals.verdicts import Verdicts
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.types import Message
+from gateway.core.model import Message
+from gateway.ops.embedded_redis import EmbeddedRedis
 from tests.conftest import client_of
 
 REQUESTER, DM_USER, ADMIN, ALLOWED, STRANGER = "ou_req", "ou_dm", "ou_admin", "ou_ok", "ou_x"

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from gateway.processes import wait_until
+from gateway.ops.processes import wait_until
 from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
 from tests.test_cancel import reply_of, started
 from tests.test_pipeline import replies_to

@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 
-from gateway.processes import GatewayProcess, wait_until
+from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig, Spawn
 from tests.test_pipeline import agent_events, replies_to
@@ -32,7 +32,7 @@ def reply_of(sim: Simulator, chat_id: str, message_id: str, timeout_s: float = 2
 def operator(env: dict[str, str], workdir: object, *argv: str, **extra: str) -> str:
     """Run `feishu-gateway <argv>` as an operator would; return what it printed."""
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *argv], cwd=str(workdir),
+        [sys.executable, "-m", "gateway.ops.cli", *argv], cwd=str(workdir),
         env={**env, "PATH": "/usr/bin:/bin", **extra}, capture_output=True, text=True,
         timeout=60)
     assert result.returncode == 0, result.stderr

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
-from gateway.processes import wait_until
+from gateway.ops.processes import wait_until
 from tests.chaos import (
     FAULTS,
     LISTENER_AHEAD_S,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.chunking import chunk_markdown, chunk_text, split_tables, tables_in
+from gateway.feishu.outbound.chunking import chunk_markdown, chunk_text, split_tables, tables_in
 
 
 def test_short_text_is_one_chunk() -> None:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.embedded_redis import EmbeddedRedis, free_port
-from gateway.processes import GatewayProcess, wait_until
+from gateway.ops.embedded_redis import EmbeddedRedis, free_port
+from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.payloads import new_id
 from tests.test_cancel import reply_of, started
@@ -27,7 +27,7 @@ one_pool = pytest.mark.parametrize("pool", ["prefork"], indirect=True)
 
 def cli(env: dict[str, str], *argv: str, stdin: str = "",
         timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], input=stdin,
+    return subprocess.run([sys.executable, "-m", "gateway.ops.cli", *argv], input=stdin,
                           env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
                           timeout=timeout_s, cwd=str(Path(__file__).parent))
 
@@ -208,7 +208,7 @@ def test_every_bad_input_gets_one_clear_line_and_a_non_zero_exit(
 
 def test_reads_answer_without_importing_celery_or_the_feishu_sdk(
         gateway_env: dict[str, str]) -> None:
-    probe = ("import sys; from gateway.cli import main; code = main(['chats', '--json']); "
+    probe = ("import sys; from gateway.ops.cli import main; code = main(['chats', '--json']); "
              "heavy = sorted(m for m in ('celery', 'kombu', 'lark_oapi') if m in sys.modules); "
              "print(code, heavy, file=sys.stderr)")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
@@ -296,7 +296,7 @@ def test_a_system_error_at_start_up_is_one_line_and_exit_2(
     assert f"127.0.0.1:{port}" in line and "in use" in line.lower(), line
 
 
-BOOM = ("import sys; from gateway.cli import main; from gateway.cli.app import cli\n"
+BOOM = ("import sys; from gateway.ops.cli import main; from gateway.ops.cli.app import cli\n"
         "@cli.command()\n"
         "def boom() -> None:\n"
         "    raise {error}\n"

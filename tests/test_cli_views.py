@@ -16,7 +16,7 @@ import termios
 import redis
 
 from gateway.agents.report import AgentReport, summary
-from gateway.processes import GatewayProcess, wait_until
+from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.payloads import new_id
 from tests.test_cancel import reply_of, started
@@ -27,7 +27,8 @@ def on_a_terminal(env: dict[str, str], columns: int, *argv: str) -> str:
     """What `feishu-gateway <argv>` shows on a terminal `columns` wide (colours taken out)."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-    with subprocess.Popen([sys.executable, "-m", "gateway.cli", *argv], stdin=subprocess.DEVNULL,
+    with subprocess.Popen([sys.executable, "-m", "gateway.ops.cli", *argv],
+                          stdin=subprocess.DEVNULL,
                           stdout=follower, stderr=subprocess.PIPE,
                           env={**env, "PATH": "/usr/bin:/bin", "COLUMNS": str(columns),
                                "TERM": "xterm-256color"}) as proc:

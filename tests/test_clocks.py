@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gateway.presence import read_connections, redis_time_s
-from gateway.processes import wait_until
+from gateway.core.presence import read_connections, redis_time_s
+from gateway.ops.processes import wait_until
 from tests.clocks import SteppedClock
 from tests.conftest import Rig
 from tests.test_pipeline import replies_to

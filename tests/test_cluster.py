@@ -16,13 +16,13 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from gateway.embedded_redis import EmbeddedCluster
-from gateway.processes import wait_until
-from gateway.state.jobs import ControlJobs
-from gateway.state.keys import Keyspace
-from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
-from gateway.state.sweeper import sweep_once
-from gateway.types import Message
+from gateway.chats.jobs import ControlJobs
+from gateway.chats.keys import Keyspace
+from gateway.chats.store import Answer, ChatStore, Dispatch, StoreConfig
+from gateway.chats.sweeper import sweep_once
+from gateway.core.model import Message
+from gateway.ops.embedded_redis import EmbeddedCluster
+from gateway.ops.processes import wait_until
 from tests.conftest import Rig
 from tests.test_brokers import stop_then_kill_a_worker
 from tests.test_cancel import operator

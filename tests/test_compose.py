@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from gateway.agents import load_factory
-from gateway.errors import SettingsError
-from gateway.processes import GatewayProcess, wait_until
+from gateway.core.errors import SettingsError
+from gateway.ops.processes import GatewayProcess, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker" / "compose.yaml"
@@ -187,7 +187,7 @@ def simulator_accepts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Acce
     assert program == "feishu-gateway" and "--host" in args and "--port" in args
     args = [{"--host": "127.0.0.1", "--port": "0"}.get(before, arg)
             for before, arg in zip(["", *args], args, strict=False)]
-    sim = GatewayProcess("simulator", ["-m", "gateway.cli", *args], {},
+    sim = GatewayProcess("simulator", ["-m", "gateway.ops.cli", *args], {},
                          tmp_path_factory.mktemp("sim"))
     try:
         def listening() -> str:
@@ -256,7 +256,7 @@ def test_metrics_are_served_inside_and_the_dashboard_reads_only_series_we_export
     assert "PROMETHEUS_MULTIPROC_DIR" not in services["listener"]["environment"]
     dashboard = json.loads((ROOT / "docker" / "grafana-dashboard.json").read_text())
     exported = set(re.findall(r'"(gateway_[a-z_]+)"',
-                              (ROOT / "gateway" / "metrics.py").read_text()))
+                              (ROOT / "gateway" / "core" / "metrics.py").read_text()))
     used = {name for panel in dashboard["panels"] for target in panel["targets"]
             for name in re.findall(r"gateway_[a-z_]+", target["expr"])}
     suffixes = ("_bucket", "_count", "_sum", "_total")

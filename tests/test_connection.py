@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from gateway.control import LATE_NOTICE
-from gateway.processes import wait_until
+from gateway.listener.control import LATE_NOTICE
+from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
 from tests.conftest import EDGE_PING_S, EDGE_SECOND_APP, Rig
 from tests.test_pipeline import replies_to
@@ -102,7 +102,7 @@ def test_a_late_message_is_told_it_arrived_late_and_never_run(rig: Rig) -> None:
 
 def test_status_shows_each_app_connection(rig: Rig) -> None:
     def status() -> str:
-        result = subprocess.run([sys.executable, "-m", "gateway.cli", "status"],
+        result = subprocess.run([sys.executable, "-m", "gateway.ops.cli", "status"],
                                 env={**rig.env, "PATH": "/usr/bin:/bin"}, capture_output=True,
                                 text=True, timeout=60)
         assert result.returncode == 0, result.stderr
@@ -118,7 +118,7 @@ def test_status_shows_each_app_connection(rig: Rig) -> None:
 def test_a_final_refusal_at_start_up_ends_listen_with_one_line(rig: Rig) -> None:
     rig.sim.refuse_endpoint(1000040350)
     try:
-        result = subprocess.run([sys.executable, "-m", "gateway.cli", "listen"],
+        result = subprocess.run([sys.executable, "-m", "gateway.ops.cli", "listen"],
                                 env={**rig.env, "PATH": "/usr/bin:/bin", "FEISHU_APPS": ""},
                                 capture_output=True, text=True, timeout=60)
     finally:

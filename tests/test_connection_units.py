@@ -14,10 +14,10 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 
-from gateway.errors import RetryableError
-from gateway.feishu import frames as f
-from gateway.feishu.endpoint import EndpointRefused, ServerConfig, backoff_s, parse_endpoint
-from gateway.feishu.link import PARTS_KEPT_S, Link, Parts
+from gateway.core.errors import RetryableError
+from gateway.feishu.ws import frames as f
+from gateway.feishu.ws.endpoint import EndpointRefused, ServerConfig, backoff_s, parse_endpoint
+from gateway.feishu.ws.link import PARTS_KEPT_S, Link, Parts
 
 URL = "ws://127.0.0.1:1/ws/v2?device_id=d1&service_id=42"
 
@@ -145,7 +145,7 @@ def test_a_frame_of_too_many_parts_is_dropped_with_a_warning_and_the_link_goes_o
         caplog: pytest.LogCaptureFixture) -> None:
     sent = [data_frame("fm_huge", 10**9, 0, b"x"), data_frame("fm_past", 2, 5, b"x"),
             data_frame("fm_ok", 2, 1, b"lo"), data_frame("fm_ok", 2, 0, b"hel")]
-    with caplog.at_level(logging.WARNING, logger="gateway.feishu.link"):
+    with caplog.at_level(logging.WARNING, logger="gateway.feishu.ws.link"):
         got = asyncio.run(frames_through_a_link(sent, 1))
     assert [(x.headers[f.HEADER_MESSAGE_ID], x.payload) for x in got] == [("fm_ok", b"hello")]
     assert [r.getMessage() for r in caplog.records] == [

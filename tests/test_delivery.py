@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.feishu.delivery import derived_uuid, reply_uuid
-from gateway.processes import wait_until
-from gateway.runner import gave_up_reply
+from gateway.feishu.outbound.delivery import derived_uuid, reply_uuid
+from gateway.ops.processes import wait_until
 from gateway.simulator import SendFaults, SentMessage
+from gateway.worker.runner import gave_up_reply
 from tests.conftest import TEST_LEASE_TTL_S, Rig
 from tests.test_pipeline import agent_events, replies_to
 
@@ -46,7 +46,7 @@ def no_faults_left(rig: Rig) -> Iterator[None]:
 
 
 def status(rig: Rig, *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "status", *args],
+    result = subprocess.run([sys.executable, "-m", "gateway.ops.cli", "status", *args],
                             env={**rig.env, "PATH": "/usr/bin:/bin"}, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.demo import gather, run_demo
-from gateway.embedded_redis import free_port
+from gateway.ops.demo import gather, run_demo
+from gateway.ops.embedded_redis import free_port
 
 SETTINGS_PREFIXES = ("REDIS_", "FEISHU_", "GATEWAY_", "CELERY_")
 START_TIMEOUT_S = 90.0
@@ -157,7 +157,7 @@ def test_an_approval_card_is_answered_with_approve_at_the_terminal(demo: Demo) -
 def test_a_stale_redis_url_fails_at_once_in_one_line(tmp_path: Path) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"
     began = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "demo", "--port", "0"],
+    result = subprocess.run([sys.executable, "-m", "gateway.ops.cli", "demo", "--port", "0"],
                             input="", capture_output=True, text=True, timeout=60,
                             cwd=str(tmp_path), env=demo_env(REDIS_URL=url))
     assert time.monotonic() - began < 10
@@ -168,7 +168,7 @@ def test_a_stale_redis_url_fails_at_once_in_one_line(tmp_path: Path) -> None:
 
 
 def test_a_process_failing_to_start_shows_its_log_and_keeps_the_logs(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "demo", "--port", "0"],
+    result = subprocess.run([sys.executable, "-m", "gateway.ops.cli", "demo", "--port", "0"],
                             input="", capture_output=True, text=True, timeout=100,
                             cwd=str(tmp_path),
                             env=demo_env(GATEWAY_AGENT="no_such_module_here:factory"))
@@ -186,7 +186,7 @@ def test_the_demo_answers_a_code_block_and_a_long_line_in_full_and_cleans_up(
         tmp_path: Path) -> None:
     long_line = "x" * 5000
     typed = f"```python\ndef f():\n    return 1\n```\n{long_line}\n"
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "demo", "--port", "0"],
+    result = subprocess.run([sys.executable, "-m", "gateway.ops.cli", "demo", "--port", "0"],
                             input=typed, capture_output=True, text=True, timeout=110,
                             cwd=str(tmp_path), env=demo_env(GATEWAY_AGENT="echo"))
     assert result.returncode == 0, result.stderr[-2000:]

@@ -15,13 +15,13 @@ import pytest
 from gateway.agents import load_factory
 from gateway.agents.showcase import ShowcaseAgent, words
 from gateway.approvals.card import pending_card, resolved_card
-from gateway.demo import script
-from gateway.processes import GatewayProcess, StartFailed, wait_ready
+from gateway.core.model import Message, Turn
+from gateway.ops.demo import script
+from gateway.ops.processes import GatewayProcess, StartFailed, wait_ready
+from gateway.ops.transcript import Transcript
 from gateway.simulator import SentMessage
 from gateway.simulator.payloads import flatten_text
-from gateway.streaming import STOPPED_MARK
-from gateway.transcript import Transcript
-from gateway.types import Message, Turn
+from gateway.worker.streaming import STOPPED_MARK
 
 
 def turn(text: str, *, cancelled: threading.Event | None = None,

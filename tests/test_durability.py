@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.processes import wait_until
-from gateway.state.store import ChatStore, NotDurable, StoreConfig
-from gateway.types import Message
+from gateway.chats.store import ChatStore, NotDurable, StoreConfig
+from gateway.core.model import Message
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import wait_until
 from tests.conftest import Rig, start_redis, stop_redis
 from tests.servers import valkey
 from tests.test_pipeline import replies_to
@@ -73,7 +73,7 @@ def test_without_a_replica_the_store_refuses_to_call_it_durable(
 
 
 def listen(rig: Rig, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "listen"],
+    return subprocess.run([sys.executable, "-m", "gateway.ops.cli", "listen"],
                           env={**rig.env, "PATH": "/usr/bin:/bin", **env},
                           capture_output=True, text=True, timeout=60)
 

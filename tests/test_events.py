@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gateway.errors import MalformedEvent
-from gateway.events import TRUNCATION_MARK, arrival_of, parse_message
+from gateway.core.errors import MalformedEvent
+from gateway.feishu.inbound.events import TRUNCATION_MARK, arrival_of, parse_message
 
 
 def payload(content: Any, message_type: str = "text", **message: Any) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.embedded_redis import free_port
-from gateway.processes import GatewayProcess, wait_until
+from gateway.ops.embedded_redis import free_port
+from gateway.ops.processes import GatewayProcess, wait_until
 from tests.conftest import Rig
 from tests.test_cancel import reply_of, started
 from tests.test_cli import read
@@ -160,7 +160,7 @@ def test_terminating_a_task_that_runs_a_later_turn_of_its_chat_stops_that_turn(
 _COPY = """
 import json, sys
 from tasks import app
-from gateway.names import RUN_TURN, TURNS_QUEUE
+from gateway.core.names import RUN_TURN, TURNS_QUEUE
 task_id, kwargs = sys.argv[1], json.loads(sys.argv[2])
 app.control.revoke(task_id)
 app.send_task(RUN_TURN, kwargs=kwargs, task_id=task_id, queue=TURNS_QUEUE)

@@ -1,5 +1,5 @@
-"""Hypothesis over raw Feishu event payloads: normalisation (gateway.events and the content
-renderers), admission and the listener's ingest step on a real Redis.
+"""Hypothesis over raw Feishu event payloads: normalisation (gateway.feishu.inbound.events and
+the content renderers), admission and the listener's ingest step on a real Redis.
 
 - Normalisation turns any payload into a `Message` that can be stored and read back, or
   raises `MalformedEvent` (the documented error); nothing else escapes.
@@ -25,11 +25,12 @@ import redis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from gateway.chats.keys import CONTROL_KEY, INDEX_KEY
+from gateway.chats.store import ChatStore, StoreConfig, entry_message
+from gateway.core.errors import MalformedEvent
+from gateway.core.model import Message
 from gateway.dispatch import Publisher
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.errors import MalformedEvent
-from gateway.events import arrival_of, message_text, parse_command, parse_message
-from gateway.feishu.admission import (
+from gateway.feishu.inbound.admission import (
     DM_POLICIES,
     GROUP_POLICIES,
     Arrival,
@@ -37,11 +38,10 @@ from gateway.feishu.admission import (
     Rules,
     admit,
 )
-from gateway.intake import CARD_EVENT, MESSAGE_EVENT, Intake
-from gateway.outbox import Outbox
-from gateway.state.keys import CONTROL_KEY, INDEX_KEY
-from gateway.state.store import ChatStore, StoreConfig, entry_message
-from gateway.types import Message
+from gateway.feishu.inbound.events import arrival_of, message_text, parse_command, parse_message
+from gateway.listener.intake import CARD_EVENT, MESSAGE_EVENT, Intake
+from gateway.listener.outbox import Outbox
+from gateway.ops.embedded_redis import EmbeddedRedis
 from tests.conftest import client_of
 
 BOT, APP, CHAT = "ou_bot", "cli_fuzz", "oc_fuzz"

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from gateway.chats.store import ChatStore, StoreConfig
+from gateway.core.errors import RetryableError
 from gateway.dispatch import Publisher
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.errors import RetryableError
-from gateway.intake import Intake
-from gateway.outbox import Outbox
-from gateway.processes import wait_until
+from gateway.listener.intake import Intake
+from gateway.listener.outbox import Outbox
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import wait_until
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
-from gateway.state.store import ChatStore, StoreConfig
 from tests.conftest import client_of
 
 

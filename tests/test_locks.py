@@ -5,8 +5,8 @@ from __future__ import annotations
 import tracemalloc
 from contextlib import ExitStack
 
-from gateway.locks import LockRegistry
-from gateway.state.store import Dispatch
+from gateway.chats.store import Dispatch
+from gateway.worker.locks import LockRegistry
 
 
 def turn(chat_id: str, fence: int = 1) -> Dispatch:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gateway.logs import (
+from gateway.core.logs import (
     JsonFormatter,
     KeyValueFormatter,
     RedactSecrets,
@@ -28,7 +28,7 @@ from gateway.logs import (
     redact_handlers,
     turn_context,
 )
-from gateway.processes import GatewayProcess, wait_until
+from gateway.ops.processes import GatewayProcess, wait_until
 from tests.conftest import Rig
 from tests.test_cancel import reply_of
 
@@ -78,7 +78,7 @@ def test_a_password_in_a_urls_query_is_masked_too() -> None:
 
 
 def test_a_turns_lines_carry_its_ids_as_text_and_as_json() -> None:
-    record = logging.LogRecord("gateway.runner", logging.ERROR, __file__, 1,
+    record = logging.LogRecord("gateway.worker.runner", logging.ERROR, __file__, 1,
                                "agent failed: token=abc123", None, None)
     handler = logging.Handler()
     handler.addFilter(TurnFields())
@@ -89,7 +89,7 @@ def test_a_turns_lines_carry_its_ids_as_text_and_as_json() -> None:
     assert text.endswith("agent failed: token=*** [chat=oc_1 message=om_2 turn=turn:oc_1:om_2:7 "
                          "fence=7]")
     line = json.loads(JsonFormatter().format(record))
-    assert (line["level"], line["logger"], line["msg"]) == ("ERROR", "gateway.runner",
+    assert (line["level"], line["logger"], line["msg"]) == ("ERROR", "gateway.worker.runner",
                                                             "agent failed: token=***")
     assert (line["chat_id"], line["message_id"], line["turn_id"], line["fence"]) == (
         "oc_1", "om_2", "turn:oc_1:om_2:7", "7")
@@ -264,7 +264,7 @@ def test_a_worker_without_a_log_level_says_it_is_ready_and_logs_a_line_per_turn(
                                         if f"turn turn:{chat}:{message_id}:" in line), None),
                           10, "the turn's line")
     assert isinstance(line, str)
-    assert re.search(rf" INFO gateway\.runner: turn turn:{chat}:{message_id}:\d+ of chat "
+    assert re.search(rf" INFO gateway\.worker\.runner: turn turn:{chat}:{message_id}:\d+ of chat "
                      rf"{chat} replied in \d+\.\d\ds \(attempt 1\)$", line), line
 
 

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 import pytest
 import redis
 
-from gateway.loops import Periodic
-from gateway.processes import wait_until
-from gateway.state.store import ChatStore, Dispatch, StoreConfig
-from gateway.state.sweeper import Sweeper
-from gateway.types import Message
+from gateway.chats.store import ChatStore, Dispatch, StoreConfig
+from gateway.chats.sweeper import Sweeper
+from gateway.core.loops import Periodic
+from gateway.core.model import Message
+from gateway.ops.processes import wait_until
 from tests.conftest import start_redis, stop_redis
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway import metrics
-from gateway.embedded_redis import free_port
-from gateway.processes import wait_until
+from gateway.core import metrics
+from gateway.ops.embedded_redis import free_port
+from gateway.ops.processes import wait_until
 from tests.conftest import Rig
 from tests.test_cancel import reply_of, started
 from tests.test_pipeline import agent_events
@@ -121,5 +121,5 @@ def test_a_worker_multiprocess_folder_that_cannot_be_used_is_one_line_not_a_cras
     a_file.write_text("")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(a_file))
     assert metrics.serve_worker(free_port(), "127.0.0.1", str(a_file)) is False
-    [record] = [r for r in caplog.records if r.name == "gateway.metrics"]
+    [record] = [r for r in caplog.records if r.name == "gateway.core.metrics"]
     assert f"PROMETHEUS_MULTIPROC_DIR={a_file} cannot be used" in record.getMessage()

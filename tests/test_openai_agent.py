@@ -10,12 +10,12 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.agents.chat_completions import EndpointError, sse_pieces
-from gateway.processes import wait_until
-from gateway.runner import FAILURE_REPLY
+from gateway.ops.processes import wait_until
 from gateway.simulator import SentMessage, Simulator
 from gateway.simulator.payloads import flatten_text
-from gateway.streaming import STOPPED_MARK
-from gateway.surfaces import EDITS_WHILE_STREAMING
+from gateway.worker.runner import FAILURE_REPLY
+from gateway.worker.streaming import STOPPED_MARK
+from gateway.worker.surfaces import EDITS_WHILE_STREAMING
 from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
 from tests.fake_llm import API_KEY, FakeLlm
 from tests.test_cancel import reply_of as cancel_reply_of

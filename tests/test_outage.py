@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.processes import wait_until
+from gateway.ops.processes import wait_until
 from gateway.simulator.state import Ack
 from tests.conftest import Rig
 from tests.test_pipeline import agent_events, replies_to

@@ -13,14 +13,14 @@ from typing import Any
 
 import redis
 
-from gateway.control import full_inbox_notice
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.events import TRUNCATION_MARK
-from gateway.processes import GatewayProcess, wait_until
-from gateway.runner import FAILURE_REPLY, gave_up_reply
+from gateway.chats.store import ChatStore, StoreConfig
+from gateway.core.model import Message
+from gateway.feishu.inbound.events import TRUNCATION_MARK
+from gateway.listener.control import full_inbox_notice
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
-from gateway.state.store import ChatStore, StoreConfig
-from gateway.types import Message
+from gateway.worker.runner import FAILURE_REPLY, gave_up_reply
 from tests.agents import events_key
 from tests.conftest import TEST_LEASE_TTL_S, Spawn
 
@@ -276,7 +276,7 @@ def test_listen_with_wrong_credentials_exits_with_one_clear_line(
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "listen"], cwd=str(tmp_path),
+        [sys.executable, "-m", "gateway.ops.cli", "listen"], cwd=str(tmp_path),
         env={**gateway_env, "PATH": "/usr/bin:/bin", "FEISHU_APP_SECRET": "wrong-secret"},
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 2

@@ -10,10 +10,10 @@ import pytest
 import redis
 from pydantic import SecretStr
 
-from gateway.errors import RetryableError
-from gateway.feishu.delivery import Replies, RetryPolicy, reply_uuid
-from gateway.feishu.openapi import OpenApi
-from gateway.feishu.quota import Quota, Rates, app_key
+from gateway.core.errors import RetryableError
+from gateway.feishu.outbound.delivery import Replies, RetryPolicy, reply_uuid
+from gateway.feishu.outbound.openapi import OpenApi
+from gateway.feishu.outbound.quota import Quota, Rates, app_key
 from gateway.simulator import SendFaults, Simulator
 from tests.clocks import SteppedClock, stepped_redis
 

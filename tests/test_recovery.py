@@ -14,15 +14,15 @@ import pytest
 import redis
 from celery import Celery
 
+from gateway.chats.cancel import Canceller
+from gateway.chats.keys import ChatKeys
+from gateway.chats.store import ChatStore, StoreConfig
+from gateway.core.names import RUN_TURN, TURNS_QUEUE, turn_task_id
 from gateway.dispatch import Publisher
-from gateway.feishu.delivery import reply_uuid
-from gateway.names import RUN_TURN, TURNS_QUEUE, turn_task_id
-from gateway.processes import GatewayProcess, wait_until
-from gateway.runner import gave_up_reply
+from gateway.feishu.outbound.delivery import reply_uuid
+from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
-from gateway.state.cancel import Canceller
-from gateway.state.keys import ChatKeys
-from gateway.state.store import ChatStore, StoreConfig
+from gateway.worker.runner import gave_up_reply
 from tests.conftest import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, Spawn
 from tests.test_cancel import reply_of, started
 from tests.test_pipeline import agent_events, replies_to

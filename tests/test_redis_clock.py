@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from gateway.processes import wait_until
-from gateway.state.cancel import Canceller, Waiting
+from gateway.chats.cancel import Canceller, Waiting
+from gateway.ops.processes import wait_until
 from tests.clocks import SteppedClock, stepped_redis
 from tests.test_admin import first_turn
 from tests.test_state import store_for

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.feishu.render import as_post, card_json, forms_to_try, pick_format, render
+from gateway.feishu.outbound.render import as_post, card_json, forms_to_try, pick_format, render
 
 
 @pytest.mark.parametrize(("text", "form"), [

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.processes import REPO
+from gateway.ops.processes import REPO
 
 pytest_plugins = ["pytester"]
 
 INNER = '''
 import pytest
 from tests.conftest import Fleet, start_redis, stop_redis
-from gateway.processes import GatewayProcess
+from gateway.ops.processes import GatewayProcess
 
 
 @pytest.fixture

@@ -12,17 +12,17 @@ from pydantic import SecretStr
 
 from gateway.agents.cache import AgentCache
 from gateway.agents.echo import factory as echo
+from gateway.chats.store import Answer, ChatStore, Dispatch, StoreConfig
+from gateway.core.model import Message
 from gateway.dispatch import Publisher
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.feishu.delivery import Replies, RetryPolicy
-from gateway.feishu.openapi import OpenApi
-from gateway.heartbeat import Heartbeater
-from gateway.locks import LockRegistry
-from gateway.processes import wait_until
-from gateway.runner import TurnRunner
+from gateway.feishu.outbound.delivery import Replies, RetryPolicy
+from gateway.feishu.outbound.openapi import OpenApi
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
-from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
-from gateway.types import Message
+from gateway.worker.heartbeat import Heartbeater
+from gateway.worker.locks import LockRegistry
+from gateway.worker.runner import TurnRunner
 
 
 def runner_for(store: ChatStore, simulator: Simulator, sender: Any,

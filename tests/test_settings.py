@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from gateway.errors import SettingsError
-from gateway.processes import REPO
-from gateway.settings import load_settings
+from gateway.core.errors import SettingsError
+from gateway.core.settings import load_settings
+from gateway.ops.processes import REPO
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
@@ -66,7 +66,7 @@ def test_a_cluster_needs_its_own_broker_and_no_durable_ack(
 
 
 @pytest.mark.parametrize("argv", [
-    ["-m", "gateway.cli", "listen"],
+    ["-m", "gateway.ops.cli", "listen"],
     ["-m", "celery", "-A", "tasks", "worker"],
 ])
 def test_bad_setting_stops_start_up_with_one_line(argv: list[str], tmp_path: object) -> None:

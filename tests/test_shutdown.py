@@ -12,12 +12,12 @@ import redis
 from celery import Celery
 
 from gateway.agents.cache import AgentCache
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.feishu.delivery import reply_uuid
-from gateway.processes import wait_until
+from gateway.chats.store import ChatStore, Dispatch, StoreConfig
+from gateway.core.model import Message, Turn
+from gateway.feishu.outbound.delivery import reply_uuid
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
-from gateway.state.store import ChatStore, Dispatch, StoreConfig
-from gateway.types import Message, Turn
 from tests.conftest import POOLS, Rig
 from tests.test_pipeline import agent_events, replies_to
 from tests.test_runner import RecordingSender, runner_for

@@ -32,7 +32,7 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 )
 from websockets.sync.client import connect as ws_connect
 
-from gateway.feishu.frames import (
+from gateway.feishu.ws.frames import (
     METHOD_DATA,
     build_data_frames,
     encode_frame,

@@ -27,7 +27,7 @@ from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 from websockets.sync.connection import Connection
 
-from gateway.feishu.frames import (
+from gateway.feishu.ws.frames import (
     METHOD_CONTROL,
     METHOD_DATA,
     ParsedFrame,

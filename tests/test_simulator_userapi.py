@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.cli import main
-from gateway.processes import GatewayProcess, wait_until
+from gateway.ops.cli import main
+from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator, serve_forever
 from gateway.simulator.userapi import local_host
 from tests.conftest import Rig
@@ -157,13 +157,13 @@ def test_a_user_chats_and_clicks_an_approval_card_over_http(
 def test_simulator_send_prints_the_bots_reply(feishu: Simulator, listener: GatewayProcess,
                                               chat_id: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "simulator", "send", chat_id, "hello there",
+        [sys.executable, "-m", "gateway.ops.cli", "simulator", "send", chat_id, "hello there",
          "--url", feishu.url], capture_output=True, text=True, timeout=60,
         env={"PATH": "/usr/bin:/bin", "NO_PROXY": "127.0.0.1,localhost"})
     assert result.returncode == 0, result.stderr
     assert result.stdout == "bot: echo: hello there\n"
     gone = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "simulator", "send", chat_id, "x", "--url",
+        [sys.executable, "-m", "gateway.ops.cli", "simulator", "send", chat_id, "x", "--url",
          "http://127.0.0.1:1"], capture_output=True, text=True, timeout=60)
     assert gone.returncode == 2 and gone.stderr.startswith(
         "feishu-gateway: cannot reach the simulator at http://127.0.0.1:1")

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.presence import read_connections
-from gateway.processes import wait_until
+from gateway.core.presence import read_connections
+from gateway.ops.processes import wait_until
 from tests.conftest import Rig
 from tests.test_pipeline import replies_to
 
@@ -29,7 +29,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 
 def health(rig: Rig) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "health", "listener"],
+    return subprocess.run([sys.executable, "-m", "gateway.ops.cli", "health", "listener"],
                           env=rig.env, capture_output=True, text=True, timeout=60)
 
 
@@ -42,7 +42,7 @@ def test_a_group_mention_waits_for_the_bots_identity_and_is_answered_once(
                "the listener to report its unknown identity")
     sick = health(rig)
     assert sick.returncode == 1 and "bot identity unknown" in sick.stderr, sick.stderr
-    status = subprocess.run([sys.executable, "-m", "gateway.cli", "status", "--json"],
+    status = subprocess.run([sys.executable, "-m", "gateway.ops.cli", "status", "--json"],
                             env=rig.env, capture_output=True, text=True, timeout=60)
     [connection] = json.loads(status.stdout)["connections"].values()
     assert connection["identity_known"] is False

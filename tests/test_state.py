@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.embedded_redis import EmbeddedRedis
-from gateway.errors import SettingsError
-from gateway.processes import wait_until
-from gateway.state.history import read_history
-from gateway.state.jobs import ControlJobs
-from gateway.state.keys import CONTROL_KEY, ChatKeys, Keyspace
-from gateway.state.store import Answer, ChatStore, Dispatch, StoreConfig
-from gateway.types import Message
+from gateway.chats.history import read_history
+from gateway.chats.jobs import ControlJobs
+from gateway.chats.keys import CONTROL_KEY, ChatKeys, Keyspace
+from gateway.chats.store import Answer, ChatStore, Dispatch, StoreConfig
+from gateway.core.errors import SettingsError
+from gateway.core.model import Message
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import wait_until
 from tests.conftest import client_of, start_redis, stop_redis
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.processes import GatewayProcess, wait_until
+from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")

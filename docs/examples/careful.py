@@ -6,7 +6,7 @@ then send "clean the build".
 
 from __future__ import annotations
 
-from gateway.types import Turn
+from gateway.core.model import Turn
 
 ALLOWED = ("once", "session", "always")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gateway.types import Turn
+from gateway.core.model import Turn
 
 
 class Shouter:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-from gateway.errors import SettingsError
-from gateway.types import AgentFactory
+from gateway.core.errors import SettingsError
+from gateway.core.model import AgentFactory
 
 BUILTIN = {"echo": "gateway.agents.echo:factory",
            "openai": "gateway.agents.chat_completions:factory",

@@ -10,8 +10,6 @@ process ran the session's previous turn, this agent missed that turn). Anything 
 let go and a new agent built. The lock is held for dictionary work only, never across a
 build or a release. With prefork each pool process has its own cache and lane; with
 threads, the threads of a process share them.
-
-May import: gateway.agents.release, gateway.loops, gateway.types.
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.agents.release import HARD, ReleaseLane
-from gateway.loops import Periodic
-from gateway.types import Agent, AgentFactory
+from gateway.core.loops import Periodic
+from gateway.core.model import Agent, AgentFactory
 
 logger = logging.getLogger(__name__)
 

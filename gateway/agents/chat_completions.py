@@ -31,10 +31,10 @@ from typing import Any
 import httpx
 import redis
 
-from gateway.clients import redis_client
-from gateway.errors import GatewayError
-from gateway.settings import Settings, load_settings
-from gateway.types import Turn
+from gateway.core.errors import GatewayError
+from gateway.core.model import Turn
+from gateway.core.redis_client import redis_client
+from gateway.core.settings import Settings, load_settings
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.types import Turn
+from gateway.core.model import Turn
 
 
 class EchoAgent:

@@ -21,8 +21,6 @@ for good:
   the list expires `expires_s` after the last publish, when every task in it is past its
   deadline. A task dropped there is a task skipped: its agent is released in place by the
   lane's fallback, as when no worker runs it.
-
-May import: gateway.agents.release, gateway.names, gateway.dispatch.
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ import redis
 from kombu.transport import redis as kombu_redis
 
 from gateway.agents.release import Parcel
-from gateway.dispatch import TaskSender
-from gateway.names import RELEASE_AGENT, RELEASE_QUEUE
+from gateway.core.names import RELEASE_AGENT, RELEASE_QUEUE, TaskSender
 
 logger = logging.getLogger(__name__)
 

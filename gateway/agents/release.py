@@ -10,8 +10,6 @@ under the cache's lock, never in a worker slot, never on a turn's, heartbeat's o
 path. Should no task come within `fallback_s` (the broker is down, nothing consumes the
 release queue), the lane releases the agent anyway: every agent let go is released exactly
 once. Worker shutdown releases what is left here directly (the consumer has stopped).
-
-May import: gateway.loops, gateway.types, gateway.names.
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gateway.loops import describe
-from gateway.types import Agent
+from gateway.core.loops import describe
+from gateway.core.model import Agent
 
 logger = logging.getLogger(__name__)
 

@@ -3,8 +3,6 @@
 One hash, `gw:agents`: field = the process's id, value = its figures as JSON with the time
 they were taken. A process writes its field every few seconds and deletes it when it shuts
 down; a reader skips (and deletes) fields older than `STALE_S`, left by a process that died.
-
-May import: gateway.presence.
 """
 
 from __future__ import annotations
@@ -16,8 +14,8 @@ from typing import Any
 
 import redis
 
-from gateway import metrics
-from gateway.presence import publish, read_live
+from gateway.core import metrics
+from gateway.core.presence import publish, read_live
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Iterator
 
-from gateway.types import Turn
+from gateway.core.model import Turn
 
 WORD_DELAY_S = 0.04
 """Between two streamed words: an answer visibly grows, yet a short one ends in a second."""

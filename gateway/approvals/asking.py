@@ -5,8 +5,6 @@ while its heartbeat keeps the lease, and gives up at the timeout (the card then 
 "expired") or when the turn is stopped (it says "stopped", and the answer is "deny").
 A request belongs to its turn (the n-th question of the turn's message), not to one run of
 it: a turn run again after its worker died waits on the same request and card.
-
-May import: gateway.approvals, gateway.errors, gateway.feishu.delivery, gateway.types.
 """
 
 from __future__ import annotations
@@ -23,9 +21,9 @@ import redis
 from gateway.approvals.book import ApprovalBook, Opened
 from gateway.approvals.card import pending_card, resolved_card
 from gateway.approvals.policy import Outcome, parse_decision
-from gateway.errors import GatewayError
-from gateway.feishu.delivery import Replies, reply_uuid
-from gateway.types import Message
+from gateway.core.errors import GatewayError
+from gateway.core.model import Message
+from gateway.feishu.outbound.delivery import Replies, reply_uuid
 
 logger = logging.getLogger(__name__)
 

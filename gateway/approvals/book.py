@@ -1,7 +1,5 @@
 """Approval requests in Redis: opened by a turn, decided by any listener, settled by the
-turn (lua/ask.lua, decide.lua, settle.lua; keys in gateway/state/keys.py).
-
-May import: gateway.state, gateway.types.
+turn (lua/ask.lua, decide.lua, settle.lua; keys in gateway/chats/keys.py).
 """
 
 from __future__ import annotations
@@ -11,9 +9,9 @@ from typing import Any
 
 import redis
 
-from gateway.state.keys import Keyspace
-from gateway.state.scripts import source
-from gateway.types import Message
+from gateway.chats.keys import Keyspace
+from gateway.chats.scripts import source
+from gateway.core.model import Message
 
 KEEP_S = 86_400
 """A request is remembered this long (a late click is told it expired or was decided)."""

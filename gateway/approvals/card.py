@@ -1,8 +1,6 @@
 """The approval card: pending (four buttons), resolved, expired (pure builders of Feishu's
 interactive card JSON). Each button's `value` carries the request id and the decision, so
 tools and tests can read it whatever the labels' language.
-
-May import: gateway.approvals.policy.
 """
 
 from __future__ import annotations

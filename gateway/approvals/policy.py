@@ -1,6 +1,4 @@
 """Who may decide an approval request, and what a decision is (pure).
-
-May import: nothing of the gateway.
 """
 
 from __future__ import annotations

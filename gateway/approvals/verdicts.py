@@ -1,8 +1,6 @@
 """A person decides: a card click (answered within Feishu's 3 s with the updated card and
 a toast) or /approve, /deny in the chat. Authorised by `policy.may_decide`; bound to the
 chat and the request; deduped by token.
-
-May import: gateway.approvals, gateway.types.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from typing import Any
 from gateway.approvals.book import ApprovalBook, Request
 from gateway.approvals.card import resolved_card
 from gateway.approvals.policy import DONE_LABELS, may_decide, parse_decision
-from gateway.types import Message
+from gateway.core.model import Message
 
 logger = logging.getLogger(__name__)
 

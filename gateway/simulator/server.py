@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from gateway.feishu import frames
+from gateway.feishu.ws import frames
 from gateway.simulator import config as c
 from gateway.simulator.apps import AppRegistry
 from gateway.simulator.faults import FaultPlan

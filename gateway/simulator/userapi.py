@@ -25,8 +25,7 @@ visits cannot make them send messages or click cards (a cross-site form or a fet
 a CORS preflight cannot send application/json). A send the simulator cannot deliver (no
 bot connected) is a 503 with the reason, and what to start, in one line.
 
-The calls block on the simulator's own loop, so each runs on an executor thread.
-May import: gateway.simulator."""
+The calls block on the simulator's own loop, so each runs on an executor thread."""
 
 from __future__ import annotations
 

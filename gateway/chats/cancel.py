@@ -1,0 +1,208 @@
+"""/stop, /new and `feishu-gateway stop`: end a chat's turn within the cancel timeout.
+
+Why a chat can never stay blocked after a cancel: the chat's lease is the only thing that
+blocks it, and this path ends with the lease released by the turn itself (it saw the flag
+and completed) or taken from it here (fence advanced, message dropped, next turn
+dispatched). The state change is one script (`lua/cancel.lua`) recorded under the command's
+id, so it survives the canceller's death: a turn not started yet is dropped in that same
+step; a running one sees the flag, stops extending its lease and ends, and if nobody is left
+to fence it after the timeout, its lease runs out and the sweeper drops its message (the
+flag outlives the lease). Nothing waits on the cancelled process: a turn that ignores the
+flag runs on with a stale fence that lets it do nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from gateway.chats.store import ChatStore, Dispatch
+from gateway.core import metrics
+
+logger = logging.getLogger(__name__)
+
+How = Literal["nothing", "not-started", "cooperative", "timeout-fenced", "debounced"]
+Revoke = Callable[[str, bool], None]
+"""revoke(task_id, terminate): Celery's revoke broadcast."""
+HandOver = Callable[[Dispatch, str], "Dispatch | None | Literal[False]"]
+"""hand_over(turn, outcome): end the turn, recording `outcome` in the chat's history."""
+RECORD_TTL_MS = 300_000
+"""A stop is remembered this long, so another listener can finish a command whose listener
+died (it takes orphaned control jobs up after 10 s), and never do it twice."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelResult:
+    chat_id: str
+    how: How
+    task_id: str = ""
+    took_s: float = 0.0
+    pending: int = 0
+    new_session: bool = False
+    again_in_s: float = 0.0
+    """Debounced while another turn runs (not the one the earlier stop ended): a stop
+    after this many seconds stops it."""
+
+    def describe(self) -> str:
+        """The operator's line."""
+        what = {
+            "nothing": "nothing was running",
+            "debounced": "already stopped a moment ago; nothing more done",
+            "not-started": f"turn {self.task_id} revoked before it started",
+            "cooperative": f"turn {self.task_id} cancelled cooperatively",
+            "timeout-fenced": f"turn {self.task_id} fenced after the timeout",
+        }[self.how]
+        extra = "; new conversation" if self.new_session else ""
+        return (f"chat {self.chat_id}: {what} in {self.took_s:.2f}s; "
+                f"pending messages re-dispatched: {self.pending}{extra}")
+
+    def user_reply(self) -> str:
+        """The user's one short line."""
+        first = {"nothing": "Nothing was running.", "debounced": "Already stopped."}.get(
+            self.how, "Stopped.")
+        if self.how == "debounced" and self.again_in_s > 0:
+            first = (f"The previous turn was just stopped; send /stop again in "
+                     f"{math.ceil(self.again_in_s)} s to stop the one now running.")
+        if self.new_session:
+            first = ("New conversation started." if self.how in ("nothing", "debounced")
+                     else "Stopped. New conversation started.")
+        if self.pending:
+            first += f" {self.pending} waiting message(s) will be answered next."
+        return first
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A running turn that was asked to stop: ended by `Canceller.end`."""
+
+    turn: Dispatch
+    task_id: str
+    pending: int
+    new_session: bool
+    began: float
+    deadline: float
+    """time.monotonic() after which it is fenced off."""
+
+
+class Canceller:
+    def __init__(self, store: ChatStore, publish: Callable[[Dispatch], object],
+                 hand_over: HandOver, revoke: Revoke, *, timeout_s: float, lease_ttl_ms: int,
+                 debounce_s: float, terminate: bool = False, poll_s: float = 0.02) -> None:
+        self._store = store
+        self._publish = publish
+        self._hand_over = hand_over
+        self._revoke = revoke
+        self.timeout_s = timeout_s
+        self.lease_ttl_ms = lease_ttl_ms
+        self.debounce_s = debounce_s
+        self.terminate = terminate
+        self.poll_s = poll_s
+
+    def cancel(self, chat_id: str, command_id: str, *, new_session: bool = False,
+               target: str = "*", debounce: bool = True) -> CancelResult:
+        """Stop the chat's turn `target` (the fence that held the chat when the command was
+        sent; "*" whatever holds it now), then let the chat go on; blocks up to the timeout.
+        Running it again with the same `command_id` (after a crash) finishes the same stop,
+        never a second one."""
+        begun = self.begin(chat_id, command_id, new_session=new_session, target=target,
+                           debounce=debounce)
+        if isinstance(begun, CancelResult):
+            return begun
+        while self._store.holds(begun.turn) and time.monotonic() < begun.deadline:
+            time.sleep(self.poll_s)
+        return self.end(begun, ended=not self._store.holds(begun.turn))
+
+    def begin(self, chat_id: str, command_id: str, *, new_session: bool = False,
+              target: str = "*", debounce: bool = True, renewed: bool = False,
+              only_queued: bool = False) -> CancelResult | Waiting:
+        """The stop's first part, which never waits: the result, or the running turn that
+        was flagged, to be ended with `end` once it stopped or its deadline passed (the
+        control desk watches many of them at once). `renewed`: the /new's session was
+        already renewed when it was admitted. `only_queued`: a running turn is left alone
+        ("nothing"), decided in the same step as the rest."""
+        clock = time.monotonic()
+        # the flag outlives the turn's lease, so a sweeper can still see it was stopped
+        flag_ttl_ms = max(int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms, RECORD_TTL_MS)
+        debounce_ms = int(self.debounce_s * 1000) if debounce else 0
+        step = self._store.cancel(chat_id, command_id, debounce_ms=debounce_ms,
+                                  flag_ttl_ms=flag_ttl_ms, target_fence=target,
+                                  new_session=new_session and not renewed,
+                                  only_queued=only_queued)
+        recorded = step.recorded_how if step.how == "again" else step.how
+        how: How
+        if recorded == "debounced" and step.fence is not None:
+            result = self._result(chat_id, "debounced", step.task_id, clock, step.waiting,
+                                  new_session)
+            return dataclasses.replace(result, again_in_s=self.debounce_s)
+        if recorded in ("nothing", "debounced"):
+            how = recorded  # type: ignore[assignment]
+        elif recorded == "not-started":
+            how = "not-started"
+            if step.following is not None:  # first: the chat goes on whatever the broker says
+                self._publish(step.following)
+            if step.task_id:
+                self._revoke(step.task_id, False)  # copies in the broker are skipped at once
+        else:
+            assert step.fence is not None
+            return Waiting(Dispatch(chat_id, "", step.fence), step.task_id, step.waiting,
+                           new_session, clock, clock + self.timeout_s)
+        return self._result(chat_id, how, step.task_id, clock, step.waiting, new_session)
+
+    def end(self, waiting: Waiting, *, ended: bool) -> CancelResult:
+        """The running turn's stop, finished: it ended by itself (`ended`), or the timeout
+        passed and it is fenced off here (its message dropped, the next one dispatched)."""
+        how: How = "cooperative"
+        if not ended and self._hand_over(waiting.turn, "stopped") is not False:
+            how = "timeout-fenced"  # (False: it completed by itself just as time ran out)
+            if self.terminate and waiting.task_id:
+                self._revoke(waiting.task_id, True)
+        return self._result(waiting.turn.chat_id, how, waiting.task_id, waiting.began,
+                            waiting.pending, waiting.new_session)
+
+    def revoked(self, chat_id: str, fence: int, task_id: str, *, terminated: bool) -> str:
+        """Celery revoked task `task_id` (sent for the turn of `fence`) on its own (`celery
+        control revoke`, Flower); the operator's line of what the chat made of it.
+
+        The task may run a later turn of its chat than the one it was sent for (it drains
+        the chat), so the turn is the lease's when either its fence or its task id match.
+        A queued turn is dropped and the chat goes on; a terminated one is stopped at once
+        (its process is gone) and recorded as stopped. A plain revoke never stops a running
+        task in Celery: what was discarded is a copy of it (a redelivery, a requeue), and
+        the turn goes on; that is decided in the same script that would stop it, so a copy
+        discarded just as the turn starts cannot stop it either. No revoke is broadcast
+        again: Celery did that."""
+        lease = self._store.lease(chat_id)
+        held = lease.get("fence", "")
+        if not held or (held != str(fence) and lease.get("task_id") != task_id):
+            return "its chat has moved on; nothing to do"
+        quiet = copy.copy(self)  # this one, but broadcasting no revoke of its own
+        quiet._revoke, quiet.terminate = _no_revoke, False
+        kind = "terminated" if terminated else "revoked"
+        began = quiet.begin(chat_id, f"{kind}:{task_id}:{held}", target=held, debounce=False,
+                            only_queued=not terminated)
+        if isinstance(began, Waiting):
+            began = quiet.end(began, ended=False)
+        if began.how == "nothing" and not terminated:
+            return ("a copy of a turn that runs (or ran) was discarded; the turn goes on "
+                    "(`feishu-gateway revoke --terminate` stops it)")
+        return began.describe()
+
+    @staticmethod
+    def _result(chat_id: str, how: How, task_id: str, began: float, pending: int,
+                new_session: bool) -> CancelResult:
+        result = CancelResult(chat_id, how, task_id, time.monotonic() - began, pending,
+                              new_session)
+        metrics.cancelled(how)
+        logger.info("cancel chat=%s turn=%s how=%s took_s=%.3f pending=%d", chat_id,
+                    task_id or "-", how, result.took_s, result.pending)
+        return result
+
+
+def _no_revoke(task_id: str, terminate: bool) -> None:
+    """Celery revoked the task already."""

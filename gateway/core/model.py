@@ -1,0 +1,148 @@
+"""Values shared across the gateway: the normalised message and the agent's turn."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One Feishu message, normalised and JSON-serialisable (what the inbox stores)."""
+
+    message_id: str
+    chat_id: str
+    chat_type: str
+    sender_open_id: str
+    message_type: str
+    text: str
+    create_time_ms: int = 0
+    thread_id: str = ""
+    root_id: str = ""
+    mentioned_open_ids: tuple[str, ...] = ()
+    app_id: str = ""
+    """The app the message came to, when the listener serves several and it is not the
+    first (FEISHU_APPS); replies go out as that app."""
+    parent_id: str = ""
+    """The message this one replied to (quoted for the agent in `quote`)."""
+    quote: str = ""
+    """The text of the parent message, filled in by the worker before the agent reads it."""
+    retry: int = 0
+    """How many times an operator re-ran this message (`feishu-gateway retry`)."""
+
+    @property
+    def reply_key(self) -> str:
+        """What the uuids and the streaming card of its answer derive from: a retry's
+        answer is a new one, not a copy Feishu would drop as already sent."""
+        return self.message_id if not self.retry else f"{self.message_id}#retry{self.retry}"
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        for optional in ("app_id", "parent_id", "quote", "retry"):
+            if not data[optional]:
+                del data[optional]
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Message:
+        """Read a stored message tolerantly: unknown fields (a newer writer) are ignored,
+        missing optional ones take their defaults; ValueError when it is not a message."""
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("a stored message must be a JSON object")
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        known["mentioned_open_ids"] = tuple(known.get("mentioned_open_ids") or ())
+        if not all(isinstance(known.get(key), str) and known[key]
+                   for key in ("message_id", "chat_id")):
+            raise ValueError("a stored message needs message_id and chat_id")
+        for name in ("chat_type", "sender_open_id", "message_type", "text"):
+            known.setdefault(name, "")
+        if not isinstance(known.get("retry", 0), int) or isinstance(known.get("retry"), bool):
+            known["retry"] = 0
+        return cls(**known)
+
+
+def _never() -> bool:
+    return False
+
+
+Approver = Callable[[str, float, "str | None"], str]
+"""(prompt, timeout_s, key) → "once" | "session" | "always" | "deny" | "expired"."""
+
+
+def _no_approver(prompt: str, timeout_s: float, key: str | None) -> str:
+    return "deny"
+
+
+Fetcher = Callable[[str, str], bytes]
+"""(file_key, kind) → the attachment's bytes."""
+
+
+def _no_fetcher(file_key: str, kind: str) -> bytes:
+    raise LookupError("this turn cannot fetch attachments")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What an agent sees: one message of one chat, and a way to learn it was cancelled."""
+
+    message: Message
+    fence: int
+    cancelled: Callable[[], bool] = field(default=_never)
+    approver: Approver = field(default=_no_approver)
+    fetcher: Fetcher = field(default=_no_fetcher)
+
+    def fetch(self, file_key: str, kind: str = "file") -> bytes:
+        """Download an attachment of this turn's message (`kind`: "image" for an image_key,
+        "file" for files, audio and video) through the open API, up to
+        FEISHU_FETCH_MAX_BYTES (gateway.core.errors.TooLarge beyond; RejectedError when Feishu
+        refuses, RetryableError when it fails)."""
+        return self.fetcher(file_key, kind)
+
+    def approve(self, prompt: str, timeout_s: float = 300.0, *, key: str | None = None) -> str:
+        """Ask the chat to allow something (an interactive card in reply to this turn's
+        message; /approve and /deny work too) and wait up to `timeout_s`: "once",
+        "session", "always", "deny" or "expired"; "deny" when the turn is stopped meanwhile.
+        A "session" or "always" answer is remembered for `key` (default: the prompt), so
+        the next ask of this session (or chat) returns it at once."""
+        return self.approver(prompt, timeout_s, key)
+
+    @property
+    def chat_id(self) -> str:
+        return self.message.chat_id
+
+    @property
+    def message_id(self) -> str:
+        return self.message.message_id
+
+    @property
+    def sender_open_id(self) -> str:
+        return self.message.sender_open_id
+
+    @property
+    def text(self) -> str:
+        return self.message.text
+
+
+Reply = str | Iterable[str] | None
+"""What `Agent.run` returns: the answer; or its pieces as they come (a streaming model:
+they are joined until the Feishu side renders them as they come); None for no reply."""
+
+
+class Agent(Protocol):
+    """An agent answers one turn of its session at a time (see docs/agents.md).
+
+    Optional, called on the worker's release lane when the gateway lets the agent go
+    (gateway/agents/release.py): `soft_release()` (over the cap, idle, out of date) drops
+    clients and in-memory state but keeps what the session's next agent inherits;
+    `release()` (/new, shutdown) tears everything down. A factory may have `signature()`
+    (the configuration its agents are built under: agents of another one are rebuilt) and
+    `stateless = True` (its agents keep nothing of a session in memory between turns, so a
+    turn another worker process ran leaves them up to date)."""
+
+    def run(self, turn: Turn) -> Reply: ...
+
+
+AgentFactory = Callable[[str], Agent]

@@ -1,0 +1,29 @@
+"""Celery task and queue names, shared by the publisher side and the worker side, and what
+the publisher side needs of a Celery app."""
+
+from typing import Any, Protocol
+
+RUN_TURN = "gateway.run_turn"
+RELEASE_AGENT = "gateway.release_agent"
+
+TURNS_QUEUE = "gateway.turns"
+RELEASE_QUEUE = "gateway.release"
+"""Low priority: agent releases only, so no turn ever waits behind one."""
+ALL_QUEUES = (TURNS_QUEUE, RELEASE_QUEUE)
+
+
+def turn_task_id(chat_id: str, message_id: str, fence: int | str) -> str:
+    """Readable in Flower and on the CLI: which chat, which message, which lease (`fence`
+    as issued, or as Redis keeps it)."""
+    return f"turn:{chat_id}:{message_id}:{fence}"
+
+
+class TaskSender(Protocol):
+    """What we need of a Celery app: `send_task`, and `control` for revoke."""
+
+    def send_task(self, name: str, *args: Any, **kwargs: Any) -> Any: ...
+
+    @property
+    def control(self) -> Any: ...
+
+    def connection_or_acquire(self, connection: Any = None, pool: bool = True) -> Any: ...

@@ -1,0 +1,2 @@
+"""What comes in from Feishu: events decoded, message content, who is admitted, what a worker
+adds before its agent reads."""

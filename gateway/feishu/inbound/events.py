@@ -1,0 +1,173 @@
+"""Feishu event payloads → frozen `Message` values. Pure: no I/O, no logging."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.core.errors import MalformedEvent
+from gateway.core.model import Message
+from gateway.feishu.inbound.admission import Arrival
+from gateway.feishu.inbound.content import other_text, post_text
+
+TRUNCATION_MARK = " …[truncated]"
+
+
+def _field(obj: Mapping[str, Any], key: str, where: str) -> Any:
+    value = obj.get(key)
+    if value is None or value == "":
+        raise MalformedEvent(f"event without {where}.{key}")
+    return value
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise MalformedEvent(f"event without an object at {where}")
+    return value
+
+
+def _id(obj: Mapping[str, Any], key: str, where: str) -> str:
+    """An id the state keys and inbox entries are made of: a string, UTF-8 (no lone
+    surrogate), and no '|' (the inbox entry's separator)."""
+    value = _field(obj, key, where)
+    if not isinstance(value, str) or "|" in value or _clean(value) != value:
+        raise MalformedEvent(f"event with an unusable {where}.{key} ({value!r:.40})")
+    return value
+
+
+def _clean(text: str) -> str:
+    """`text` with each lone surrogate (JSON may escape one, "\\ud800"; UTF-8, so Redis,
+    cannot carry it) as U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _resolve_mentions(text: str, mentions: list[Any], bot_open_id: str) -> tuple[str, list[str]]:
+    """Strip the bot's @placeholder, turn the others into @name; return mentioned open_ids."""
+    ids: list[str] = []
+    for mention in mentions:
+        if not isinstance(mention, Mapping):
+            continue
+        key = str(mention.get("key", ""))
+        ident = mention.get("id") or {}
+        open_id = str(ident.get("open_id", "")) if isinstance(ident, Mapping) else ""
+        if open_id:
+            ids.append(open_id)
+        if not key:
+            continue
+        is_bot = bool(bot_open_id) and open_id == bot_open_id
+        text = _without(text, key) if is_bot else text.replace(
+            key, f"@{mention.get('name', '')}")
+    return text.strip(), ids
+
+
+def _without(text: str, key: str) -> str:
+    """`text` without the @placeholder `key` and one space next to it; every other space,
+    newline and indent stays (code blocks keep their layout)."""
+    for spaced in (f"{key} ", f" {key}", key):
+        text = text.replace(spaced, "")
+    return text
+
+
+def message_text(message_type: str, raw_content: Any) -> str:
+    """The text an agent sees for one message, before mentions are resolved."""
+    try:
+        content = json.loads(raw_content) if isinstance(raw_content, str) else raw_content
+    except (ValueError, RecursionError) as error:  # a number too long for int(), too deep
+        if message_type in ("text", "post"):
+            reason = error.msg if isinstance(error, json.JSONDecodeError) else \
+                "nested too deeply or a number too long"
+            raise MalformedEvent(f"message content is not JSON ({reason})") from None
+        content = {}  # the placeholder needs no content (merge_forward's is plain text)
+    if not isinstance(content, Mapping):
+        if message_type in ("text", "post"):
+            raise MalformedEvent("message content is not a JSON object")
+        content = {}
+    if message_type == "post":
+        return post_text(content)
+    if message_type != "text":
+        return other_text(message_type, content)
+    text = content.get("text")
+    if not isinstance(text, str):
+        raise MalformedEvent("text message without a text field")
+    return text
+
+
+def parse_message(
+    payload: Mapping[str, Any], *, bot_open_id: str = "", max_text_chars: int = 16_000
+) -> Message:
+    """Normalise an `im.message.receive_v1` payload (schema 2.0, or its `event` part)."""
+    event = _mapping(payload.get("event", payload), "event")
+    message = _mapping(event.get("message"), "event.message")
+    sender = _mapping(event.get("sender"), "event.sender")
+    sender_id = _mapping(sender.get("sender_id") or {}, "event.sender.sender_id")
+    message_type = str(_field(message, "message_type", "message"))
+    text = message_text(message_type, _field(message, "content", "message"))
+    text, mentioned = _resolve_mentions(text, _list(message.get("mentions")), bot_open_id)
+    text = _clean(text)
+    if not text:
+        raise MalformedEvent("message with empty text")
+    if len(text) > max_text_chars:
+        text = text[:max_text_chars] + TRUNCATION_MARK
+    try:
+        create_time_ms = int(message.get("create_time") or 0)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity
+        create_time_ms = 0
+    return Message(
+        message_id=_id(message, "message_id", "message"),
+        chat_id=_id(message, "chat_id", "message"),
+        chat_type=_clean(str(message.get("chat_type") or "p2p")),
+        sender_open_id=_clean(str(sender_id.get("open_id") or "")),
+        message_type=_clean(message_type),
+        text=text,
+        create_time_ms=create_time_ms,
+        thread_id=_clean(str(message.get("thread_id") or "")),
+        root_id=_clean(str(message.get("root_id") or "")),
+        parent_id=_clean(str(message.get("parent_id") or "")),
+        mentioned_open_ids=tuple(_clean(open_id) for open_id in mentioned),
+    )
+
+
+def _loose(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def arrival_of(payload: Mapping[str, Any]) -> Arrival:
+    """What admission looks at, read leniently from a message event (missing parts are
+    empty: admission then refuses what it cannot tell apart)."""
+    event = _loose(payload.get("event", payload))
+    message, sender = _loose(event.get("message")), _loose(event.get("sender"))
+    sender_id = _loose(sender.get("sender_id"))
+    ids, everyone = [], False
+    for mention in _list(message.get("mentions")):
+        if not isinstance(mention, Mapping):
+            continue
+        everyone = everyone or mention.get("key") == "@_all"
+        ident = mention.get("id")
+        if isinstance(ident, Mapping) and ident.get("open_id"):
+            ids.append(str(ident["open_id"]))
+    content = message.get("content")
+    everyone = everyone or (isinstance(content, str) and "@_all" in content)
+    return Arrival(chat_id=str(message.get("chat_id") or ""),
+                   chat_type=str(message.get("chat_type") or "p2p"),
+                   sender_open_id=str(sender_id.get("open_id") or ""),
+                   sender_type=str(sender.get("sender_type") or "user"),
+                   mentioned_open_ids=tuple(ids), mentions_all=everyone)
+
+
+COMMANDS = {"/stop": "stop", "/new": "new", "/reset": "new", "/approve": "approve",
+            "/deny": "deny"}
+
+
+def parse_command(text: str) -> str | None:
+    """`stop`, `new`, `approve` or `deny` when the message is a control command, else None."""
+    words = text.split()
+    return COMMANDS.get(words[0].lower()) if len(words) == 1 else None

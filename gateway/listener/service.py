@@ -1,0 +1,137 @@
+"""The listener process: long connection, intake, outbox, control desk and sweeper."""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+
+from gateway.chats.sweeper import Sweeper
+from gateway.core.errors import CredentialsRefused, GatewayError, RetryableError
+from gateway.core.logs import masked_url
+from gateway.core.loops import Periodic
+from gateway.core.names import TaskSender
+from gateway.core.settings import Settings
+from gateway.feishu.outbound.openapi import OpenApi
+from gateway.feishu.ws.connection import ConnectionStatus
+from gateway.feishu.ws.listener import Listener, StatusBoard
+from gateway.listener.control import ControlDesk
+from gateway.listener.intake import Intake
+from gateway.listener.outbox import Outbox
+from gateway.runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+
+def fetch_bot_open_id(api: OpenApi) -> str:
+    """The bot's open_id, so @mentions of the bot are stripped from the text."""
+    try:
+        return str(api.bot_info().get("open_id", ""))
+    except CredentialsRefused as error:
+        raise GatewayError(str(error)) from None
+    except (RetryableError, GatewayError) as error:
+        logger.warning("bot info unavailable (%s): until it is known, group messages that "
+                       "must @mention the bot are not acknowledged (Feishu delivers them "
+                       "again); asking again with backoff", error)
+        return ""
+
+
+IDENTITY_RETRY_FIRST_S = 1.0
+IDENTITY_RETRY_MAX_S = 30.0
+"""An unknown bot identity is asked for again after 1 s, doubling up to 30 s."""
+
+
+def check_durability(client: redis.Redis, mode: str) -> None:
+    """GATEWAY_DURABLE_ACK needs a Redis that can do it: say so at start, in one line."""
+    if mode == "aof":
+        version = str(client.info("server").get("redis_version", "0"))
+        if tuple(int(p) for p in version.split(".")[:2]) < (7, 2):
+            raise GatewayError(f"GATEWAY_DURABLE_ACK=aof needs Redis >= 7.2 (WAITAOF); this "
+                               f"server is {version}: use appendfsync always, or =replica")
+    elif mode == "replica":
+        replicas = int(client.info("replication").get("connected_slaves", 0))
+        if replicas < 1:
+            raise GatewayError("GATEWAY_DURABLE_ACK=replica but this Redis has no connected "
+                               "replica")
+
+
+class ListenerService:
+    def __init__(self, settings: Settings, sender: TaskSender) -> None:
+        self.settings = settings
+        self.runtime = rt = Runtime(settings, sender, role="listener")
+        self.outbox = Outbox(cap=settings.outbox_cap)
+        self.desk = ControlDesk(rt.control_jobs, rt.canceller, rt.replies, rt.store,
+                                verdicts=rt.verdicts)
+        self.intake = Intake(rt.store, rt.publisher, self.outbox,
+                             max_text_chars=settings.max_text_chars,
+                             primary_app_id=settings.primary_app_id,
+                             several_apps=len(settings.apps) > 1,
+                             cards=rt.verdicts.on_click,
+                             rules=settings.admission_rules,
+                             refusal_notice_every_s=settings.refusal_notice_every_s)
+        self.board: StatusBoard | None = None
+        self.listener = Listener(settings, self.intake.on_frame, on_change=self._changed)
+        self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
+        self.sweeper = Sweeper(rt.store, rt.publisher, settings.sweep_interval_s)
+        self.identity = Periodic("gateway-bot-identity", self._learn_identity,
+                                 IDENTITY_RETRY_FIRST_S)
+
+    def start(self) -> ListenerService:
+        try:
+            self.runtime.redis.ping()  # fail at start, in one line, if Redis is not there
+            check_durability(self.runtime.redis, self.settings.durable_ack)
+            self.runtime.store.claim_keyspace()
+        except redis.RedisError as error:
+            raise GatewayError(f"cannot reach Redis at {masked_url(self.settings.redis_url)}: "
+                               f"{error}") from None
+        replies = self.runtime.replies
+        for app_id, _ in self.settings.apps:
+            self._know(app_id, fetch_bot_open_id(replies.api_for(app_id)))
+        if not all(self.intake.bot_open_ids.values()):
+            self.identity.start()
+        self.outbox.start()
+        self.desk.start()
+        self.sweeper.start()
+        if self.board is not None:
+            self.board.start()
+        self.listener.start()
+        logger.info("listening to %s (app %s)", self.settings.feishu_domain,
+                    ", ".join(app_id for app_id, _ in self.settings.apps))
+        return self
+
+    def _learn_identity(self) -> None:
+        """Ask again for the bot identities still unknown (once known, never again: the
+        bot info API costs quota)."""
+        replies = self.runtime.replies
+        for app_id, open_id in list(self.intake.bot_open_ids.items()):
+            if not open_id:
+                learnt = fetch_bot_open_id(replies.api_for(app_id))
+                if learnt:
+                    self._know(app_id, learnt)
+                    logger.info("bot identity of app %s known now: %s", app_id, learnt)
+        if all(self.intake.bot_open_ids.values()):
+            self.identity.stop(0)
+        self.identity.interval_s = min(self.identity.interval_s * 2, IDENTITY_RETRY_MAX_S)
+
+    def _know(self, app_id: str, open_id: str) -> None:
+        """The bot identity of `app_id` ('' while unknown), for admission and the status."""
+        self.intake.bot_open_ids[app_id] = open_id
+        for connection in self.listener.connections:
+            if connection.app.app_id == app_id:
+                connection.status.identity_known = bool(open_id)
+                self._changed(connection.status)
+
+    def _changed(self, status: ConnectionStatus) -> None:
+        if self.board is not None:
+            self.board.changed(status)
+
+    def stop(self) -> None:
+        """Close the connections first (no new events), then drain the outbox and the desk."""
+        self.listener.stop()
+        self.identity.stop()
+        if self.board is not None:
+            self.board.stop()
+        self.sweeper.stop()
+        self.outbox.stop()
+        self.desk.stop()
+        logger.info("listener stopped")

@@ -1,0 +1,2 @@
+"""Operating the gateway: the CLI, the demo and its terminal, processes as subprocesses, an
+embedded Redis, the settings page."""

@@ -1,0 +1,7 @@
+"""`python -m gateway.ops.cli` (what the tests and the process supervisor run)."""
+
+import sys
+
+from gateway.ops.cli import main
+
+sys.exit(main())

@@ -1,0 +1,399 @@
+"""The `feishu-gateway` commands (click). Each one loads the settings once, imports only
+what it needs (a read of Redis never imports Celery or the Feishu SDK), and leaves errors to
+the boundary in gateway/ops/cli/__init__.py."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from collections.abc import Iterable
+from types import FrameType
+from typing import Any
+
+import click
+from rich.console import Console
+
+from gateway.core.errors import GatewayError, Refused
+from gateway.core.logs import setup_logging
+from gateway.core.settings import load_settings
+from gateway.ops.cli import Run, actions, show, views
+from gateway.ops.cli.context import Ops
+
+NOTIFY_BUDGET_S = 15.0
+"""How long `purge --notify` keeps trying to send its one line."""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("feishu-gateway")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def console() -> Console:
+    """Rich on a terminal; plain, unwrapped lines in a pipe (scripts use --json)."""
+    tty = sys.stdout.isatty()
+    return Console(soft_wrap=True, width=None if tty else 240, no_color=not tty,
+                   highlight=False)
+
+
+def emit(view: Any, as_json: bool, render: Any) -> None:
+    if as_json:
+        click.echo(json.dumps(view, indent=2, ensure_ascii=False, default=str))
+    else:
+        render(console(), view)
+
+
+def ops() -> Ops:
+    return Ops(load_settings())
+
+
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print JSON for scripts instead of a table.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", prog_name="feishu-gateway")
+@click.option("--debug", is_flag=True,
+              help="Print the traceback of an unexpected error (exit 70) or a system one.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """The Feishu gateway: hold the long connection, and operate the chats it serves.
+
+    Settings come from the environment (or .env); docs/settings.md lists every one."""
+    run = ctx.ensure_object(Run)
+    run.command, run.debug = ctx.invoked_subcommand, debug
+
+
+@cli.command()
+def listen() -> None:
+    """Hold the Feishu long connection(s) and admit messages.
+
+    Reads FEISHU_APP_ID, FEISHU_APP_SECRET (or FEISHU_APPS), FEISHU_DOMAIN, the admission
+    settings (FEISHU_*), REDIS_URL, CELERY_BROKER_URL and GATEWAY_METRICS_PORT (a port that
+    cannot be bound stops it at start, exit 2)."""
+    settings = load_settings()
+    setup_logging(settings.log_level, settings.log_format)
+    if not settings.has_credentials:
+        raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET (or FEISHU_APPS) must be set "
+                           "for `listen`")
+    from gateway.dispatch import bound_publishing
+    from gateway.listener.service import ListenerService
+    from tasks import app
+
+    started: list[ListenerService] = []
+    if settings.metrics_port:  # served first, so the first events are counted too
+        _check_multiproc_folder()
+        from gateway.core import metrics
+
+        def statuses() -> Iterable[Any]:
+            return started[0].listener.statuses() if started else ()
+
+        try:
+            metrics.serve_listener(settings.metrics_port, settings.metrics_addr, statuses)
+        except OSError as error:
+            raise GatewayError(f"cannot serve metrics on {settings.metrics_addr}:"
+                               f"{settings.metrics_port} (GATEWAY_METRICS_PORT, "
+                               f"GATEWAY_METRICS_ADDR): {error.strerror or error}") from None
+    bound_publishing(app, 2 * settings.redis_timeout_s)
+    service = ListenerService(settings, app).start()
+    started.append(service)
+    stop = threading.Event()
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+    while not stop.wait(0.5):
+        if service.listener.fatal:
+            service.stop()
+            raise GatewayError(service.listener.fatal)
+    service.stop()
+
+
+def _check_multiproc_folder() -> None:
+    """Refuse, in one line and before anything starts, a multiprocess folder that cannot be
+    written: with listener metrics on, prometheus_client would fail each event it counts."""
+    import os
+    import tempfile
+
+    from gateway.core.metrics import MULTIPROC_ENV
+
+    for name in (MULTIPROC_ENV, MULTIPROC_ENV.lower()):  # (the lower case: deprecated)
+        folder = os.environ.get(name)
+        if folder:
+            try:
+                with tempfile.NamedTemporaryFile(dir=folder, prefix=".gateway-probe-"):
+                    pass
+            except OSError as error:
+                raise GatewayError(
+                    f"{name}={folder} cannot be written ({error.strerror or error}), and with "
+                    "GATEWAY_METRICS_PORT set prometheus_client writes every figure there; it "
+                    "is for the workers' metrics only: unset it for `listen`") from None
+            return
+
+
+@cli.command()
+def sweep() -> None:
+    """Re-dispatch stranded chats once (workers also sweep on their own).
+
+    Reads REDIS_URL and CELERY_BROKER_URL."""
+    o = ops()
+    setup_logging(o.settings.log_level, o.settings.log_format)
+    from gateway.chats.sweeper import sweep_once
+
+    if sys.stderr.isatty():
+        with Console(stderr=True).status("sweeping every chat whose deadline passed …"):
+            swept = sweep_once(o.runtime.store, o.runtime.publisher)
+    else:
+        swept = sweep_once(o.runtime.store, o.runtime.publisher)
+    click.echo(f"re-dispatched {swept} chat(s)")
+
+
+@cli.command()
+@json_option
+def status(as_json: bool) -> None:
+    """The whole gateway at a glance: Redis, workers and their pools, queue lengths, chats
+    running and waiting, each listener's connections, agent caches, undelivered replies.
+    Exits 1 (after printing it all) when no worker answered, 2 when the broker is down.
+
+    Reads REDIS_URL and CELERY_BROKER_URL (workers answer within a second)."""
+    o = ops()
+    from gateway.agents.report import read_reports
+    from gateway.core.presence import read_connections
+
+    chats = views.chats_view(o.store, limit=views.CHATS_SCAN_MAX)
+    view = {
+        "redis": views.redis_view(o.store),
+        "workers": _broker_read(lambda: views.worker_view(o.workers())),
+        "queues": _broker_read(o.queue_lengths),
+        "chats": {"active": chats["total"], "running": chats["running"],
+                  "waiting": sum(r["pending"] for r in chats["chats"])},
+        "connections": read_connections(o.redis),
+        "agents": views.agents_view(read_reports(o.redis)),
+        "undelivered": {"count": len(u := o.store.undelivered()), "newest": u[:5]},
+    }
+    emit(view, as_json, show.status)
+    if isinstance(view["workers"], str):
+        raise GatewayError(f"cannot read the Celery workers: {view['workers']}")
+    if not view["workers"]:
+        raise Refused("no Celery worker answered within 1s: turns wait until one runs "
+                      "(`celery -A tasks worker`)")
+
+
+def _broker_read(read: Any) -> Any:
+    """A broker read for `status`: its value, or why the broker could not be read."""
+    from kombu.exceptions import OperationalError
+
+    try:
+        return read()
+    except (OperationalError, OSError) as error:
+        return f"broker unreachable: {error}"
+
+
+@cli.command()
+@json_option
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Chats a page.")
+@click.option("--page", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Which page.")
+def chats(as_json: bool, limit: int, page: int) -> None:
+    """Active chats (a turn runs or messages wait), busiest first, paged.
+
+    Reads REDIS_URL; no broker needed."""
+    emit(views.chats_view(ops().store, limit=limit, page=page), as_json, show.chats)
+
+
+@cli.command()
+@json_option
+@click.argument("chat_id")
+@click.option("--first", default=5, show_default=True, type=click.IntRange(min=0),
+              help="Waiting messages to list.")
+def chat(as_json: bool, chat_id: str, first: int) -> None:
+    """One chat's whole state: its turn (task, since, worker, fence, attempt), waiting
+    messages, lease TTL, session generation and last turns with their outcome.
+
+    Reads REDIS_URL and GATEWAY_HISTORY_TURNS; no broker needed."""
+    o = ops()
+    o.require_chat(chat_id)
+    emit(views.chat_view(o.store, chat_id, first=first), as_json, show.chat)
+
+
+@cli.command()
+@click.argument("chat_id")
+@click.option("--new", is_flag=True, help="Also start a new conversation (as /new).")
+def stop(chat_id: str, new: bool) -> None:
+    """Stop a chat's turn exactly as /stop does; the chat's waiting messages go on.
+
+    Reads GATEWAY_CANCEL_TIMEOUT, GATEWAY_CANCEL_TERMINATE, REDIS_URL, CELERY_BROKER_URL."""
+    click.echo(actions.stop(ops(), chat_id, new=new).describe())
+
+
+@cli.command()
+@click.argument("task_id")
+@click.option("--terminate", is_flag=True,
+              help="Kill the worker process if the turn has not stopped within "
+                   "GATEWAY_CANCEL_TIMEOUT (prefork pools).")
+def revoke(task_id: str, terminate: bool) -> None:
+    """Revoke one turn by its id or its task's id (turn:<chat>:<message>:<fence>).
+
+    A queued turn never runs; a running one is stopped the /stop way. Either way the chat
+    goes on with its next message. (`celery -A tasks control revoke` only stops a turn that
+    has not started.) Reads GATEWAY_CANCEL_TIMEOUT, REDIS_URL, CELERY_BROKER_URL."""
+    click.echo(actions.revoke(ops(), task_id, terminate=terminate).describe())
+
+
+@cli.command()
+@click.argument("target")
+@click.argument("message_id", required=False)
+@click.option("--anyway", is_flag=True, help="Queue it even when no worker answers.")
+def retry(target: str, message_id: str | None, anyway: bool) -> None:
+    """Run a failed, stopped or given-up turn again: TURN_ID (or its task's id), or
+    CHAT_ID MESSAGE_ID.
+
+    The message enters its chat's inbox behind what waits and is answered once. Refused for a
+    message that was answered, is unknown, or ended longer ago than GATEWAY_RETRY_RETENTION_S.
+    Reads REDIS_URL, CELERY_BROKER_URL, GATEWAY_HISTORY_TURNS."""
+    o = ops()
+    if message_id is None:
+        chat_id, message_id = actions.resolve(o, target)
+    else:
+        chat_id = target
+    click.echo(actions.retry(o, chat_id, message_id, anyway=anyway))
+
+
+@cli.command()
+@click.argument("chat_id")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--stop", "and_stop", is_flag=True, help="Stop the chat's turn too.")
+@click.option("--notify", is_flag=True,
+              help="Tell the chat in one line that its waiting messages were dropped.")
+def purge(chat_id: str, yes: bool, and_stop: bool, notify: bool) -> None:
+    """Drop a chat's waiting messages (not its turn's, unless --stop).
+
+    Its users are told nothing unless --notify. Reads REDIS_URL (and, with --stop or
+    --notify, CELERY_BROKER_URL and the FEISHU_* credentials)."""
+    o = Ops(load_settings(reply_retry_budget_s=NOTIFY_BUDGET_S)) if notify else ops()
+    if notify and not o.settings.has_credentials:
+        raise GatewayError("--notify sends through Feishu: set FEISHU_APP_ID and "
+                           "FEISHU_APP_SECRET (nothing was dropped)")
+    o.require_chat(chat_id)
+    held = o.store.lease(chat_id).get("entry")
+    entries = [e for e in o.store.pending_entries(chat_id) if e != held]
+    if entries and not yes:
+        click.confirm(f"Drop {len(entries)} waiting message(s) of chat {chat_id}?",
+                      abort=True)
+    dropped = _purge_with_progress(o, chat_id, entries)
+    click.echo(f"chat {chat_id}: {dropped} waiting message(s) dropped")
+    if and_stop:
+        click.echo(actions.stop(o, chat_id, new=False).describe())
+    if notify and dropped:
+        click.echo(actions.notify_purged(o, chat_id, entries, dropped))
+
+
+def _purge_with_progress(o: Ops, chat_id: str, entries: list[str]) -> int:
+    if not sys.stderr.isatty() or len(entries) <= actions.PURGE_BATCH:
+        return actions.purge(o, chat_id, entries)
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(f"purging chat {chat_id}", total=len(entries))
+        return actions.purge(o, chat_id, entries,
+                             lambda n: progress.advance(task, n))
+
+
+@cli.command()
+@click.argument("role", type=click.Choice(["listener", "worker"]))
+def health(role: str) -> None:
+    """Exit 0 when this host's listener (every app connected) or Celery worker (answers a
+    ping within a second) is healthy; else one line and exit 1, whatever went wrong (Redis
+    or the broker down too: Docker reserves a healthcheck's exit 2). For healthchecks.
+
+    Reads REDIS_URL (listener) or CELERY_BROKER_URL (worker)."""
+    import socket
+
+    host = socket.gethostname()
+    o = ops()
+    if role == "listener":
+        from gateway.core.presence import read_connections
+
+        mine = {owner: c for owner, c in read_connections(o.redis).items()
+                if owner.startswith(f"{host}:")}
+        down = sorted(owner.split("|", 1)[-1] for owner, c in mine.items()
+                      if c.get("state") != "connected")
+        unknown = sorted(owner.split("|", 1)[-1] for owner, c in mine.items()
+                         if c.get("identity_known") is False)
+        if not mine or down or unknown:
+            raise Refused(f"listener on {host}: " + (
+                "no connection reported" if not mine else
+                f"not connected: {', '.join(down)}" if down else
+                f"bot identity unknown (open API failing?): {', '.join(unknown)}"))
+        click.echo(f"listener on {host}: {len(mine)} connection(s) up")
+        return
+    answered = [name for reply in o.app.control.ping(timeout=1.0) for name in reply
+                if name.endswith(f"@{host}")]
+    if not answered:
+        raise Refused(f"no Celery worker on {host} answered a ping within 1s")
+    click.echo(f"worker(s) on {host}: {', '.join(sorted(answered))}")
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=9900, show_default=True, type=click.IntRange(0, 65535))
+@click.pass_context
+def simulator(ctx: click.Context, host: str, port: int) -> None:
+    """Run the fake Feishu open platform (for demos and tests): it prints the `export` lines
+    that point a gateway at it. `simulator send` talks to a running one as a user would."""
+    if ctx.invoked_subcommand is not None:
+        return
+    setup_logging("INFO")
+    from gateway.simulator import serve_forever
+
+    try:
+        serve_forever(host=host, port=port)
+    except OSError as error:
+        raise GatewayError(f"the simulator cannot listen on {host}:{port}: "
+                           f"{error.strerror or error}") from None
+
+
+@simulator.command("send")
+@click.argument("chat_id")
+@click.argument("text")
+@click.option("--url", default="http://127.0.0.1:9900", show_default=True,
+              help="The running simulator.")
+@click.option("--group", is_flag=True, help="A group chat (default: a direct message).")
+@click.option("--mention", is_flag=True, help="@mention the bot (groups gate on it).")
+@click.option("--wait", "wait_s", default=30.0, show_default=True,
+              help="Seconds to wait for the bot's reply.")
+def simulator_send(chat_id: str, text: str, url: str, group: bool, mention: bool,
+                   wait_s: float) -> None:
+    """Send TEXT to CHAT_ID as a user and print the bot's replies to it, or what the
+    simulator saw instead (no bot connected, not acknowledged, no turn started and why)."""
+    from gateway.ops.cli.simclient import send_and_wait
+
+    replies = send_and_wait(url, chat_id, text, group=group, mention=mention, wait_s=wait_s)
+    for reply in replies:
+        click.echo(f"bot: {reply}")
+
+
+@cli.command()
+@click.option("--chat", "chat_id", default="oc_demo_chat", show_default=True,
+              help="The simulated chat id.")
+@click.option("--keep-logs", is_flag=True, help="Keep the processes' log folder at exit.")
+@click.option("--port", "sim_port", default=9900, show_default=True,
+              type=click.IntRange(0, 65535),
+              help="The simulator's port, where the web chat is served (0: any free one).")
+def demo(chat_id: str, keep_logs: bool, sim_port: int) -> None:
+    """Everything on embedded defaults (Redis, simulator, a worker, a listener); chat from
+    the terminal, while answers stream. A line ending in \\ goes on with the next; a ```
+    block is one message. The worker runs the showcase agent (it streams, asks for
+    approval, and `slow` takes 20 s to try /stop) unless GATEWAY_AGENT is set. Reads
+    REDIS_URL (checked first) and FEISHU_APP_ID when set (then they are used instead)."""
+    from gateway.ops.demo import run_demo
+
+    sys.exit(run_demo(chat_id=chat_id, keep_logs=keep_logs, sim_port=sim_port))

@@ -1,0 +1,360 @@
+"""One turn, start to end: fence check, heartbeat, agent, answer kept, reply, hand-over.
+
+This is the gateway's one broad `except` around agents: whatever an agent raises becomes an
+honest failure reply for the user and a traceback for the operator, and the chat moves on.
+The answer is stored (fenced) before its first piece is sent, so a re-run after a crash
+resends the same pieces under the same uuids (Feishu shows them once) and never stitches a
+second answer onto a first. A worker that shuts down while a reply waits to be retried
+gives its turn back at once (`leave`): another worker resends the kept answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+
+from gateway.agents.cache import AgentCache, conversation_of, session_key
+from gateway.approvals.asking import Asker
+from gateway.chats.store import Answer, ChatStore, Completed, Dispatch, Started
+from gateway.chats.streams import StreamCards
+from gateway.core import metrics
+from gateway.core.errors import GatewayError
+from gateway.core.logs import turn_context
+from gateway.core.model import Message, Reply, Turn
+from gateway.core.names import turn_task_id
+from gateway.dispatch import Publisher
+from gateway.feishu.inbound.enrich import Enricher
+from gateway.feishu.outbound.chunking import chunk_markdown
+from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
+from gateway.feishu.outbound.reactions import Typist
+from gateway.worker.heartbeat import Heartbeater
+from gateway.worker.locks import TIME_LIMIT, LockRegistry, TurnHandle
+from gateway.worker.streaming import FAILED_MARK, STOPPED_MARK, Stream
+from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
+
+logger = logging.getLogger(__name__)
+
+FAILURE_REPLY = "Sorry, something went wrong while answering this message."
+SHUTDOWN = "its worker is shutting down"
+"""Why a turn stopped sending its reply: it is handed back for another worker to send."""
+
+
+def gave_up_reply(attempts: int) -> str:
+    return (f"Sorry, this message could not be answered: {attempts} attempts to answer it "
+            "were cut off. The chat goes on with your next message.")
+
+
+@dataclass
+class TurnRunner:
+    store: ChatStore
+    locks: LockRegistry
+    heartbeats: Heartbeater
+    agents: AgentCache
+    replies: Replies
+    publisher: Publisher
+    reply_chunk_chars: int = 4000
+    reply_format: str = "auto"
+    """How answers are rendered: auto | text | post | card (FEISHU_REPLY_FORMAT)."""
+    session_scope: str = "chat"
+    """Whose conversation a turn continues: chat | user | thread (FEISHU_SESSION_SCOPE)."""
+    drain_turns: int = 1
+    """Turns one task may run for its chat (the first included) when more are waiting."""
+    drain_budget_s: float = 0.0
+    """No further turn starts in a task once it ran this long."""
+    asker: Asker | None = None
+    """Opens approval requests for `Turn.approve` (none: every ask is denied)."""
+    typist: Typist | None = None
+    """Shows a "Typing" reaction on the message while its agent runs (none: off)."""
+    streams: StreamCards | None = None
+    """Where streaming cards are kept (none: a streamed answer is sent when complete). With
+    reply_format text or post, the answer streams into a message edited in place."""
+    stream_interval_s: float = 0.3
+    enricher: Enricher | None = None
+    """Quotes a replied-to message and lists forwarded ones (none: as they came)."""
+    fetch_max_bytes: int = 20 * 1024 * 1024
+
+    def leave(self) -> None:
+        """The worker is shutting down: replies are no longer retried nor waited for (a
+        wait now wakes at once); a turn whose piece then fails, or finds no room in the
+        quota, stops and is handed back (`ChatStore.hand_back`) for another worker to
+        resend its kept answer. A send going well goes on; turns still running their
+        agents go on too (a warm shutdown waits for them), their replies one attempt a
+        piece. No turn of the chat is started after the one running."""
+        self.replies.leave()
+
+    def _agent_turn(self, message: Message, fence: int, stopped: threading.Event) -> Turn:
+        asker, api = self.asker, self.replies.api_for(message.app_id)
+        if self.enricher is not None:
+            message = self.enricher.enrich(message)
+
+        asks = itertools.count()  # the n-th question of the turn: the same on a run again
+
+        def approve(prompt: str, timeout_s: float, key: str | None) -> str:
+            if asker is None:
+                return "deny"
+            return asker.ask(message, prompt, timeout_s, key, stopped, next(asks))
+
+        def fetch(file_key: str, kind: str) -> bytes:
+            return api.download(message.message_id, file_key, kind=kind,
+                                max_bytes=self.fetch_max_bytes)
+
+        return Turn(message, fence, stopped.is_set, approve, fetch)
+
+    def run(self, turn: Dispatch, *, task_id: str, worker: str) -> str:
+        """Run `turn`, then the chat's next ones while they are already waiting (up to
+        `drain_turns` turns and `drain_budget_s`; past that the next one is published and
+        goes to the back of the queue, so one busy chat cannot hog a worker slot). Each turn
+        is fenced and completed on its own, exactly as if it had its own task; ending one
+        and starting the next is one script. Returns how the first turn ended (see
+        `run_one`)."""
+        started = self.store.start(turn, task_id, worker)
+        if started is None:
+            logger.info("turn %s of chat %s skipped: fence %d is stale",
+                        turn.message_id, turn.chat_id, turn.fence)
+            return "stale"
+        if started.message_id != turn.message_id:  # an older message arrived late: it goes first
+            logger.info("turn %s of chat %s runs the older message %s first (it arrived late)",
+                        turn.message_id, turn.chat_id, started.message_id)
+            turn = Dispatch(turn.chat_id, started.message_id, turn.fence)
+        deadline = time.monotonic() + self.drain_budget_s
+        done, first = 0, ""
+        while True:
+            done += 1
+            go_on = done < self.drain_turns and time.monotonic() < deadline and \
+                not self.replies.leaving.is_set()
+            outcome, following = self.run_one(turn, started,
+                                              run_next=(task_id, worker) if go_on else None)
+            first = first or outcome
+            if isinstance(following, tuple):
+                turn, started = following
+                continue
+            if following:
+                self.publisher.publish(following)
+            return first
+
+    def run_one(self, turn: Dispatch, started: Started, *,
+                run_next: tuple[str, str] | None = None) -> tuple[str, Completed]:
+        """Run one started turn; returns how it ended (replied, resent, silent, failed,
+        stopped, gave-up, unreadable, timed-out, handed-back) and what `ChatStore.complete`
+        gave: the chat's next turn (claimed, or started when `run_next` asked for it), or
+        nothing."""
+        clock = time.monotonic()
+        following: Completed = None
+        with turn_context(turn.chat_id, turn.message_id,
+                          turn_task_id(turn.chat_id, turn.message_id, turn.fence), turn.fence), \
+                self.locks.hold(turn) as handle:
+            self.heartbeats.ensure_running()
+            try:
+                outcome = self._turn(turn, started, handle)
+            except redis.RedisError as error:
+                # not handed over: the lease runs out and the turn runs again (resending a
+                # kept answer), so a Redis blip never drops a message
+                logger.warning("turn %s of chat %s cut off by Redis (%s); it runs again once "
+                               "its lease expired", turn.message_id, turn.chat_id, error)
+                metrics.turn_ended("redis-cut", time.monotonic() - clock)
+                raise
+            except Exception:  # the task's boundary: a bug must not block the chat
+                logger.exception("turn %s of chat %s failed; the chat goes on",
+                                 turn.message_id, turn.chat_id)
+                metrics.turn_ended("error", time.monotonic() - clock)
+                self.publisher.hand_over(turn, "failed")
+                raise
+            if handle.reason == TIME_LIMIT:
+                # like Celery's hard time limit in prefork: the attempt counts, the lease
+                # runs out, the turn runs again or is given up after GATEWAY_MAX_ATTEMPTS
+                outcome = "timed-out"
+            elif handle.reason == SHUTDOWN:
+                outcome = "handed-back"
+                self._hand_back(turn)
+            else:  # a worker leaving starts no further turn (stale: a no-op)
+                leaving = self.replies.leaving.is_set()
+                following = self.publisher.finish(turn, None if leaving else run_next,
+                                                  outcome)
+        metrics.turn_ended(outcome, time.monotonic() - clock)
+        logger.info("turn %s of chat %s %s in %.2fs (attempt %d)",
+                    turn_task_id(turn.chat_id, turn.message_id, turn.fence), turn.chat_id,
+                    outcome, time.monotonic() - clock, started.attempt)
+        return outcome, following
+
+    def _turn(self, turn: Dispatch, started: Started, handle: TurnHandle) -> str:
+        message, answer = started.message, started.answer
+        session = session_key(conversation_of(
+            turn.chat_id, self.session_scope, chat_type=message.chat_type,
+            sender=message.sender_open_id, thread_id=message.thread_id)
+            if message is not None else turn.chat_id, started.generation)
+        missed = self._missed(turn.chat_id, session)
+        if missed and (message is None or answer is not None or started.exhausted):
+            self.agents.retire(session, "missed")  # not asked now, yet another process ran
+        if message is None:
+            logger.error("message %s of chat %s dropped: its stored entry cannot be read",
+                         started.message_id, turn.chat_id)
+            return "unreadable"
+        outcome, stream = "resent", None
+        if answer is None:
+            if started.exhausted:
+                logger.error("message %s of chat %s given up after %d attempts that never "
+                             "finished", message.message_id, message.chat_id,
+                             started.attempt - 1)
+                answer, outcome = Answer("gave-up", (gave_up_reply(started.attempt - 1),)), \
+                    "gave-up"
+            else:
+                stream = self._stream(turn, message, started.attempt, handle)
+                typing = None if self.typist is None else self.typist.begin(
+                    message.message_id, message.app_id, message.chat_id)
+                try:
+                    answer, outcome = self._ask(
+                        lambda t: self._run_agent(session, t, missed, stream),
+                        self._agent_turn(message, turn.fence, handle.stopped))
+                finally:
+                    if typing is not None and self.typist is not None:
+                        self.typist.end(typing, failed=outcome == "failed")
+                if stream is not None and stream.live:
+                    answer = self._streamed(stream, answer, outcome, handle)
+            if answer is None:
+                return "stopped" if handle.stopped.is_set() else outcome
+            if handle.stopped.is_set() or not self.store.keep_answer(turn, answer):
+                return "stopped"
+        self._send(turn, message, answer, handle, started.attempt, stream)
+        return outcome
+
+    def _hand_back(self, turn: Dispatch) -> None:
+        """Give the turn back for another worker to send its kept answer, at once."""
+        try:
+            again = self.store.hand_back(turn)
+        except redis.RedisError as error:
+            logger.warning("turn %s of chat %s not handed back (%s); it runs again once its "
+                           "lease expired", turn.message_id, turn.chat_id, error)
+            return
+        if again is None:  # it lost its lease, or was stopped and nothing waits
+            return
+        try:
+            published = self.publisher.publish(again)
+        except redis.RedisError as error:
+            published = False
+            logger.warning("turn %s of chat %s handed back but not confirmed (%s)",
+                           turn.message_id, turn.chat_id, error)
+        if published:
+            logger.info("turn %s of chat %s handed back: %s; another worker sends its reply",
+                        turn.message_id, turn.chat_id, SHUTDOWN)
+        else:  # its claim runs out and a sweeper publishes it
+            logger.warning("turn %s of chat %s handed back but not published; it runs again "
+                           "once its claim expired", turn.message_id, turn.chat_id)
+
+    def _missed(self, chat_id: str, session: str) -> bool:
+        """Whether another process started the session's previous turn, so an agent this
+        process keeps for it missed that turn; marks this process as starting its turn now.
+        Never for agents that keep nothing of a session in memory (no runner, no mark)."""
+        runner = self.store.runner
+        return bool(runner) and self.store.mark_runner(chat_id, session) != runner
+
+    def _stream(self, turn: Dispatch, message: Message, attempt: int,
+                handle: TurnHandle) -> Stream | None:
+        if self.streams is None or self.stream_interval_s <= 0:
+            return None
+
+        def may_send() -> bool:
+            return not handle.stopped.is_set() and self.store.may_reply(turn)
+
+        surface: Surface
+        if self.reply_format in ("text", "post"):
+            surface = EditedMessage(self.replies, message, form=self.reply_format,
+                                    attempt=attempt, may_send=may_send, stopped=handle.stopped)
+        else:
+            surface = CardSurface(self.replies, self.streams, message, attempt=attempt,
+                                  may_send=may_send, stopped=handle.stopped)
+        return Stream(surface, what=f"message {message.message_id} of chat {message.chat_id}",
+                      interval_s=self.stream_interval_s, limit_chars=self.reply_chunk_chars,
+                      stopped=handle.stopped)
+
+    @staticmethod
+    def _streamed(stream: Stream, answer: Answer | None, outcome: str,
+                  handle: TurnHandle) -> Answer | None:
+        """The answer of a turn whose card streamed: closed at once with a mark when the
+        turn was stopped or failed, else kept as a "stream" answer (its first chunk closes
+        the card, the rest follow as replies)."""
+        if handle.stopped.is_set():
+            stream.close(stream.text, STOPPED_MARK)
+            return None
+        if outcome == "failed":
+            stream.close(stream.text, FAILED_MARK)
+            return answer
+        if answer is None:
+            stream.close(stream.text)
+            return None
+        return Answer("stream", answer.chunks)
+
+    def _run_agent(self, session: str, turn: Turn, missed: bool,
+                   stream: Stream | None) -> str | None:
+        """The session's agent answers; it is held (never evicted) until its last piece.
+        `missed`: the session's previous turn ran in another process (a cached agent missed
+        it). Pieces are shown on `stream` as they come, when there is one."""
+        with self.agents.hold(session, missed=missed) as agent:
+            reply: Reply = agent.run(turn)
+            if reply is None or isinstance(reply, str):
+                return reply
+            return "".join(reply) if stream is None else stream.consume(reply)
+
+    def _ask(self, run: Callable[[Turn], str | None],
+             turn: Turn) -> tuple[Answer | None, str]:
+        try:
+            reply = run(turn)
+        except Exception:  # the boundary: any agent (or factory) error is a failure reply
+            logger.exception("agent failed on message %s of chat %s", turn.message_id,
+                             turn.chat_id)
+            return Answer("failure", (FAILURE_REPLY,)), "failed"
+        if not reply:
+            return None, "silent"
+        return Answer("reply", tuple(chunk_markdown(str(reply), self.reply_chunk_chars))), "replied"
+
+    def _send(self, turn: Dispatch, message: Message, answer: Answer, handle: TurnHandle,
+              attempt: int, stream: Stream | None = None) -> None:
+        """Send every piece; each piece's uuid is fixed by the answer's kind and position.
+        Before each attempt the fence is checked again (the first one was just checked).
+        A streamed answer's first piece closes its card (the same card on a re-run). When
+        the worker leaves meanwhile, the turn stops with `SHUTDOWN` (to be handed back)."""
+        checked = [True]
+        chunks, purpose, first = answer.chunks, answer.kind, 0
+        if purpose == "stream" and stream is None:  # a re-run resending a kept answer
+            stream = self._stream(turn, message, attempt, handle)
+        if purpose == "stream" and stream is not None:
+            if stream.close(chunks[0]):
+                first = 1
+            elif self.replies.leaving.is_set():  # the card may close yet: on the re-run
+                handle.stop(SHUTDOWN)
+                return
+        if purpose == "stream":
+            purpose = "stream-rest"
+
+        def may_send() -> bool:
+            if handle.stopped.is_set():
+                return False
+            fresh, checked[0] = checked[0], False
+            return fresh or self.store.may_reply(turn)
+
+        for index, chunk in enumerate(chunks[first:], first):
+            try:
+                self.replies.send_markdown(
+                    message.message_id, chunk, mode=self.reply_format, app_id=message.app_id,
+                    chat_id=message.chat_id,
+                    uuid=reply_uuid(message.reply_key, purpose, index),
+                    in_thread=bool(message.thread_id), may_send=may_send,
+                    stopped=handle.stopped)
+            except Leaving as error:
+                logger.info("%s", error)
+                handle.stop(SHUTDOWN)  # unless it was stopped for another reason already
+                return
+            except Abandoned as error:
+                logger.info("%s", error)
+                return
+            except GatewayError as error:
+                logger.error("reply to %s in chat %s given up: %s", message.message_id,
+                             message.chat_id, error)
+                self.store.record_undelivered(message.chat_id, message.message_id, answer.kind,
+                                              str(error))
+                return

@@ -1,0 +1,82 @@
+"""The worker's wiring: the shared collaborators, plus what only a worker runs (agents,
+heartbeats, lock handles, the turn runner)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from gateway.agents.cache import AgentCache
+from gateway.agents.post import CeleryPost
+from gateway.agents.release import ReleaseLane
+from gateway.agents.report import EVERY_S, AgentReport
+from gateway.approvals.asking import Asker
+from gateway.chats.clients import keyspace
+from gateway.chats.streams import StreamCards
+from gateway.core.loops import Periodic
+from gateway.feishu.inbound.enrich import Enricher
+from gateway.feishu.outbound.reactions import Typist
+from gateway.runtime import Runtime
+from gateway.worker.heartbeat import Heartbeater
+from gateway.worker.locks import LockRegistry
+from gateway.worker.runner import TurnRunner
+
+
+class WorkerRuntime(Runtime):
+    @cached_property
+    def release_post(self) -> CeleryPost:
+        return CeleryPost(self.sender, self.redis, expires_s=self.settings.agent_release_fallback_s)
+
+    @cached_property
+    def heartbeats(self) -> Heartbeater:
+        s = self.settings
+        return Heartbeater(self.store, self.locks, poll_s=min(s.cancel_poll_s, s.lease_ttl_s / 3),
+                           time_limit_s=s.turn_time_limit_s, extend_every_s=s.lease_ttl_s / 3)
+
+    @cached_property
+    def locks(self) -> LockRegistry:
+        return LockRegistry(self.settings.lock_registry_cap)
+
+    @property
+    def agents(self) -> AgentCache:
+        """This process's agents; their figures go to Redis (and the log) every few seconds."""
+        return self.__dict__.get("agents") or self._once("agents", self._build_agents)
+
+    def _build_agents(self) -> AgentCache:
+        s = self.settings
+        lane = ReleaseLane(self.process_id, self.release_post,
+                           fallback_s=s.agent_release_fallback_s)
+        cache = AgentCache(self.factory, s.agent_cache_cap,
+                           idle_ttl_s=s.agent_idle_ttl_s, lane=lane)
+        report = AgentReport(self.redis, self.process_id, cache.stats)
+        self.__dict__["agent_report"] = report
+        self.__dict__["agent_reporter"] = Periodic("gateway-agent-report", report.step,
+                                                   EVERY_S).start()
+        return cache
+
+    def close_agents(self) -> None:
+        """Worker shutdown: release every agent (bounded) and withdraw the figures."""
+        if "agents" not in self.__dict__:
+            return  # agents exist only once this process ran a turn
+        self.__dict__["agent_reporter"].stop(1.0)
+        self.agents.close(self.settings.agent_release_timeout_s)
+        self.__dict__["agent_report"].withdraw()
+
+    @property
+    def runner(self) -> TurnRunner:
+        return self.__dict__.get("runner") or self._once("runner", self._build_runner)
+
+    def _build_runner(self) -> TurnRunner:
+        return TurnRunner(
+            store=self.store, locks=self.locks, heartbeats=self.heartbeats,
+            agents=self.agents, replies=self.replies, publisher=self.publisher,
+            reply_chunk_chars=self.settings.reply_chunk_chars,
+            reply_format=self.settings.reply_format, session_scope=self.settings.session_scope,
+            streams=StreamCards(self.redis, keyspace(self.settings))
+            if self.settings.streaming else None,
+            stream_interval_s=self.settings.stream_interval_ms / 1000,
+            enricher=Enricher(self.replies), fetch_max_bytes=self.settings.fetch_max_bytes,
+            drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s,
+            asker=Asker(self.approvals, self.replies),
+            typist=Typist(self.replies.api_for, emoji=self.settings.typing_emoji,
+                          failure_emoji=self.settings.failure_emoji, quota=self.quota)
+            if self.settings.typing else None)

@@ -1,0 +1,178 @@
+"""Where a streamed answer shows while it grows: a CardKit card (FEISHU_REPLY_FORMAT auto or
+card), or, where cards are off (text or post), one message of that form edited in place.
+
+A card's entity id is kept in Redis (gateway/chats/streams.py) and the card is sent under one
+stable uuid, so a re-run of the turn after a crash streams into the same card; each attempt
+numbers its card updates above the previous attempt's (Feishu orders them by `sequence`).
+An edited message is sent under one stable uuid too (Feishu answers a repeated uuid with the
+message it already sent), and since Feishu edits one message at most 20 times, a first
+attempt edits it at most EDITS_WHILE_STREAMING times and every attempt keeps one edit for
+the final text.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from gateway.chats.streams import StreamCards
+from gateway.core.errors import GatewayError
+from gateway.core.model import Message
+from gateway.feishu.outbound.delivery import Replies, derived_uuid, reply_uuid
+from gateway.feishu.outbound.render import card_json, render
+
+logger = logging.getLogger(__name__)
+
+ELEMENT_ID = "answer"
+SEQUENCE_SPAN = 1_000_000
+"""Each attempt's card update numbers start this far above the previous attempt's."""
+UPDATE_BUDGET_S = 2.0
+CLOSE_BUDGET_S = 10.0
+EDITS_MAX = 20
+"""Feishu edits one text or post message at most this often."""
+EDITS_WHILE_STREAMING = EDITS_MAX - 4
+"""Edits a first attempt makes while the answer grows: the rest are kept for the final
+text of this attempt and of re-runs after a crash."""
+
+
+class Surface(Protocol):
+    """One turn's streaming surface. Not thread-safe: the turn's thread only."""
+
+    updates: int
+
+    def open(self, text: str) -> bool:
+        """Show `text` on a new surface: True when it was made now, with this text; False
+        when an earlier attempt's was found (it shows older text). Raises GatewayError when
+        none can be made."""
+
+    def update(self, text: str) -> None:
+        """Show `text` (best effort: a failed update is logged and skipped)."""
+
+    def finish(self, text: str, mark: str) -> bool:
+        """Show `text` (with `mark` under it) as the final content; False when it could not
+        be shown (the caller then sends the text as ordinary replies)."""
+
+
+class _Sender:
+    """What both surfaces share: the message answered and the rules of sending for it."""
+
+    def __init__(self, replies: Replies, message: Message, *, may_send: Callable[[], bool],
+                 stopped: threading.Event) -> None:
+        self._replies, self._message = replies, message
+        self._may_send, self._stopped = may_send, stopped
+        self.updates = 0
+
+    def _reply(self, msg_type: str, content: dict[str, object]) -> str:
+        m = self._message
+        return self._replies.send(m.message_id, msg_type, dict(content),
+                                  uuid=reply_uuid(m.reply_key, "stream"),
+                                  in_thread=bool(m.thread_id), app_id=m.app_id,
+                                  chat_id=m.chat_id, may_send=self._may_send,
+                                  stopped=self._stopped)
+
+
+class CardSurface(_Sender):
+    """A CardKit card in streaming mode, its one markdown element set as the text grows."""
+
+    def __init__(self, replies: Replies, cards: StreamCards, message: Message, *,
+                 attempt: int, may_send: Callable[[], bool], stopped: threading.Event) -> None:
+        super().__init__(replies, message, may_send=may_send, stopped=stopped)
+        self._cards = cards
+        self._sequence = attempt * SEQUENCE_SPAN
+        self.card_id = ""
+
+    def _next(self) -> tuple[int, str]:
+        self._sequence += 1
+        tag = f"stream-{self._sequence}"
+        return self._sequence, derived_uuid(reply_uuid(self._message.reply_key), tag)
+
+    def open(self, text: str) -> bool:
+        m = self._message
+        card_id = self._cards.card_of(m.chat_id, m.reply_key)
+        fresh = card_id is None
+        if card_id is None:
+            card = card_json(text, element_id=ELEMENT_ID, streaming=True)
+            made = self._replies.call("streaming card", lambda api: api.create_card(card),
+                                      app_id=m.app_id, chat_id=m.chat_id,
+                                      may_send=self._may_send, stopped=self._stopped)
+            card_id = self._cards.keep(m.chat_id, m.reply_key, made)
+            fresh = card_id == made
+        self._reply("interactive", {"type": "card", "data": {"card_id": card_id}})
+        self.card_id = card_id
+        return fresh
+
+    def update(self, text: str) -> None:
+        sequence, uuid = self._next()
+        m, card_id = self._message, self.card_id
+        try:
+            self._replies.call("streaming card text", lambda api: api.set_card_text(
+                card_id, ELEMENT_ID, text, sequence=sequence, uuid=uuid), app_id=m.app_id,
+                chat_id=m.chat_id, low=True, budget_s=UPDATE_BUDGET_S,
+                may_send=self._may_send, stopped=self._stopped)
+            self.updates += 1
+        except GatewayError as error:
+            logger.info("streaming update of %s skipped: %s", m.message_id, error)
+
+    def finish(self, text: str, mark: str) -> bool:
+        sequence, uuid = self._next()
+        m, card_id = self._message, self.card_id
+        card = card_json(text, element_id=ELEMENT_ID, footer=mark)
+        try:
+            self._replies.call("streaming card close", lambda api: api.replace_card(
+                card_id, card, sequence=sequence, uuid=uuid), app_id=m.app_id,
+                chat_id=m.chat_id, budget_s=CLOSE_BUDGET_S)
+        except GatewayError as error:
+            logger.warning("streaming card of %s not closed: %s", m.message_id, error)
+            return False
+        return True
+
+
+class EditedMessage(_Sender):
+    """One text or post message (`form`), edited in place as the text grows."""
+
+    def __init__(self, replies: Replies, message: Message, *, form: str, attempt: int,
+                 may_send: Callable[[], bool], stopped: threading.Event) -> None:
+        super().__init__(replies, message, may_send=may_send, stopped=stopped)
+        self._form = form
+        self._edits_left = EDITS_WHILE_STREAMING if attempt <= 1 else 0
+        self.sent_id = ""
+
+    def open(self, text: str) -> bool:
+        rendered = render(text, self._form)
+        self.sent_id = self._reply(rendered.msg_type, rendered.content)
+        return True  # a re-run's edits replace whatever an earlier attempt showed
+
+    def _edit(self, text: str, *, low: bool, budget_s: float) -> None:
+        m, sent_id, rendered = self._message, self.sent_id, render(text, self._form)
+        self._replies.call("streaming message edit", lambda api: api.edit_message(
+            sent_id, msg_type=rendered.msg_type, content=rendered.content),
+            app_id=m.app_id, chat_id=m.chat_id, low=low, budget_s=budget_s,
+            may_send=self._may_send if low else _always, stopped=self._stopped if low
+            else None)
+
+    def update(self, text: str) -> None:
+        if self._edits_left <= 0:
+            return
+        self._edits_left -= 1
+        try:
+            self._edit(text, low=True, budget_s=UPDATE_BUDGET_S)
+            self.updates += 1
+        except GatewayError as error:
+            logger.info("streaming edit of the answer to %s skipped: %s",
+                        self._message.message_id, error)
+
+    def finish(self, text: str, mark: str) -> bool:
+        try:
+            self._edit(f"{text}\n\n{mark}" if mark else text, low=False,
+                       budget_s=CLOSE_BUDGET_S)
+        except GatewayError as error:
+            logger.warning("the streamed answer to %s was not edited to its end: %s",
+                           self._message.message_id, error)
+            return False
+        return True
+
+
+def _always() -> bool:
+    return True
