@@ -85,8 +85,9 @@ def check_redis(settings: Settings) -> None:
                     cluster=settings.redis_cluster and name == "REDIS_URL")) as client:
                 client.ping()
         except (redis.RedisError, GatewayError) as error:
+            why = str(error).rstrip(".")
             raise GatewayError(
-                f"cannot reach Redis at {masked_url(url)} ({name}): {error}; start it, fix "
+                f"cannot reach Redis at {masked_url(url)} ({name}): {why}; start it, fix "
                 f"{name}, or unset it and the demo runs its own") from None
 
 
