@@ -15,7 +15,7 @@ import termios
 
 import redis
 
-from gateway.agents.report import AgentReport, summary
+from gateway.agents.report import AgentReport, summary, view
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.payloads import new_id
@@ -98,4 +98,4 @@ def test_status_gives_each_worker_processs_agent_figures_as_data(
     assert f"  {owner}: 2 cached (cap 2, 1 in use), 16 built; let go: cap=13 idle=1; released " \
            "soft=13 hard=1 failed=0 in-place=0 (slowest 0.002s), 3 waiting; config " \
            "1a2b3c4d5e6f\n" in plain
-    assert f"  {owner}: {summary(AGENT_FIGURES)}\n" in plain, "the worker log's line"
+    assert f"  {owner}: {summary(view(AGENT_FIGURES))}\n" in plain, "the worker log's line"

@@ -49,20 +49,38 @@ class AgentReport:
         if changed == self._logged or now - self._logged_at < LOG_EVERY_S:
             return
         self._logged, self._logged_at = changed, now
-        logger.info("agents: %s", summary(f))
+        logger.info("agents: %s", summary(view(f)))
 
     def withdraw(self) -> None:
         self._redis.hdel(AGENTS_KEY, self.owner)
 
 
-def summary(f: dict[str, Any]) -> str:
-    """One process's figures in one line (the log and `feishu-gateway status`)."""
-    evicted = " ".join(f"{k}={v}" for k, v in sorted(f.get("evictions", {}).items())) or "none"
-    return (f"{f.get('size', 0)} cached (cap {f.get('cap', '?')}, {f.get('held', 0)} in use), "
-            f"{f.get('built', 0)} built; let go: {evicted}; released soft={f.get('soft', 0)} "
-            f"hard={f.get('hard', 0)} failed={f.get('failed', 0)} "
-            f"in-place={f.get('in_place', 0)} (slowest {f.get('release_s_max', 0):.3f}s), "
-            f"{f.get('parked', 0)} waiting; config {f.get('signature') or '-'}")
+def view(f: dict[str, Any], now_s: float | None = None) -> dict[str, Any]:
+    """One process's figures as people and tools read them (`feishu-gateway status --json`):
+    its cache (cached, cap, in use, built), the agents it let go by reason, their releases by
+    kind (and the slowest and total seconds they took), those waiting to be released, the
+    configuration they are built under, and how old the figures are."""
+    at = f.get("at")
+    now_s = time.time() if now_s is None else now_s
+    return {
+        "cached": f.get("size", 0), "cap": f.get("cap"), "in_use": f.get("held", 0),
+        "built": f.get("built", 0), "let_go": dict(sorted((f.get("evictions") or {}).items())),
+        "released": {kind: f.get(kind, 0) for kind in ("soft", "hard", "failed", "in_place")},
+        "release_s_max": f.get("release_s_max", 0.0),
+        "release_s_total": f.get("release_s_total", 0.0),
+        "waiting": f.get("parked", 0), "config": f.get("signature") or None,
+        "age_s": round(max(0.0, now_s - float(at)), 1) if at is not None else None}
+
+
+def summary(v: dict[str, Any]) -> str:
+    """One process's figures (`view`) in one line (the log and `feishu-gateway status`)."""
+    let_go = " ".join(f"{reason}={n}" for reason, n in v["let_go"].items()) or "none"
+    r = v["released"]
+    return (f"{v['cached']} cached (cap {'?' if v['cap'] is None else v['cap']}, "
+            f"{v['in_use']} in use), {v['built']} built; let go: {let_go}; released "
+            f"soft={r['soft']} hard={r['hard']} failed={r['failed']} in-place={r['in_place']} "
+            f"(slowest {v['release_s_max']:.3f}s), {v['waiting']} waiting; config "
+            f"{v['config'] or '-'}")
 
 
 def read_reports(client: redis.Redis) -> dict[str, dict[str, Any]]:

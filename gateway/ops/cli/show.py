@@ -10,6 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from gateway.agents.report import summary
+
 
 def _duration(seconds: float | None) -> str:
     """A duration as people read it ("42s", "17m", "3.5h"; "-" unknown): the one renderer
@@ -117,23 +119,12 @@ def status(console: Console, view: dict[str, Any]) -> None:
     else:
         console.print(f"agents, per worker process ({len(agents)}):")
     for owner, figures in sorted(agents.items()):
-        console.print(f"  {owner}: {_agents(figures)}", markup=False)
+        console.print(f"  {owner}: {summary(figures)}", markup=False)
     undelivered = view["undelivered"]
     console.print(f"undelivered replies: {undelivered['count']}")
     for u in undelivered["newest"]:
         console.print(f"  {u.get('message_id')} in chat {u.get('chat_id')} "
                       f"({u.get('purpose')}): {u.get('error')}", markup=False)
-
-
-def _agents(a: dict[str, Any]) -> str:
-    """One process's agent figures in one line, as its log says them (agents/report.py)."""
-    let_go = " ".join(f"{reason}={n}" for reason, n in sorted(a["let_go"].items())) or "none"
-    r = a["released"]
-    return (f"{a['cached']} cached (cap {'?' if a['cap'] is None else a['cap']}, "
-            f"{a['in_use']} in use), {a['built']} built; let go: {let_go}; released "
-            f"soft={r['soft']} hard={r['hard']} failed={r['failed']} in-place={r['in_place']} "
-            f"(slowest {a['release_s_max']:.3f}s), {a['waiting']} waiting; config "
-            f"{a['config'] or '-'}")
 
 
 def _connections(console: Console, connections: dict[str, dict[str, Any]]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gateway.agents.report import view
 from gateway.chats.history import read_history
 from gateway.chats.store import ChatStore, text_of
 from gateway.core.names import turn_task_id
@@ -121,20 +122,5 @@ def worker_view(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 def agents_view(reports: dict[str, dict[str, Any]],
                 now_s: float | None = None) -> dict[str, dict[str, Any]]:
-    """Each worker process's agent figures (gateway/agents/report.py), by process id: its
-    cache (cached, cap, in use, built), the agents it let go by reason, their releases by
-    kind (and the slowest and total seconds they took), those waiting to be released, the
-    configuration they are built under, and how old the figures are."""
-    now_s = time.time() if now_s is None else now_s
-    out = {}
-    for owner, f in sorted(reports.items()):
-        at = f.get("at")
-        out[owner] = {
-            "cached": f.get("size", 0), "cap": f.get("cap"), "in_use": f.get("held", 0),
-            "built": f.get("built", 0), "let_go": dict(sorted((f.get("evictions") or {}).items())),
-            "released": {kind: f.get(kind, 0) for kind in ("soft", "hard", "failed", "in_place")},
-            "release_s_max": f.get("release_s_max", 0.0),
-            "release_s_total": f.get("release_s_total", 0.0),
-            "waiting": f.get("parked", 0), "config": f.get("signature") or None,
-            "age_s": round(max(0.0, now_s - float(at)), 1) if at is not None else None}
-    return out
+    """Each worker process's agent figures (`gateway.agents.report.view`), by process id."""
+    return {owner: view(f, now_s) for owner, f in sorted(reports.items())}
