@@ -13,7 +13,7 @@ import sys
 
 from gateway.agents import load_factory
 from gateway.agents.cache import AgentCache, session_key
-from gateway.chats.store import Dispatch
+from gateway.chats.store import TurnRef
 from gateway.core.settings import load_settings
 from gateway.feishu.inbound.events import parse_command, parse_message
 from gateway.worker.locks import LockRegistry
@@ -48,7 +48,7 @@ def main(role: str) -> None:
             message = parse_message(payload(n), max_text_chars=settings.max_text_chars)
             parse_command(message.text)
         else:
-            turn = Dispatch(f"oc_{n:012d}", f"om_{n:012d}", n)
+            turn = TurnRef(f"oc_{n:012d}", f"om_{n:012d}", n)
             with locks.hold(turn), agents.hold(session_key(turn.chat_id, 0)):
                 pass
         if n + 1 in MARKS:

@@ -16,21 +16,19 @@ from typing import Literal, TypeVar, cast
 
 import redis
 
-from gateway.agents import is_stateless, load_factory
 from gateway.approvals.book import ApprovalBook
 from gateway.approvals.verdicts import Verdicts
 from gateway.chats.cancel import Canceller
 from gateway.chats.clients import keyspace, store_config
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.store import ChatStore
-from gateway.core.model import AgentFactory
 from gateway.core.names import TaskSender
 from gateway.core.redis_client import redis_client
 from gateway.core.settings import Settings
-from gateway.dispatch import BROKER_ERRORS, Publisher
 from gateway.feishu.outbound.delivery import Replies, RetryPolicy
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.feishu.outbound.quota import Quota, Rates
+from gateway.publisher import BROKER_ERRORS, Publisher
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +63,14 @@ class Runtime:
 
     @cached_property
     def store(self) -> ChatStore:
-        # an agent that keeps a session in memory must learn when another process ran a turn
-        marks = self.role == "worker" and not is_stateless(self.factory)
-        runner = self.process_id if marks else ""
         return ChatStore(self.redis, store_config(self.settings), keyspace(self.settings),
-                         runner=runner)
+                         runner=self.runner_mark)
 
-    @cached_property
-    def factory(self) -> AgentFactory:
-        return load_factory(self.settings.agent)
+    @property
+    def runner_mark(self) -> str:
+        """What this process writes as a chat's last runner ("" writes nothing): only workers
+        whose agents keep a session in memory need it."""
+        return ""
 
     @cached_property
     def publisher(self) -> Publisher:

@@ -27,7 +27,7 @@ from celery.signals import (
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from gateway.agents import load_factory
-from gateway.chats.store import Dispatch
+from gateway.chats.store import TurnRef
 from gateway.chats.sweeper import Sweeper
 from gateway.core import metrics
 from gateway.core.errors import GatewayError, SettingsError
@@ -72,7 +72,7 @@ def run_turn(self: Task, chat_id: str, message_id: str, fence: int, sent_ms: int
     if sent_ms:
         metrics.turn_started(time.time() - sent_ms / 1000)
     _watch_for_shutdown()
-    return runtime().runner.run(Dispatch(chat_id, message_id, fence),
+    return runtime().runner.run(TurnRef(chat_id, message_id, fence),
                                 task_id=str(self.request.id), worker=str(self.request.hostname))
 
 

@@ -12,7 +12,7 @@ import redis
 from gateway.chats import admin
 from gateway.chats.cancel import Canceller, Waiting
 from gateway.chats.history import read_history
-from gateway.chats.store import ChatStore, Dispatch
+from gateway.chats.store import ChatStore, TurnRef
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from tests.conftest import client_of
@@ -24,7 +24,7 @@ def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
     yield from client_of(private_redis)
 
 
-def first_turn(store: ChatStore, chat_id: str, messages: int = 1) -> Dispatch:
+def first_turn(store: ChatStore, chat_id: str, messages: int = 1) -> TurnRef:
     """Admit messages om_1..om_<messages> to an idle chat: the turn of om_1."""
     turn = store.ingest(msg(chat_id, 1)).dispatch
     for n in range(2, messages + 1):
@@ -33,7 +33,7 @@ def first_turn(store: ChatStore, chat_id: str, messages: int = 1) -> Dispatch:
     return turn
 
 
-def run_to_end(store: ChatStore, turn: Dispatch, outcome: str) -> Dispatch | None:
+def run_to_end(store: ChatStore, turn: TurnRef, outcome: str) -> TurnRef | None:
     assert store.start(turn, f"task-{turn.message_id}", "w1") is not None
     following = store.complete(turn, outcome=outcome)
     assert following is not False
@@ -43,7 +43,7 @@ def run_to_end(store: ChatStore, turn: Dispatch, outcome: str) -> Dispatch | Non
 def test_finished_turns_are_kept_newest_first_with_the_message_only_when_retryable(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, history_cap=2)
-    turn: Dispatch | None = first_turn(store, chat_id, 3)
+    turn: TurnRef | None = first_turn(store, chat_id, 3)
     assert turn is not None
     turn = run_to_end(store, turn, "replied")
     assert turn is not None
@@ -91,7 +91,7 @@ def test_a_retried_message_waits_behind_the_chat_and_runs_once_with_new_uuids(
     assert (result.how, result.waiting, result.following) == ("queued", 2, None)
     assert pending_ids(store, chat_id) == ["om_2", "om_3", "om_1"], "at the back, in order"
     assert admin.retry(store, chat_id, "om_1").how == "waiting", "never twice at once"
-    after: Dispatch | None = run_to_end(store, following, "replied")
+    after: TurnRef | None = run_to_end(store, following, "replied")
     assert after is not None
     after = run_to_end(store, after, "replied")
     assert after is not None and after.message_id == "om_1"
@@ -194,7 +194,7 @@ def test_a_stop_before_the_start_lets_the_chat_go_on_even_when_the_revoke_fails(
     turn = first_turn(store, chat_id)
     assert store.confirm(turn, "task-1")  # published, not started
     store.ingest(msg(chat_id, 2))
-    published: list[Dispatch] = []
+    published: list[TurnRef] = []
 
     def broker_down(task_id: str, terminate: bool) -> None:
         raise ConnectionError("broker down")

@@ -18,7 +18,7 @@ from redis.cluster import RedisCluster
 
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.keys import Keyspace
-from gateway.chats.store import Answer, ChatStore, Dispatch, StoreConfig
+from gateway.chats.store import Answer, ChatStore, StoreConfig, TurnRef
 from gateway.chats.sweeper import sweep_once
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedCluster
@@ -75,7 +75,7 @@ def test_every_step_runs_on_a_cluster_and_the_chats_spread_over_its_masters(
         started = store.start(turn, "task", "w")
         assert started is not None
         following = turn
-        while isinstance(following, Dispatch):  # one task drains the chat
+        while isinstance(following, TurnRef):  # one task drains the chat
             order[chat].append(following.message_id)
             assert store.heartbeat([following]) == ["held"]
             assert store.keep_answer(following, Answer("reply", ("ok",)))
@@ -113,9 +113,9 @@ class Recorder:
     not the subject here; the end-to-end test below publishes for real)."""
 
     def __init__(self) -> None:
-        self.published: list[Dispatch] = []
+        self.published: list[TurnRef] = []
 
-    def publish_many(self, turns: Sequence[Dispatch]) -> int:
+    def publish_many(self, turns: Sequence[TurnRef]) -> int:
         self.published += turns
         return len(turns)
 

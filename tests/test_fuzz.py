@@ -29,7 +29,6 @@ from gateway.chats.keys import CONTROL_KEY, INDEX_KEY
 from gateway.chats.store import ChatStore, StoreConfig, entry_message
 from gateway.core.errors import MalformedEvent
 from gateway.core.model import Message
-from gateway.dispatch import Publisher
 from gateway.feishu.inbound.admission import (
     DM_POLICIES,
     GROUP_POLICIES,
@@ -42,6 +41,7 @@ from gateway.feishu.inbound.events import arrival_of, message_text, parse_comman
 from gateway.listener.intake import CARD_EVENT, MESSAGE_EVENT, Intake
 from gateway.listener.outbox import Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.publisher import Publisher
 from tests.conftest import client_of
 
 BOT, APP, CHAT = "ou_bot", "cli_fuzz", "oc_fuzz"

@@ -13,11 +13,11 @@ import redis
 
 from gateway.chats.store import ChatStore, StoreConfig
 from gateway.core.errors import RetryableError
-from gateway.dispatch import Publisher
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
+from gateway.publisher import Publisher
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
 from tests.conftest import client_of
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import tracemalloc
 from contextlib import ExitStack
 
-from gateway.chats.store import Dispatch
+from gateway.chats.store import TurnRef
 from gateway.worker.locks import LockRegistry
 
 
-def turn(chat_id: str, fence: int = 1) -> Dispatch:
-    return Dispatch(chat_id, "om_1", fence)
+def turn(chat_id: str, fence: int = 1) -> TurnRef:
+    return TurnRef(chat_id, "om_1", fence)
 
 
 def test_registry_stays_within_cap_over_100k_chats_while_held_locks_survive() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 import redis
 
-from gateway.chats.store import ChatStore, Dispatch, StoreConfig
+from gateway.chats.store import ChatStore, StoreConfig, TurnRef
 from gateway.chats.sweeper import Sweeper
 from gateway.core.loops import Periodic
 from gateway.core.model import Message
@@ -41,16 +41,16 @@ def test_the_sweeper_survives_a_failing_publish(chat_id: str) -> None:
     client = redis.Redis.from_url(server.url)
     store = ChatStore(client, StoreConfig(claim_ttl_ms=50))
     store.ingest(Message("om_1", chat_id, "p2p", "ou", "text", "hi"))  # claimed, never sent
-    published: list[Dispatch] = []
+    published: list[TurnRef] = []
 
-    def publish(turn: Dispatch) -> bool:
+    def publish(turn: TurnRef) -> bool:
         published.append(turn)
         if len(published) == 1:
             raise RuntimeError("a bug in publish")
         return True
 
     class Publisher:
-        def publish_many(self, turns: Sequence[Dispatch]) -> int:
+        def publish_many(self, turns: Sequence[TurnRef]) -> int:
             return sum(publish(turn) for turn in turns)
 
         def backlog(self) -> int:

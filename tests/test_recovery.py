@@ -18,9 +18,9 @@ from gateway.chats.cancel import Canceller
 from gateway.chats.keys import ChatKeys
 from gateway.chats.store import ChatStore, StoreConfig
 from gateway.core.names import RUN_TURN, TURNS_QUEUE, turn_task_id
-from gateway.dispatch import Publisher
 from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.processes import GatewayProcess, wait_until
+from gateway.publisher import Publisher
 from gateway.simulator import Simulator
 from gateway.worker.runner import gave_up_reply
 from tests.conftest import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, Spawn

@@ -12,13 +12,13 @@ from pydantic import SecretStr
 
 from gateway.agents.cache import AgentCache
 from gateway.agents.echo import factory as echo
-from gateway.chats.store import Answer, ChatStore, Dispatch, StoreConfig
+from gateway.chats.store import Answer, ChatStore, StoreConfig, TurnRef
 from gateway.core.model import Message
-from gateway.dispatch import Publisher
 from gateway.feishu.outbound.delivery import Replies, RetryPolicy
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
+from gateway.publisher import Publisher
 from gateway.simulator import Simulator
 from gateway.worker.heartbeat import Heartbeater
 from gateway.worker.locks import LockRegistry
@@ -43,7 +43,7 @@ class RedisFailsOnce(ChatStore):
 
     failures = 1
 
-    def keep_answer(self, turn: Dispatch, answer: Answer) -> bool:
+    def keep_answer(self, turn: TurnRef, answer: Answer) -> bool:
         if self.failures:
             self.failures -= 1
             raise redis.ConnectionError("Redis went away for a moment")

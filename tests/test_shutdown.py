@@ -12,7 +12,7 @@ import redis
 from celery import Celery
 
 from gateway.agents.cache import AgentCache
-from gateway.chats.store import ChatStore, Dispatch, StoreConfig
+from gateway.chats.store import ChatStore, StoreConfig, TurnRef
 from gateway.core.model import Message, Turn
 from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.embedded_redis import EmbeddedRedis
@@ -92,7 +92,7 @@ def test_a_reply_begun_while_the_worker_leaves_gets_one_attempt_then_is_handed_b
     lease = store.lease(chat_id)
     assert lease["state"] == "queued" and lease["message_id"] == message_id
     simulator.fail_uuid(reply_uuid(message_id), None)
-    again = Dispatch(chat_id, message_id, int(lease["fence"]))
+    again = TurnRef(chat_id, message_id, int(lease["fence"]))
     assert next_one.run(again, task_id="t2", worker="w2") == "resent"
     assert [m.text for m in simulator.sent_messages(chat_id)] == ["echo: hello"]
     assert store.pending(chat_id) == [] and not store.lease(chat_id)

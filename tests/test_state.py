@@ -13,7 +13,7 @@ import redis
 from gateway.chats.history import read_history
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.keys import CONTROL_KEY, ChatKeys, Keyspace
-from gateway.chats.store import Answer, ChatStore, Dispatch, StoreConfig
+from gateway.chats.store import Answer, ChatStore, StoreConfig, TurnRef
 from gateway.core.errors import SettingsError
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedRedis
@@ -109,8 +109,8 @@ def test_waiting_messages_run_in_create_time_order_behind_a_dispatched_one(
     for n, create_ms in ((5, 5_000), (2, 2_000), (4, 4_000), (1, 1_000), (6, 4_000)):
         store.ingest(msg(chat_id, n, create_ms=create_ms))
     order = []
-    turn: Dispatch | None | bool = head
-    while isinstance(turn, Dispatch):
+    turn: TurnRef | None | bool = head
+    while isinstance(turn, TurnRef):
         order.append(turn.message_id)
         assert store.start(turn, "t", "w") is not None or turn is head
         turn = store.complete(turn)
@@ -372,7 +372,7 @@ def test_a_claimed_turn_not_yet_started_yields_to_an_older_late_message(
     started = store.start(claimed, "t", "w")
     assert started is not None and started.message_id == "om_1" and started.attempt == 1
     assert store.lease(chat_id)["message_id"] == "om_1"
-    ran = Dispatch(chat_id, started.message_id, claimed.fence)
+    ran = TurnRef(chat_id, started.message_id, claimed.fence)
     assert store.keep_answer(ran, Answer("reply", ("one",)))
     following = store.complete(ran)
     assert following and following.message_id == "om_2"
@@ -422,9 +422,9 @@ def test_a_stop_run_again_after_later_stops_never_stops_a_later_turn(
     for n in range(1, 4):
         store.ingest(msg(chat_id, n))
 
-    def running() -> Dispatch:
+    def running() -> TurnRef:
         lease = store.lease(chat_id)
-        turn = Dispatch(chat_id, lease["message_id"], int(lease["fence"]))
+        turn = TurnRef(chat_id, lease["message_id"], int(lease["fence"]))
         assert store.start(turn, "t", "w") is not None
         return turn
 
@@ -455,7 +455,7 @@ def test_a_debounced_stop_run_again_stays_debounced(redis_client: redis.Redis,
     store.ingest(msg(chat_id, 1))
     store.ingest(msg(chat_id, 2))
     lease = store.lease(chat_id)
-    turn = Dispatch(chat_id, lease["message_id"], int(lease["fence"]))
+    turn = TurnRef(chat_id, lease["message_id"], int(lease["fence"]))
     assert store.start(turn, "t", "w") is not None
     store.cancel(chat_id, "stop-a", debounce_ms=60_000, flag_ttl_ms=60_000)
     following = store.complete(turn)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.chats.history import find_turn, read_history
-from gateway.chats.store import ChatStore, Dispatch, dispatch_of, text_of
+from gateway.chats.store import ChatStore, TurnRef, dispatch_of, text_of
 
 RetryHow = Literal["unknown", "answered", "waiting", "full", "unreadable", "queued",
                    "dispatch"]
@@ -26,7 +26,7 @@ class RetryResult:
     """Messages that wait before the retried one."""
     outcome: str = ""
     """How the turn ended (for "answered")."""
-    following: Dispatch | None = None
+    following: TurnRef | None = None
     """The chat was idle: this turn is claimed, to be published."""
 
     @property

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.chats.store import ChatStore, Dispatch
+from gateway.chats.store import ChatStore, TurnRef
 from gateway.core import metrics
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 How = Literal["nothing", "not-started", "cooperative", "timeout-fenced", "debounced"]
 Revoke = Callable[[str, bool], None]
 """revoke(task_id, terminate): Celery's revoke broadcast."""
-HandOver = Callable[[Dispatch, str], "Dispatch | None | Literal[False]"]
+HandOver = Callable[[TurnRef, str], "TurnRef | None | Literal[False]"]
 """hand_over(turn, outcome): end the turn, recording `outcome` in the chat's history."""
 RECORD_TTL_MS = 300_000
 """A stop is remembered this long, so another listener can finish a command whose listener
@@ -81,7 +81,7 @@ class CancelResult:
 class Waiting:
     """A running turn that was asked to stop: ended by `Canceller.end`."""
 
-    turn: Dispatch
+    turn: TurnRef
     task_id: str
     pending: int
     new_session: bool
@@ -91,7 +91,7 @@ class Waiting:
 
 
 class Canceller:
-    def __init__(self, store: ChatStore, publish: Callable[[Dispatch], object],
+    def __init__(self, store: ChatStore, publish: Callable[[TurnRef], object],
                  hand_over: HandOver, revoke: Revoke, *, timeout_s: float, lease_ttl_ms: int,
                  debounce_s: float, terminate: bool = False, poll_s: float = 0.02) -> None:
         self._store = store
@@ -150,7 +150,7 @@ class Canceller:
                 self._revoke(step.task_id, False)  # copies in the broker are skipped at once
         else:
             assert step.fence is not None
-            return Waiting(Dispatch(chat_id, "", step.fence), step.task_id, step.waiting,
+            return Waiting(TurnRef(chat_id, "", step.fence), step.task_id, step.waiting,
                            new_session, clock, clock + self.timeout_s)
         return self._result(chat_id, how, step.task_id, clock, step.waiting, new_session)
 

@@ -62,7 +62,7 @@ class StoreConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Dispatch:
+class TurnRef:
     """A turn to publish: the chat's head message under its fence."""
 
     chat_id: str
@@ -76,7 +76,7 @@ class Dispatch:
 class Admission:
     outcome: Literal["dispatch", "queued", "duplicate", "full", "command", "late"]
     waiting: int = 0
-    dispatch: Dispatch | None = None
+    dispatch: TurnRef | None = None
     late_ms: int = 0
     """How late a late message was, on Redis's clock."""
 
@@ -121,7 +121,7 @@ class CancelStep:
     fence: int | None
     task_id: str
     waiting: int
-    following: Dispatch | None = None
+    following: TurnRef | None = None
     recorded_how: str = ""
 
 
@@ -146,18 +146,18 @@ def entry_message(entry: str) -> Message | None:
 PREVIEW_CHARS = 40
 
 
-def dispatch_of(chat_id: str, fence: Any, entry: Any) -> Dispatch:
+def dispatch_of(chat_id: str, fence: Any, entry: Any) -> TurnRef:
     message_id, raw = entry_parts(text_of(entry))
     try:
         text = json.loads(raw).get("text")
     except (ValueError, AttributeError):
         text = None
     preview = text[:PREVIEW_CHARS] if isinstance(text, str) else ""
-    return Dispatch(chat_id, message_id, int(fence), preview)
+    return TurnRef(chat_id, message_id, int(fence), preview)
 
 
-Recovered = tuple[Literal["dispatch", "requeue"], Dispatch]
-Completed = Dispatch | tuple[Dispatch, Started] | None | Literal[False]
+Recovered = tuple[Literal["dispatch", "requeue"], TurnRef]
+Completed = TurnRef | tuple[TurnRef, Started] | None | Literal[False]
 
 
 def _recovered(chat_id: str, reply: Any) -> Recovered | None:
@@ -283,13 +283,13 @@ class ChatStore:
         elif int(answer) < 1:
             raise NotDurable(f"WAIT: no replica acknowledged within {timeout} ms", admission)
 
-    def confirm(self, turn: Dispatch, task_id: str) -> bool:
+    def confirm(self, turn: TurnRef, task_id: str) -> bool:
         """After a publish: the turn waits in the broker; requeued if not picked up in time."""
         c = self.config
         return bool(self._run("confirm", turn.chat_id, turn.fence, task_id, c.queued_ttl_ms,
                               c.running_ttl_ms, turn.chat_id))
 
-    def confirm_many(self, confirmed: Sequence[tuple[Dispatch, str]]) -> None:
+    def confirm_many(self, confirmed: Sequence[tuple[TurnRef, str]]) -> None:
         """`confirm` for many published turns in one round trip."""
         c = self.config
         self._batch("confirm", [(self.keys(turn.chat_id).all, [
@@ -297,7 +297,7 @@ class ChatStore:
             for turn, task_id in confirmed])
 
     # a worker's steps
-    def start(self, turn: Dispatch, task_id: str, worker: str) -> Started | None:
+    def start(self, turn: TurnRef, task_id: str, worker: str) -> Started | None:
         """Mark the turn running; None when its fence is stale or it already started. On
         a first attempt it runs the oldest waiting message (`Started.message_id`), which is
         not `turn.message_id` when an older one arrived after the claim."""
@@ -315,7 +315,7 @@ class ChatStore:
                                              args=[session, self.runner, c.ran_ttl_ms,
                                                    c.ran_cap]))
 
-    def heartbeat(self, turns: Sequence[Dispatch],
+    def heartbeat(self, turns: Sequence[TurnRef],
                   extend: Sequence[bool] | None = None) -> list[HeartbeatState]:
         """Report which running turns may go on (one round trip); extend the leases of those
         marked in `extend` (all of them by default)."""
@@ -331,12 +331,12 @@ class ChatStore:
             for turn, flag in zip(turns, flags, strict=True)])
         return [_BEATS[int(state)] for state in states]
 
-    def keep_answer(self, turn: Dispatch, answer: Answer) -> bool:
+    def keep_answer(self, turn: TurnRef, answer: Answer) -> bool:
         """Store the answer before sending it; False when the turn may not reply."""
         return bool(self._run("answer", turn.chat_id, turn.fence, turn.message_id, answer.kind,
                               json.dumps(list(answer.chunks), ensure_ascii=False)))
 
-    def hand_back(self, turn: Dispatch) -> Dispatch | None:
+    def hand_back(self, turn: TurnRef) -> TurnRef | None:
         """Give back a running turn whose reply this worker could not send before it shuts
         down: the chat is claimed again at once (a new fence) and returned, for the caller
         to publish; its re-run resends the kept answer. None when the turn no longer held
@@ -350,20 +350,20 @@ class ChatStore:
         return dispatch_of(turn.chat_id, reply[1], reply[2])
 
     @overload
-    def complete(self, turn: Dispatch, run_next: None = None, *,
-                 outcome: str = "") -> Dispatch | None | Literal[False]:
+    def complete(self, turn: TurnRef, run_next: None = None, *,
+                 outcome: str = "") -> TurnRef | None | Literal[False]:
         ...
 
     @overload
-    def complete(self, turn: Dispatch, run_next: tuple[str, str] | None, *,
+    def complete(self, turn: TurnRef, run_next: tuple[str, str] | None, *,
                  outcome: str = "") -> Completed: ...
 
-    def complete(self, turn: Dispatch, run_next: tuple[str, str] | None = None, *,
+    def complete(self, turn: TurnRef, run_next: tuple[str, str] | None = None, *,
                  outcome: str = "") -> Completed:
         """Drop the finished message and claim the next one. Returns the next turn to
         publish, None when idle, False when the fence was stale (nothing was touched); with
         `run_next` = (task_id, worker) the next turn is started too, for the caller to run
-        now: then (its Dispatch, its Started). `outcome` (replied, failed, stopped, ...) goes
+        now: then (its TurnRef, its Started). `outcome` (replied, failed, stopped, ...) goes
         into the chat's history ('' records nothing)."""
         c = self.config
         go_on = run_next or ("", "")
@@ -379,12 +379,12 @@ class ChatStore:
             return dispatch_of(turn.chat_id, reply[1], reply[3]), _started(reply[2:])
         return None if outcome == "idle" else False
 
-    def holds(self, turn: Dispatch) -> bool:
+    def holds(self, turn: TurnRef) -> bool:
         """True while this turn's fence is the chat's current one."""
         fence = self.redis.hget(self.keys(turn.chat_id).lease, "fence")
         return fence is not None and int(fence) == turn.fence
 
-    def holds_many(self, turns: Sequence[Dispatch]) -> list[bool]:
+    def holds_many(self, turns: Sequence[TurnRef]) -> list[bool]:
         """`holds` for many turns in one round trip."""
         with self.redis.pipeline(transaction=False) as pipe:
             for turn in turns:
@@ -392,7 +392,7 @@ class ChatStore:
             fences = pipe.execute()
         return [f is not None and int(f) == t.fence for f, t in zip(fences, turns, strict=True)]
 
-    def may_reply(self, turn: Dispatch) -> bool:
+    def may_reply(self, turn: TurnRef) -> bool:
         """True while this turn holds the chat and was not asked to stop (one round trip)."""
         k = self.keys(turn.chat_id)
         with self.redis.pipeline(transaction=False) as pipe:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from gateway.chats.store import ChatStore, Dispatch
+from gateway.chats.store import ChatStore, TurnRef
 from gateway.core.loops import Periodic
 
 logger = logging.getLogger(__name__)
@@ -29,9 +29,9 @@ ROUND_BUDGET_S = 30.0
 
 
 class Dispatcher(Protocol):
-    """What a sweeper needs of the publisher (see gateway.dispatch.Publisher)."""
+    """What a sweeper needs of the publisher (see gateway.publisher.Publisher)."""
 
-    def publish_many(self, turns: Sequence[Dispatch]) -> int: ...
+    def publish_many(self, turns: Sequence[TurnRef]) -> int: ...
 
     def backlog(self) -> int | None: ...
 

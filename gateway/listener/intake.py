@@ -16,15 +16,15 @@ from typing import Any
 
 import redis
 
-from gateway.chats.store import ChatStore, Dispatch, NotDurable
+from gateway.chats.store import ChatStore, NotDurable, TurnRef
 from gateway.core import metrics
 from gateway.core.errors import MalformedEvent, RetryableError
 from gateway.core.logs import turn_context
 from gateway.core.model import Message
-from gateway.dispatch import Publisher
 from gateway.feishu.inbound.admission import Arrival, Rules, admit
 from gateway.feishu.inbound.events import arrival_of, parse_command, parse_message
 from gateway.listener.outbox import Outbox
+from gateway.publisher import Publisher
 
 logger = logging.getLogger(__name__)
 
@@ -172,5 +172,5 @@ class Intake:
             self._store.refuse(message, reason, self.refusal_notice_every_s)
         return "refused"
 
-    def _publish(self, turn: Dispatch) -> None:
+    def _publish(self, turn: TurnRef) -> None:
         self._outbox.submit(lambda: self._publisher.publish(turn))

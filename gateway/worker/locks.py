@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from gateway.chats.store import Dispatch
+from gateway.chats.store import TurnRef
 
 TIME_LIMIT = "ran past the time limit"
 
@@ -26,7 +26,7 @@ TIME_LIMIT = "ran past the time limit"
 class TurnHandle:
     """One running turn in this process."""
 
-    turn: Dispatch
+    turn: TurnRef
     started_at: float = field(default_factory=time.monotonic)
     stopped: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
@@ -65,7 +65,7 @@ class LockRegistry:
         return chat_id in self._locks
 
     @contextmanager
-    def hold(self, turn: Dispatch) -> Iterator[TurnHandle]:
+    def hold(self, turn: TurnRef) -> Iterator[TurnHandle]:
         """Hold the chat's handle for one turn; released on exit."""
         handle = TurnHandle(turn)
         with self._guard:

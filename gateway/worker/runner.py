@@ -21,18 +21,18 @@ import redis
 
 from gateway.agents.cache import AgentCache, conversation_of, session_key
 from gateway.approvals.asking import Asker
-from gateway.chats.store import Answer, ChatStore, Completed, Dispatch, Started
+from gateway.chats.store import Answer, ChatStore, Completed, Started, TurnRef
 from gateway.chats.streams import StreamCards
 from gateway.core import metrics
 from gateway.core.errors import GatewayError
 from gateway.core.logs import turn_context
 from gateway.core.model import Message, Reply, Turn
 from gateway.core.names import turn_task_id
-from gateway.dispatch import Publisher
 from gateway.feishu.inbound.enrich import Enricher
 from gateway.feishu.outbound.chunking import chunk_markdown
 from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
 from gateway.feishu.outbound.reactions import Typist
+from gateway.publisher import Publisher
 from gateway.worker.heartbeat import Heartbeater
 from gateway.worker.locks import TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.worker.streaming import FAILED_MARK, STOPPED_MARK, Stream
@@ -106,7 +106,7 @@ class TurnRunner:
 
         return Turn(message, fence, stopped.is_set, approve, fetch)
 
-    def run(self, turn: Dispatch, *, task_id: str, worker: str) -> str:
+    def run(self, turn: TurnRef, *, task_id: str, worker: str) -> str:
         """Run `turn`, then the chat's next ones while they are already waiting (up to
         `drain_turns` turns and `drain_budget_s`; past that the next one is published and
         goes to the back of the queue, so one busy chat cannot hog a worker slot). Each turn
@@ -121,7 +121,7 @@ class TurnRunner:
         if started.message_id != turn.message_id:  # an older message arrived late: it goes first
             logger.info("turn %s of chat %s runs the older message %s first (it arrived late)",
                         turn.message_id, turn.chat_id, started.message_id)
-            turn = Dispatch(turn.chat_id, started.message_id, turn.fence)
+            turn = TurnRef(turn.chat_id, started.message_id, turn.fence)
         deadline = time.monotonic() + self.drain_budget_s
         done, first = 0, ""
         while True:
@@ -138,7 +138,7 @@ class TurnRunner:
                 self.publisher.publish(following)
             return first
 
-    def run_one(self, turn: Dispatch, started: Started, *,
+    def run_one(self, turn: TurnRef, started: Started, *,
                 run_next: tuple[str, str] | None = None) -> tuple[str, Completed]:
         """Run one started turn; returns how it ended (replied, resent, silent, failed,
         stopped, gave-up, unreadable, timed-out, handed-back) and what `ChatStore.complete`
@@ -182,7 +182,7 @@ class TurnRunner:
                     outcome, time.monotonic() - clock, started.attempt)
         return outcome, following
 
-    def _turn(self, turn: Dispatch, started: Started, handle: TurnHandle) -> str:
+    def _turn(self, turn: TurnRef, started: Started, handle: TurnHandle) -> str:
         message, answer = started.message, started.answer
         session = session_key(conversation_of(
             turn.chat_id, self.session_scope, chat_type=message.chat_type,
@@ -223,7 +223,7 @@ class TurnRunner:
         self._send(turn, message, answer, handle, started.attempt, stream)
         return outcome
 
-    def _hand_back(self, turn: Dispatch) -> None:
+    def _hand_back(self, turn: TurnRef) -> None:
         """Give the turn back for another worker to send its kept answer, at once."""
         try:
             again = self.store.hand_back(turn)
@@ -253,7 +253,7 @@ class TurnRunner:
         runner = self.store.runner
         return bool(runner) and self.store.mark_runner(chat_id, session) != runner
 
-    def _stream(self, turn: Dispatch, message: Message, attempt: int,
+    def _stream(self, turn: TurnRef, message: Message, attempt: int,
                 handle: TurnHandle) -> Stream | None:
         if self.streams is None or self.stream_interval_s <= 0:
             return None
@@ -312,7 +312,7 @@ class TurnRunner:
             return None, "silent"
         return Answer("reply", tuple(chunk_markdown(str(reply), self.reply_chunk_chars))), "replied"
 
-    def _send(self, turn: Dispatch, message: Message, answer: Answer, handle: TurnHandle,
+    def _send(self, turn: TurnRef, message: Message, answer: Answer, handle: TurnHandle,
               attempt: int, stream: Stream | None = None) -> None:
         """Send every piece; each piece's uuid is fixed by the answer's kind and position.
         Before each attempt the fence is checked again (the first one was just checked).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from gateway.agents import is_stateless, load_factory
 from gateway.agents.cache import AgentCache
 from gateway.agents.post import CeleryPost
 from gateway.agents.release import ReleaseLane
@@ -13,6 +14,7 @@ from gateway.approvals.asking import Asker
 from gateway.chats.clients import keyspace
 from gateway.chats.streams import StreamCards
 from gateway.core.loops import Periodic
+from gateway.core.model import AgentFactory
 from gateway.feishu.inbound.enrich import Enricher
 from gateway.feishu.outbound.reactions import Typist
 from gateway.runtime import Runtime
@@ -22,6 +24,16 @@ from gateway.worker.runner import TurnRunner
 
 
 class WorkerRuntime(Runtime):
+    @cached_property
+    def factory(self) -> AgentFactory:
+        return load_factory(self.settings.agent)
+
+    @property
+    def runner_mark(self) -> str:
+        """An agent that keeps a session in memory must learn when another process ran a
+        turn of its chat."""
+        return "" if is_stateless(self.factory) else self.process_id
+
     @cached_property
     def release_post(self) -> CeleryPost:
         return CeleryPost(self.sender, self.redis, expires_s=self.settings.agent_release_fallback_s)

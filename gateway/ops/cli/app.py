@@ -81,8 +81,8 @@ def listen() -> None:
     if not settings.has_credentials:
         raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET (or FEISHU_APPS) must be set "
                            "for `listen`")
-    from gateway.dispatch import bound_publishing
     from gateway.listener.service import ListenerService
+    from gateway.publisher import bound_publishing
     from tasks import app
 
     started: list[ListenerService] = []

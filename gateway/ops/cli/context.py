@@ -41,7 +41,7 @@ class Ops:
     @cached_property
     def app(self) -> Any:
         """The Celery app, with publishing bounded in time (a dead broker fails fast)."""
-        from gateway.dispatch import bound_publishing
+        from gateway.publisher import bound_publishing
         from tasks import app
 
         bound_publishing(app, 2 * self.settings.redis_timeout_s)

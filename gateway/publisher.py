@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import redis
 from kombu.exceptions import ChannelError, KombuError
 
-from gateway.chats.store import ChatStore, Completed, Dispatch
+from gateway.chats.store import ChatStore, Completed, TurnRef
 from gateway.core.names import RUN_TURN, TURNS_QUEUE, TaskSender, turn_task_id
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class Publisher:
         self._sender = sender
         self._store = store
 
-    def _send(self, turn: Dispatch) -> str | None:
+    def _send(self, turn: TurnRef) -> str | None:
         """Publish `run_turn`; the task id, or None (logged) when the broker failed."""
         task_id = turn_task_id(turn.chat_id, turn.message_id, turn.fence)
         try:
@@ -59,7 +59,7 @@ class Publisher:
             return None
         return task_id
 
-    def publish_many(self, turns: Sequence[Dispatch]) -> int:
+    def publish_many(self, turns: Sequence[TurnRef]) -> int:
         """`publish` for many turns, with one round trip for all the confirmations."""
         sent = [(turn, task_id) for turn in turns if (task_id := self._send(turn))]
         if sent:
@@ -82,7 +82,7 @@ class Publisher:
             logger.warning("cannot read the broker's backlog: %s", error)
             return None
 
-    def publish(self, turn: Dispatch) -> bool:
+    def publish(self, turn: TurnRef) -> bool:
         """Publish `run_turn`, then mark the turn queued.
 
         A failed publish is only logged: the claim lease expires (or the queued turn is
@@ -95,14 +95,14 @@ class Publisher:
         self._store.confirm(turn, task_id)
         return True
 
-    def finish(self, turn: Dispatch, run_next: tuple[str, str] | None = None,
+    def finish(self, turn: TurnRef, run_next: tuple[str, str] | None = None,
                outcome: str = "") -> Completed:
         """End `turn` and claim the next one without publishing it: the caller publishes
         it, or (with `run_next` = (task_id, worker)) it is started for the caller to run.
         `outcome` goes into the chat's history."""
         return self._store.complete(turn, run_next, outcome=outcome)
 
-    def hand_over(self, turn: Dispatch, outcome: str = "") -> Dispatch | None | Literal[False]:
+    def hand_over(self, turn: TurnRef, outcome: str = "") -> TurnRef | None | Literal[False]:
         """End `turn` (drop its message, claim the next) and publish the next turn, if any.
         Returns what `ChatStore.complete` said: the next turn, None (idle) or False (stale)."""
         following = self._store.complete(turn, outcome=outcome)
