@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis
 from kombu.exceptions import ChannelError, KombuError
 
-from gateway.chats.store import ChatStore, Completed, TurnRef
+from gateway.chats.model import Completion, TurnRef
+from gateway.chats.store import ChatStore
 from gateway.core.names import RUN_TURN, TURNS_QUEUE, TaskSender, turn_task_id
 
 logger = logging.getLogger(__name__)
@@ -96,16 +97,16 @@ class Publisher:
         return True
 
     def finish(self, turn: TurnRef, run_next: tuple[str, str] | None = None,
-               outcome: str = "") -> Completed:
+               outcome: str = "") -> Completion:
         """End `turn` and claim the next one without publishing it: the caller publishes
         it, or (with `run_next` = (task_id, worker)) it is started for the caller to run.
         `outcome` goes into the chat's history."""
         return self._store.complete(turn, run_next, outcome=outcome)
 
-    def hand_over(self, turn: TurnRef, outcome: str = "") -> TurnRef | None | Literal[False]:
+    def hand_over(self, turn: TurnRef, outcome: str = "") -> Completion:
         """End `turn` (drop its message, claim the next) and publish the next turn, if any.
-        Returns what `ChatStore.complete` said: the next turn, None (idle) or False (stale)."""
-        following = self._store.complete(turn, outcome=outcome)
-        if following:
-            self.publish(following)
-        return following
+        Returns what `ChatStore.complete` did."""
+        completion = self._store.complete(turn, outcome=outcome)
+        if completion.following is not None:
+            self.publish(completion.following)
+        return completion

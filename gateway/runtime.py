@@ -1,6 +1,7 @@
 """The composition root: builds the collaborators every process shares (Redis, the chat store,
-the publisher, replies, approvals, cancelling) from the settings, once; a worker adds its own
-in gateway/worker/runtime.py."""
+the publisher, replies, approvals, cancelling) from the settings, once. The CLI uses it as it
+is; the listener adds its own in gateway/listener/runtime.py, a worker in
+gateway/worker/runtime.py."""
 
 from __future__ import annotations
 
@@ -9,18 +10,15 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import redis
 
 from gateway.approvals.book import ApprovalBook
-from gateway.approvals.verdicts import Verdicts
 from gateway.chats.cancel import Canceller
 from gateway.chats.clients import keyspace, store_config
-from gateway.chats.jobs import ControlJobs
 from gateway.chats.store import ChatStore
 from gateway.core.names import TaskSender
 from gateway.core.redis_client import redis_client
@@ -34,9 +32,29 @@ logger = logging.getLogger(__name__)
 
 Role = Literal["worker", "listener", "cli"]
 T = TypeVar("T")
-ORPHAN_AFTER_MS = 10_000
-"""A control job nobody touched for this long was left by a dead listener (desks touch
-theirs every 2 s)."""
+
+
+class locked_cached_property(cached_property[T], Generic[T]):  # noqa: N801  (a decorator)
+    """A cached_property that threads asking for it at the same moment build once (a worker's
+    threads pool asks for its turn runner from several threads at once). Once built, the
+    value is read without the lock, as a cached_property's is."""
+
+    def __init__(self, build: Any) -> None:
+        super().__init__(build)
+        self._lock = threading.RLock()
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any] | None = None) -> locked_cached_property[T]:
+        ...
+
+    @overload
+    def __get__(self, instance: object, owner: type[Any] | None = None) -> T: ...
+
+    def __get__(self, instance: object | None, owner: type[Any] | None = None) -> Any:
+        if instance is None:
+            return self
+        with self._lock:
+            return super().__get__(instance, owner)
 
 
 @dataclass
@@ -44,8 +62,6 @@ class Runtime:
     settings: Settings
     sender: TaskSender
     role: Role = "worker"
-    _building: threading.RLock = field(default_factory=threading.RLock, init=False,
-                                       repr=False)
 
     @cached_property
     def redis(self) -> redis.Redis:
@@ -94,13 +110,6 @@ class Runtime:
         return Quota(self.redis, Rates(s.send_rate_per_s, s.send_rate_per_min or 1e9,
                                        s.chat_send_rate_per_s or 1e9))
 
-    def _once(self, name: str, build: Callable[[], T]) -> T:
-        """Built once even when threads (the threads pool) ask at the same moment."""
-        with self._building:
-            if name not in self.__dict__:
-                self.__dict__[name] = build()
-            return cast(T, self.__dict__[name])
-
     def revoke(self, task_id: str, terminate: bool) -> None:
         """Celery's revoke broadcast; terminate kills the pool process (prefork only). Best
         effort: the turn's fence already makes any copy of it a no-op."""
@@ -120,19 +129,3 @@ class Runtime:
     @cached_property
     def approvals(self) -> ApprovalBook:
         return ApprovalBook(self.redis, keyspace(self.settings))
-
-    @cached_property
-    def verdicts(self) -> Verdicts:
-        """Card clicks and /approve, /deny (listeners)."""
-        s = self.settings
-        return Verdicts(self.approvals, admins=s.admin_ids, allowed=s.allowed_user_ids)
-
-    @cached_property
-    def control_jobs(self) -> ControlJobs:
-        """A client of its own: its reads block for up to half a second."""
-        s = self.settings
-        client = redis_client(s.redis_url, s.redis_timeout_s + 2.0, retries=0,
-                              cluster=s.redis_cluster)
-        consumer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        return ControlJobs(client, consumer, orphan_after_ms=ORPHAN_AFTER_MS,
-                           streams=keyspace(s).controls)

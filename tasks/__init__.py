@@ -1,5 +1,6 @@
 """The Celery app: `celery -A tasks worker` consumes every queue the gateway uses, and logs
-at GATEWAY_LOG_LEVEL unless given -l/--loglevel."""
+at GATEWAY_LOG_LEVEL unless given -l/--loglevel. A worker imports the tasks (tasks/turns.py)
+at start; a process that only sends them (the listener, the CLI) never does."""
 
 from celery import Celery
 
@@ -7,7 +8,7 @@ from gateway.core.errors import SettingsError
 from gateway.core.logs import default_worker_log_level
 from gateway.core.settings import load_settings
 
-app = Celery("gateway")
+app = Celery("gateway", include=["tasks.turns"])
 app.config_from_object("celeryconfig")
 
 
@@ -19,7 +20,5 @@ def _log_level() -> str:
 
 
 default_worker_log_level(_log_level)
-
-from tasks import turns  # noqa: E402,F401  (registers the tasks)
 
 __all__ = ["app"]

@@ -18,7 +18,8 @@
 - `flaky T`      raises the first time token T is seen (in Redis), echoes after that
 - `silent ...`   returns None
 - anything else  replies `echo: <text>`
-Every start and end is recorded in Redis (`test:events:<chat_id>`) with the pid.
+Every start and end is recorded in Redis (`test:events:<chat_id>`, through the client the
+worker process hands the factory) with the pid.
 """
 
 from __future__ import annotations
@@ -30,28 +31,26 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from functools import cache
 
 import redis
 
-from gateway.chats.store import text_of
+from gateway.chats.model import text_of
 from gateway.core.errors import GatewayError
-from gateway.core.model import Turn
-from gateway.core.redis_client import redis_client
+from gateway.core.model import AgentContext, Turn
 from gateway.core.settings import load_settings
 
 
-@cache
-def _redis() -> redis.Redis:
-    settings = load_settings()
-    return redis_client(settings.redis_url, cluster=settings.redis_cluster)
+def context_for_tests(client: redis.Redis | None = None) -> AgentContext:
+    """What a worker process hands its factory, for agents a test builds in its own process:
+    default settings and `client` (else one that connects nowhere until it is used)."""
+    return AgentContext(load_settings(_env_file=None), client or redis.Redis(), "test:0:0000")
 
 
 def events_key(chat_id: str) -> str:
     return f"test:events:{chat_id}"
 
 
-def _record(turn: Turn, event: str) -> None:
+def _record(client: redis.Redis, turn: Turn, event: str) -> None:
     """Append to the chat's event list; waits out a Redis restart (up to 30 s)."""
     record = json.dumps({
         "event": event, "message_id": turn.message_id, "text": turn.text,
@@ -60,7 +59,7 @@ def _record(turn: Turn, event: str) -> None:
     deadline = time.monotonic() + 30
     while True:
         try:
-            _redis().rpush(events_key(turn.chat_id), record)
+            client.rpush(events_key(turn.chat_id), record)
             return
         except (redis.ConnectionError, redis.TimeoutError):
             if time.monotonic() > deadline:
@@ -69,15 +68,16 @@ def _record(turn: Turn, event: str) -> None:
 
 
 class ScriptedAgent:
-    def __init__(self, session_key: str) -> None:
+    def __init__(self, session_key: str, client: redis.Redis) -> None:
         self.session_key = session_key
+        self.redis = client
         self.turns = 0
 
     def run(self, turn: Turn) -> str | Iterator[str] | None:
         if turn.text.startswith("stream "):
-            _record(turn, "start")
-            return _pieces(turn, *turn.text.split()[1:])
-        _record(turn, "start")
+            _record(self.redis, turn, "start")
+            return _pieces(self.redis, turn, *turn.text.split()[1:])
+        _record(self.redis, turn, "start")
         self.turns += 1
         try:
             word, _, rest = turn.text.partition(" ")
@@ -112,18 +112,19 @@ class ScriptedAgent:
                     time.sleep(0.05)
             elif word == "boom":
                 raise RuntimeError("scripted failure")
-            elif word == "flaky" and _redis().set(f"test:flaky:{rest}", "1", nx=True, ex=600):
+            elif word == "flaky" and self.redis.set(f"test:flaky:{rest}", "1", nx=True, ex=600):
                 raise RuntimeError("scripted first failure")
             elif word == "silent":
                 return None
             return f"echo: {turn.text}"
         finally:
-            _record(turn, "end")
+            _record(self.redis, turn, "end")
 
 
-def _pieces(turn: Turn, count: str, gap_s: str, crash_after: str = "") -> Iterator[str]:
-    first_run = bool(crash_after) and bool(_redis().set(f"test:crashed:{turn.message_id}", "1",
-                                                        nx=True, ex=600))
+def _pieces(client: redis.Redis, turn: Turn, count: str, gap_s: str,
+            crash_after: str = "") -> Iterator[str]:
+    first_run = bool(crash_after) and bool(client.set(f"test:crashed:{turn.message_id}", "1",
+                                                      nx=True, ex=600))
     for n in range(int(count)):
         if first_run and n == int(crash_after):
             os.kill(os.getpid(), signal.SIGKILL)
@@ -135,16 +136,16 @@ def _pieces(turn: Turn, count: str, gap_s: str, crash_after: str = "") -> Iterat
             return
 
 
-def scripted(session_key: str) -> ScriptedAgent:
-    return ScriptedAgent(session_key)
+def scripted(session_key: str, context: AgentContext) -> ScriptedAgent:
+    return ScriptedAgent(session_key, context.redis)
 
 
 AGENTS_KEY = "test:agents"
 """Every tracked agent's life: `{"event": built|run|soft|hard, "agent", "session", "pid"}`."""
 
 
-def _note(event: str, agent: str, session: str) -> None:
-    _redis().rpush(AGENTS_KEY, json.dumps({"event": event, "agent": agent, "session": session,
+def _note(client: redis.Redis, event: str, agent: str, session: str) -> None:
+    client.rpush(AGENTS_KEY, json.dumps({"event": event, "agent": agent, "session": session,
                                            "pid": os.getpid()}))
 
 
@@ -152,23 +153,24 @@ class TrackedAgent:
     """Echoes, and records when it is built, runs and is released (softly or fully);
     `release_s` makes each release take that long."""
 
-    def __init__(self, session_key: str, release_s: float) -> None:
+    def __init__(self, session_key: str, client: redis.Redis, release_s: float) -> None:
         self.session_key = session_key
+        self.redis = client
         self.id = uuid.uuid4().hex[:8]
         self._release_s = release_s
-        _note("built", self.id, session_key)
+        _note(client, "built", self.id, session_key)
 
     def run(self, turn: Turn) -> str:
-        _note("run", self.id, self.session_key)
+        _note(self.redis, "run", self.id, self.session_key)
         return f"echo: {turn.text}"
 
     def soft_release(self) -> None:
         time.sleep(self._release_s)
-        _note("soft", self.id, self.session_key)
+        _note(self.redis, "soft", self.id, self.session_key)
 
     def release(self) -> None:
         time.sleep(self._release_s)
-        _note("hard", self.id, self.session_key)
+        _note(self.redis, "hard", self.id, self.session_key)
 
 
 class TrackedFactory:
@@ -176,10 +178,11 @@ class TrackedFactory:
     TEST_AGENT_CONFIG (a test edits it to change the configuration of running workers);
     TEST_AGENT_RELEASE_S slows every release down."""
 
-    def __call__(self, session_key: str) -> TrackedAgent:
-        return TrackedAgent(session_key, float(os.environ.get("TEST_AGENT_RELEASE_S", "0")))
+    def __call__(self, session_key: str, context: AgentContext) -> TrackedAgent:
+        return TrackedAgent(session_key, context.redis,
+                            float(os.environ.get("TEST_AGENT_RELEASE_S", "0")))
 
-    def signature(self) -> str:
+    def signature(self, context: AgentContext) -> str:
         path = os.environ.get("TEST_AGENT_CONFIG", "")
         if not path:
             return ""
@@ -201,18 +204,19 @@ class RememberingAgent:
     of its session does not know that turn. Replies `heard: <each text so far, ' | '
     between>`; records when it is built and runs (`AGENTS_KEY`)."""
 
-    def __init__(self, session_key: str) -> None:
+    def __init__(self, session_key: str, client: redis.Redis) -> None:
         self.session_key = session_key
+        self.redis = client
         self.id = uuid.uuid4().hex[:8]
-        self.said = [text_of(raw) for raw in _redis().lrange(memory_key(session_key), 0, -1)]
-        _note("built", self.id, session_key)
+        self.said = [text_of(raw) for raw in client.lrange(memory_key(session_key), 0, -1)]
+        _note(client, "built", self.id, session_key)
 
     def run(self, turn: Turn) -> str:
-        _note("run", self.id, self.session_key)
+        _note(self.redis, "run", self.id, self.session_key)
         self.said.append(turn.text)
-        _redis().rpush(memory_key(self.session_key), turn.text)
+        self.redis.rpush(memory_key(self.session_key), turn.text)
         return "heard: " + " | ".join(self.said)
 
 
-def remembering(session_key: str) -> RememberingAgent:
-    return RememberingAgent(session_key)
+def remembering(session_key: str, context: AgentContext) -> RememberingAgent:
+    return RememberingAgent(session_key, context.redis)

@@ -1,5 +1,5 @@
 """The operator's state changes against a real redis-server: a chat's history of finished
-turns, purge and retry (lua/history.lua, lua/purge.lua, lua/retry.lua)."""
+turns, purge and retry (lua/include/history.lua, lua/purge.lua, lua/retry.lua)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import redis
 from gateway.chats import admin
 from gateway.chats.cancel import Canceller, Waiting
 from gateway.chats.history import read_history
-from gateway.chats.store import ChatStore, TurnRef
+from gateway.chats.model import Completion, TurnRef
+from gateway.chats.store import ChatStore
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from tests.conftest import client_of
@@ -26,7 +27,7 @@ def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
 
 def first_turn(store: ChatStore, chat_id: str, messages: int = 1) -> TurnRef:
     """Admit messages om_1..om_<messages> to an idle chat: the turn of om_1."""
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     for n in range(2, messages + 1):
         store.ingest(msg(chat_id, n))
     assert turn is not None
@@ -35,9 +36,9 @@ def first_turn(store: ChatStore, chat_id: str, messages: int = 1) -> TurnRef:
 
 def run_to_end(store: ChatStore, turn: TurnRef, outcome: str) -> TurnRef | None:
     assert store.start(turn, f"task-{turn.message_id}", "w1") is not None
-    following = store.complete(turn, outcome=outcome)
-    assert following is not False
-    return following
+    completion = store.complete(turn, outcome=outcome)
+    assert completion.outcome != "stale"
+    return completion.following
 
 
 def test_finished_turns_are_kept_newest_first_with_the_message_only_when_retryable(
@@ -98,7 +99,7 @@ def test_a_retried_message_waits_behind_the_chat_and_runs_once_with_new_uuids(
     started = store.start(after, "task-retry", "w1")
     assert started is not None and started.message is not None
     assert started.message.retry == 1 and started.message.reply_key != "om_1"
-    assert store.complete(after, outcome="replied") is None
+    assert store.complete(after, outcome="replied").outcome == "idle"
     assert admin.retry(store, chat_id, "om_1").how == "answered"
 
 
@@ -108,7 +109,7 @@ def test_a_retry_in_an_idle_chat_claims_a_turn_to_publish(redis_client: redis.Re
     turn = first_turn(store, chat_id)
     run_to_end(store, turn, "gave-up")
     result = admin.retry(store, chat_id, "om_1")
-    assert result.how == "dispatch" and result.following is not None
+    assert result.how == "claimed" and result.following is not None
     assert result.following.message_id == "om_1" and store.holds(result.following)
 
 
@@ -121,8 +122,8 @@ def test_purge_drops_what_waits_but_never_the_message_the_turn_holds(
     store.ingest(msg(chat_id, 4))  # arrived after the operator looked: it stays
     assert admin.purge(store, chat_id, shown) == (2, True)
     assert pending_ids(store, chat_id) == ["om_1", "om_4"]
-    following = store.complete(turn, outcome="replied")
-    assert following is not False and following is not None
+    following = store.complete(turn, outcome="replied").following
+    assert following is not None
     assert following.message_id == "om_4"
 
 
@@ -154,9 +155,8 @@ def test_a_retry_built_from_an_older_record_is_refused_and_read_again(
     run_to_end(store, turn, "failed")
     keys = [store.keys(chat_id).done]
     again = msg(chat_id, 1).to_json()
-    c = store.config
-    reply = store.run_script("retry", chat_id, ["om_1", again, chat_id, c.claim_ttl_ms,
-                                                c.inbox_cap, "not-the-record's-fence"],
+    reply = store.run_script("retry", chat_id, ["om_1", chat_id, "not-the-record's-fence",
+                                                again, store.options("retry")],
                              more_keys=keys)
     assert reply == [b"changed"] or reply == ["changed"]
     assert pending_ids(store, chat_id) == []
@@ -168,7 +168,7 @@ def test_a_retry_goes_behind_messages_stamped_by_a_clock_that_runs_ahead(
     turn = first_turn(store, chat_id)
     following = run_to_end(store, turn, "failed")
     assert following is None
-    ahead = store.ingest(msg(chat_id, 2, create_ms=store.server_ms() + 3_600_000)).dispatch
+    ahead = store.ingest(msg(chat_id, 2, create_ms=store.server_ms() + 3_600_000)).claimed
     assert ahead is not None
     assert admin.retry(store, chat_id, "om_1").how == "queued"
     assert pending_ids(store, chat_id) == ["om_2", "om_1"]
@@ -184,7 +184,7 @@ def test_a_stopped_turn_whose_lease_ran_out_never_runs_again_when_a_message_come
     assert store.cancel(chat_id, "cmd", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
     lease_gone(store, chat_id)
     admission = store.ingest(msg(chat_id, 2))
-    assert admission.dispatch is not None and admission.dispatch.message_id == "om_2"
+    assert admission.claimed is not None and admission.claimed.message_id == "om_2"
     assert pending_ids(store, chat_id) == ["om_2"]
 
 
@@ -199,7 +199,7 @@ def test_a_stop_before_the_start_lets_the_chat_go_on_even_when_the_revoke_fails(
     def broker_down(task_id: str, terminate: bool) -> None:
         raise ConnectionError("broker down")
 
-    canceller = Canceller(store, published.append, lambda t, o: None, broker_down,
+    canceller = Canceller(store, published.append, lambda t, o: Completion("idle"), broker_down,
                           timeout_s=1, lease_ttl_ms=5000, debounce_s=0)
     with pytest.raises(ConnectionError):
         canceller.cancel(chat_id, "cmd-1")
@@ -210,7 +210,7 @@ def test_a_stop_debounced_while_another_turn_runs_says_how_to_stop_that_one(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     first_turn(store, chat_id, 3)
-    canceller = Canceller(store, lambda t: None, lambda t, o: None, lambda t, k: None,
+    canceller = Canceller(store, lambda t: None, lambda t, o: Completion("idle"), lambda t, k: None,
                           timeout_s=1, lease_ttl_ms=5000, debounce_s=5)
     stopped = canceller.begin(chat_id, "cmd-1")  # om_1's turn had not started: om_2's claimed
     assert not isinstance(stopped, Waiting) and stopped.how == "not-started"
@@ -228,7 +228,7 @@ def test_a_stop_debounced_while_the_stopped_turn_ends_says_already_stopped(
     store = store_for(redis_client)
     turn = first_turn(store, chat_id, 2)
     assert store.start(turn, "task-1", "w") is not None
-    canceller = Canceller(store, lambda t: None, lambda t, o: None, lambda t, k: None,
+    canceller = Canceller(store, lambda t: None, lambda t, o: Completion("idle"), lambda t, k: None,
                           timeout_s=1, lease_ttl_ms=5000, debounce_s=5)
     assert isinstance(canceller.begin(chat_id, "cmd-1"), Waiting)  # flagged, still running
     debounced = canceller.begin(chat_id, "cmd-2")
@@ -263,4 +263,4 @@ def test_records_of_the_older_layout_are_read_and_retried(redis_client: redis.Re
     assert [(r.message_id, r.outcome, r.task_id) for r in history] == [
         ("om_1", "replied", "task-om_1"),
         ("om_7", "failed", "turn:x:om_6:1")]
-    assert admin.retry(store, chat_id, "om_7").how == "dispatch"
+    assert admin.retry(store, chat_id, "om_7").how == "claimed"

@@ -8,15 +8,9 @@ import itertools
 
 import pytest
 
-from gateway.feishu.inbound.admission import (
-    DM_POLICIES,
-    GROUP_POLICIES,
-    Arrival,
-    GroupRule,
-    Rules,
-    admit,
-)
-from gateway.listener.control import REFUSED_NOTICE
+from gateway.core.rules import DM_POLICIES, GROUP_POLICIES, GroupRule, Rules
+from gateway.feishu.inbound.admission import Arrival, admit
+from gateway.listener.desk import REFUSED_NOTICE
 from gateway.ops.processes import wait_until
 from tests.conftest import Rig
 from tests.test_pipeline import agent_events, replies_to

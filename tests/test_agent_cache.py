@@ -16,11 +16,13 @@ from gateway.agents.cache import (
     split_session,
 )
 from gateway.agents.release import Parcel
-from gateway.core.model import Turn
+from gateway.core.model import AgentContext, Turn
 from gateway.ops.processes import wait_until
+from tests.agents import context_for_tests
 
 RELEASING = threading.Event()
 GO_ON = threading.Event()
+CONTEXT = context_for_tests()
 
 
 class Agent:
@@ -43,8 +45,12 @@ class Agent:
         self.releases += 1
 
 
+def new_agent(session_key: str, context: AgentContext) -> Agent:
+    return Agent(session_key)
+
+
 def test_a_release_that_blocks_never_blocks_the_cache() -> None:
-    cache = AgentCache(lambda key: Agent(key, slow=key == "slow"), cap=1)
+    cache = AgentCache(lambda key, _: Agent(key, slow=key == "slow"), cap=1, context=CONTEXT)
     with cache.hold("slow"):
         pass
     with cache.hold("other"):  # over the cap: "slow" goes, its release blocks on the lane
@@ -67,12 +73,13 @@ def test_a_release_that_blocks_never_blocks_the_cache() -> None:
 def test_the_cache_stays_bounded_and_each_agent_is_released_once_on_its_lane() -> None:
     built: list[Agent] = []
 
-    def factory(key: str) -> Agent:
+    def factory(key: str, context: AgentContext) -> Agent:
         agent = Agent(key)
         built.append(agent)
         return agent
 
-    cache = AgentCache(factory, cap=50, lane=ReleaseLane(name="lane-under-test"))
+    cache = AgentCache(factory, cap=50, context=CONTEXT,
+                       lane=ReleaseLane(name="lane-under-test"))
     for n in range(10_000):
         with cache.hold(f"oc_{n}#0"):
             assert len(cache) <= 50
@@ -84,7 +91,7 @@ def test_the_cache_stays_bounded_and_each_agent_is_released_once_on_its_lane() -
 
 
 def test_an_agent_in_use_is_never_evicted(caplog: pytest.LogCaptureFixture) -> None:
-    cache = AgentCache(Agent, cap=1)
+    cache = AgentCache(new_agent, cap=1, context=CONTEXT)
     with caplog.at_level(logging.WARNING), cache.hold("busy") as busy:
         with cache.hold("a"), cache.hold("b"):
             assert len(cache) == 3, "over the cap rather than evict what is held"
@@ -97,7 +104,7 @@ def test_an_agent_in_use_is_never_evicted(caplog: pytest.LogCaptureFixture) -> N
 
 def test_idle_agents_are_swept_after_their_ttl() -> None:
     now = [0.0]
-    cache = AgentCache(Agent, cap=10, idle_ttl_s=60, clock=lambda: now[0])
+    cache = AgentCache(new_agent, cap=10, context=CONTEXT, idle_ttl_s=60, clock=lambda: now[0])
     with cache.hold("old") as old:
         pass
     now[0] = 30.0
@@ -125,9 +132,13 @@ class Teardown(Agent):
             assert self.block.wait(30)
 
 
+def new_teardown(session_key: str, context: AgentContext) -> Teardown:
+    return Teardown(session_key)
+
+
 def test_shutdown_releases_every_agent_fully_within_its_timeout(
         caplog: pytest.LogCaptureFixture) -> None:
-    cache = AgentCache(Teardown, cap=10)
+    cache = AgentCache(new_teardown, cap=10, context=CONTEXT)
     agents = []
     for n in range(3):
         with cache.hold(f"oc_{n}#0") as agent:
@@ -140,7 +151,7 @@ def test_shutdown_releases_every_agent_fully_within_its_timeout(
 
 def test_a_release_that_hangs_does_not_hold_up_shutdown_past_its_timeout() -> None:
     go = threading.Event()
-    cache = AgentCache(lambda key: Teardown(key, block=go), cap=10)
+    cache = AgentCache(lambda key, _: Teardown(key, block=go), cap=10, context=CONTEXT)
     with cache.hold("oc_stuck#0"):
         pass
     with cache.hold("oc_fine#0"):
@@ -151,7 +162,7 @@ def test_a_release_that_hangs_does_not_hold_up_shutdown_past_its_timeout() -> No
 
 
 def test_new_ends_the_old_session_s_agent_fully_once_its_turn_let_go() -> None:
-    cache = AgentCache(Teardown, cap=10)
+    cache = AgentCache(new_teardown, cap=10, context=CONTEXT)
     with cache.hold("oc_a#0") as old_a:
         pass
     # /new while a turn of the old session runs
@@ -173,18 +184,18 @@ class Configured:
         self.config = "v1"
         self.built: list[Agent] = []
 
-    def __call__(self, key: str) -> Agent:
+    def __call__(self, key: str, context: AgentContext) -> Agent:
         agent = Agent(key)
         self.built.append(agent)
         return agent
 
-    def signature(self) -> str:
+    def signature(self, context: AgentContext) -> str:
         return self.config
 
 
 def test_a_changed_configuration_rebuilds_agents_and_lets_the_old_ones_go_softly() -> None:
     factory = Configured()
-    cache = AgentCache(factory, cap=10)
+    cache = AgentCache(factory, cap=10, context=CONTEXT)
     for key in ("oc_a#0", "oc_b#0"):
         with cache.hold(key):
             pass
@@ -202,7 +213,7 @@ def test_a_changed_configuration_rebuilds_agents_and_lets_the_old_ones_go_softly
 def test_an_agent_that_missed_its_session_s_last_turn_is_rebuilt() -> None:
     """Another process ran the session's previous turn: this process's agent is stale."""
     factory = Configured()
-    cache = AgentCache(factory, cap=10)
+    cache = AgentCache(factory, cap=10, context=CONTEXT)
     with cache.hold("oc_a#0"):
         pass
     with cache.hold("oc_a#0", missed=True) as agent:
@@ -213,7 +224,7 @@ def test_an_agent_that_missed_its_session_s_last_turn_is_rebuilt() -> None:
 
 def test_an_agent_found_stale_while_a_turn_holds_it_is_released_once_let_go() -> None:
     factory = Configured()
-    cache = AgentCache(factory, cap=10)
+    cache = AgentCache(factory, cap=10, context=CONTEXT)
     with cache.hold("oc_a#0"):
         factory.config = "v2"
         with cache.hold("oc_a#0"):  # (a late duplicate run of the chat, say)
@@ -252,7 +263,7 @@ class Post:
 def test_an_agent_let_go_waits_for_its_release_task_and_is_released_once() -> None:
     post = Post()
     lane = ReleaseLane("me", post, fallback_s=60)
-    cache = AgentCache(lambda key: Agent(key), cap=1, lane=lane)
+    cache = AgentCache(new_agent, cap=1, context=CONTEXT, lane=lane)
     for key in ("oc_a#0", "oc_b#0", "oc_c#0"):
         with cache.hold(key):
             pass
@@ -270,7 +281,7 @@ def test_an_agent_let_go_waits_for_its_release_task_and_is_released_once() -> No
 def test_an_agent_whose_release_task_never_comes_is_released_in_place() -> None:
     post = Post(fail=True)
     lane = ReleaseLane("me", post, fallback_s=0.5)
-    cache = AgentCache(lambda key: Agent(key), cap=1, lane=lane)
+    cache = AgentCache(new_agent, cap=1, context=CONTEXT, lane=lane)
     for key in ("oc_a#0", "oc_b#0"):
         with cache.hold(key):
             pass
@@ -283,11 +294,11 @@ def test_shutdown_releases_parked_agents_fully_without_their_tasks() -> None:
     lane = ReleaseLane("me", post, fallback_s=60)
     built: list[Agent] = []
 
-    def factory(key: str) -> Agent:
+    def factory(key: str, context: AgentContext) -> Agent:
         built.append(Agent(key))
         return built[-1]
 
-    cache = AgentCache(factory, cap=1, lane=lane)
+    cache = AgentCache(factory, cap=1, context=CONTEXT, lane=lane)
     for key in ("oc_a#0", "oc_b#0"):
         with cache.hold(key):
             pass
@@ -304,7 +315,7 @@ def test_cap_and_idle_sweeps_over_10_000_sessions_release_each_agent_once_via_it
     now = [0.0]
     built: list[Agent] = []
 
-    def factory(key: str) -> Agent:
+    def factory(key: str, context: AgentContext) -> Agent:
         built.append(Agent(key))
         return built[-1]
 
@@ -313,7 +324,8 @@ def test_cap_and_idle_sweeps_over_10_000_sessions_release_each_agent_once_via_it
             self.hand_back(parcel.token)
 
     lane = ReleaseLane("me", Relay(), fallback_s=600, clock=lambda: now[0])
-    cache = AgentCache(factory, cap=50, idle_ttl_s=5, lane=lane, clock=lambda: now[0])
+    cache = AgentCache(factory, cap=50, context=CONTEXT, idle_ttl_s=5, lane=lane,
+                       clock=lambda: now[0])
     for n in range(10_000):
         with cache.hold(f"oc_{n}#0"):
             assert len(cache) <= 50

@@ -24,7 +24,7 @@ from gateway.core.model import Turn
 from gateway.core.names import RELEASE_QUEUE, TURNS_QUEUE
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import GatewayProcess, wait_until
-from tests.agents import AGENTS_KEY
+from tests.agents import AGENTS_KEY, context_for_tests
 from tests.conftest import Rig
 from tests.test_cancel import operator, reply_of
 
@@ -146,7 +146,8 @@ def test_unconsumed_release_queue_stays_within_its_cap_and_every_agent_is_releas
     ends: Counter[str] = Counter()
     lane = ReleaseLane("host:1:burst", CeleryPost(app, client, expires_s=600),
                        fallback_s=60, clock=lambda: now[0])
-    cache = AgentCache(lambda key: CountedAgent(key, ends), 1, lane=lane)
+    cache = AgentCache(lambda key, _: CountedAgent(key, ends), 1,
+                       context=context_for_tests(client), lane=lane)
     evicted = RELEASE_QUEUE_CAP_MESSAGES + 200
     try:
         for n in range(evicted + 1):

@@ -18,7 +18,8 @@ from redis.cluster import RedisCluster
 
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.keys import Keyspace
-from gateway.chats.store import Answer, ChatStore, StoreConfig, TurnRef
+from gateway.chats.model import Answer, StoreConfig, TurnRef
+from gateway.chats.store import ChatStore
 from gateway.chats.sweeper import sweep_once
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedCluster
@@ -67,20 +68,19 @@ def test_every_step_runs_on_a_cluster_and_the_chats_spread_over_its_masters(
     for chat in chats:
         for n in range(3):
             admission = store.ingest(msg(chat, n))
-            if admission.dispatch is not None:
-                heads[chat] = admission.dispatch
+            if admission.claimed is not None:
+                heads[chat] = admission.claimed
     store.confirm_many([(turn, "task") for turn in heads.values()])
     order: dict[str, list[str]] = {chat: [] for chat in chats}
     for chat, turn in heads.items():
         started = store.start(turn, "task", "w")
         assert started is not None
-        following = turn
-        while isinstance(following, TurnRef):  # one task drains the chat
+        following: TurnRef | None = turn
+        while following is not None:  # one task drains the chat
             order[chat].append(following.message_id)
             assert store.heartbeat([following]) == ["held"]
             assert store.keep_answer(following, Answer("reply", ("ok",)))
-            done = store.complete(following, ("task", "w"))
-            following = done[0] if isinstance(done, tuple) else done  # type: ignore[assignment]
+            following = store.complete(following, ("task", "w")).following
     assert all(ids == [f"om_{c}_{n}" for n in range(3)] for c, ids in order.items())
     slots = {client.keyslot(store.keys(c).lease) for c in chats}  # type: ignore[no-untyped-call]
     nodes = {client.get_node_from_key(store.keys(c).lease).name  # type: ignore[no-untyped-call]
@@ -96,7 +96,7 @@ def test_every_step_runs_on_a_cluster_and_the_chats_spread_over_its_masters(
 def test_running_turns_of_many_shards_beat_in_one_round_trip(client: RedisCluster) -> None:
     store = store_on(client)
     turns = [d for chat in chats_of("beats", 12)
-             if (d := store.ingest(msg(chat, 0)).dispatch) is not None]
+             if (d := store.ingest(msg(chat, 0)).claimed) is not None]
     for turn in turns:
         assert store.start(turn, "t", "w") is not None
     assert store.heartbeat(turns) == ["held"] * len(turns)
@@ -127,7 +127,7 @@ def test_a_sweep_recovers_the_due_chats_of_every_shard_once(client: RedisCluster
     listener = store_on(client, claim_ttl_ms=100)
     chats = chats_of("sweep", 300)
     for chat in chats:
-        assert listener.ingest(msg(chat, 0)).dispatch is not None  # claimed, never published
+        assert listener.ingest(msg(chat, 0)).claimed is not None  # claimed, never published
     store = store_on(client)  # the sweepers' claims outlive the test
     wait_until(lambda: len(store.due_chats(1000)) >= len(chats), 5, "every claim to run out")
     first, second = Recorder(), Recorder()

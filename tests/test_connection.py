@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from gateway.listener.control import LATE_NOTICE
+from gateway.listener.desk import LATE_NOTICE
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
 from tests.conftest import EDGE_PING_S, EDGE_SECOND_APP, Rig

@@ -22,6 +22,7 @@ from gateway.ops.transcript import Transcript
 from gateway.simulator import SentMessage
 from gateway.simulator.payloads import flatten_text
 from gateway.worker.streaming import STOPPED_MARK
+from tests.agents import context_for_tests
 
 
 def turn(text: str, *, cancelled: threading.Event | None = None,
@@ -41,7 +42,8 @@ def fast_agent() -> ShowcaseAgent:
 
 
 def test_showcase_streams_in_pieces_and_greets_once_a_session() -> None:
-    assert load_factory("showcase")("chat:oc_1:0").__class__ is ShowcaseAgent
+    built = load_factory("showcase")("chat:oc_1:0", context_for_tests())
+    assert built.__class__ is ShowcaseAgent
     agent = fast_agent()
     first = list(agent.run(turn("hello there")))
     second = list(agent.run(turn("hello again")))

@@ -26,17 +26,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gateway.chats.keys import CONTROL_KEY, INDEX_KEY
-from gateway.chats.store import ChatStore, StoreConfig, entry_message
+from gateway.chats.model import StoreConfig, entry_message
+from gateway.chats.store import ChatStore
 from gateway.core.errors import MalformedEvent
 from gateway.core.model import Message
-from gateway.feishu.inbound.admission import (
-    DM_POLICIES,
-    GROUP_POLICIES,
-    Arrival,
-    GroupRule,
-    Rules,
-    admit,
-)
+from gateway.core.rules import DM_POLICIES, GROUP_POLICIES, GroupRule, Rules
+from gateway.feishu.inbound.admission import Arrival, admit
 from gateway.feishu.inbound.events import arrival_of, message_text, parse_command, parse_message
 from gateway.listener.intake import CARD_EVENT, MESSAGE_EVENT, Intake
 from gateway.listener.outbox import Outbox

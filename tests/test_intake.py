@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from gateway.chats.store import ChatStore, StoreConfig
+from gateway.chats.model import StoreConfig
+from gateway.chats.store import ChatStore
 from gateway.core.errors import RetryableError
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
@@ -63,17 +64,17 @@ def test_a_late_message_is_noted_once_and_never_queued(client: redis.Redis) -> N
     take, store = intake(client, "note")
     chat = f"oc_{uuid.uuid4().hex[:8]}"
     late = event(client, chat, 61_000)
-    assert take.accept(late) == "late"
-    assert take.accept(late) == "duplicate", "a redelivery is not told twice"
+    assert take.receive(late) == "late"
+    assert take.receive(late) == "duplicate", "a redelivery is not told twice"
     assert control_kinds(client, chat).count("late") == 1
     assert store.pending(chat) == []
-    assert take.accept(event(client, chat, 55_000)) == "dispatch"
+    assert take.receive(event(client, chat, 55_000)) == "dispatch"
 
 
 def test_a_late_message_may_be_dropped_instead(client: redis.Redis) -> None:
     take, store = intake(client, "drop")
     chat = f"oc_{uuid.uuid4().hex[:8]}"
-    assert take.accept(event(client, chat, 3_600_000)) == "late"
+    assert take.receive(event(client, chat, 3_600_000)) == "late"
     assert "late" not in control_kinds(client, chat) and store.pending(chat) == []
 
 
@@ -110,15 +111,15 @@ def test_a_full_outbox_refuses_events_without_recording_them(client: redis.Redis
     take = Intake(store, Publisher(HangingBroker(), store), outbox,  # type: ignore[arg-type]
                   max_text_chars=100, primary_app_id="cli_a")
     chats = [f"oc_{uuid.uuid4().hex[:8]}" for _ in range(4)]
-    assert take.accept(event(client, chats[0], 0)) == "dispatch"
+    assert take.receive(event(client, chats[0], 0)) == "dispatch"
     publishing.wait(10)  # its publish hangs on the broker
     for chat in chats[1:3]:  # two more wait behind it: the outbox is full
-        assert take.accept(event(client, chat, 0)) == "dispatch"
+        assert take.receive(event(client, chat, 0)) == "dispatch"
     refused = event(client, chats[3], 0)
     with pytest.raises(RetryableError, match="outbox is full"):
         take.on_frame("cli_a", "event", json.dumps(refused).encode())
     assert store.pending(chats[3]) == []
     broker_back.set()
     wait_until(lambda: not outbox.full(), 10, "the outbox to drain")
-    assert take.accept(refused) == "dispatch", "the redelivery is taken"
+    assert take.receive(refused) == "dispatch", "the redelivery is taken"
     outbox.stop()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import tracemalloc
 from contextlib import ExitStack
 
-from gateway.chats.store import TurnRef
-from gateway.worker.locks import LockRegistry
+from gateway.chats.model import TurnRef
+from gateway.worker.handles import LockRegistry
 
 
 def turn(chat_id: str, fence: int = 1) -> TurnRef:

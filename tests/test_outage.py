@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.ops.processes import wait_until
-from gateway.simulator.state import Ack
+from gateway.simulator.records import Ack
 from tests.conftest import Rig
 from tests.test_pipeline import agent_events, replies_to
 

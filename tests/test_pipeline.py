@@ -13,10 +13,11 @@ from typing import Any
 
 import redis
 
-from gateway.chats.store import ChatStore, StoreConfig
+from gateway.chats.model import StoreConfig
+from gateway.chats.store import ChatStore
 from gateway.core.model import Message
 from gateway.feishu.inbound.events import TRUNCATION_MARK
-from gateway.listener.control import full_inbox_notice
+from gateway.listener.desk import full_inbox_notice
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator

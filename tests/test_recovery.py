@@ -16,7 +16,8 @@ from celery import Celery
 
 from gateway.chats.cancel import Canceller
 from gateway.chats.keys import ChatKeys
-from gateway.chats.store import ChatStore, StoreConfig
+from gateway.chats.model import StoreConfig
+from gateway.chats.store import ChatStore
 from gateway.core.names import RUN_TURN, TURNS_QUEUE, turn_task_id
 from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.processes import GatewayProcess, wait_until

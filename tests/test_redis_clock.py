@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from gateway.chats.cancel import Canceller, Waiting
+from gateway.chats.model import Completion
 from gateway.ops.processes import wait_until
 from tests.clocks import SteppedClock, stepped_redis
 from tests.test_admin import first_turn
@@ -49,7 +50,7 @@ def test_a_stop_after_a_step_back_is_no_double_tap(
         stepped: tuple[SteppedClock, redis.Redis], chat_id: str) -> None:
     clock, client = stepped
     store = store_for(client)
-    canceller = Canceller(store, lambda t: None, lambda t, o: None, lambda t, k: None,
+    canceller = Canceller(store, lambda t: None, lambda t, o: Completion("idle"), lambda t, k: None,
                           timeout_s=1, lease_ttl_ms=5000, debounce_s=3)
     assert not isinstance(canceller.begin(chat_id, "cmd-1"), Waiting)  # nothing ran
     clock.step(STEP_S)

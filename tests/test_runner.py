@@ -12,7 +12,8 @@ from pydantic import SecretStr
 
 from gateway.agents.cache import AgentCache
 from gateway.agents.echo import factory as echo
-from gateway.chats.store import Answer, ChatStore, StoreConfig, TurnRef
+from gateway.chats.model import Answer, StoreConfig, TurnRef
+from gateway.chats.store import ChatStore
 from gateway.core.model import Message
 from gateway.feishu.outbound.delivery import Replies, RetryPolicy
 from gateway.feishu.outbound.openapi import OpenApi
@@ -20,9 +21,10 @@ from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.publisher import Publisher
 from gateway.simulator import Simulator
+from gateway.worker.handles import LockRegistry
 from gateway.worker.heartbeat import Heartbeater
-from gateway.worker.locks import LockRegistry
 from gateway.worker.runner import TurnRunner
+from tests.agents import context_for_tests
 
 
 def runner_for(store: ChatStore, simulator: Simulator, sender: Any,
@@ -32,7 +34,7 @@ def runner_for(store: ChatStore, simulator: Simulator, sender: Any,
     return TurnRunner(
         store=store, locks=locks,
         heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),
-        agents=AgentCache(echo, 8),
+        agents=AgentCache(echo, 8, context=context_for_tests()),
         replies=Replies(OpenApi(simulator.url, simulator.app_id,
                                 SecretStr(simulator.app_secret)), RetryPolicy(budget_s=5)),
         publisher=Publisher(sender, store), **options)
@@ -57,7 +59,7 @@ def test_a_redis_failure_in_the_middle_of_a_turn_does_not_drop_its_message(
     app = Celery(broker=private_redis.url)
     runner = runner_for(store, simulator, app)
     message_id = simulator.send_text(chat_id, "hello", deliver=False)
-    turn = store.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text", "hello")).dispatch
+    turn = store.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text", "hello")).claimed
     assert turn is not None
     with pytest.raises(redis.ConnectionError):
         runner.run(turn, task_id="t1", worker="w")
@@ -104,7 +106,7 @@ def test_a_busy_chat_drains_in_one_task_up_to_its_bound(
     ids = [simulator.send_text(chat_id, f"m{n}", deliver=False) for n in range(3)]
     admissions = [store.ingest(Message(m, chat_id, "p2p", "ou_u", "text", f"m{n}"))
                   for n, m in enumerate(ids)]
-    first = admissions[0].dispatch
+    first = admissions[0].claimed
     assert first is not None
     assert runner.run(first, task_id="t1", worker="w") == "replied"
     answered = drain_turns if published else 3

@@ -12,12 +12,14 @@ import redis
 from celery import Celery
 
 from gateway.agents.cache import AgentCache
-from gateway.chats.store import ChatStore, StoreConfig, TurnRef
+from gateway.chats.model import StoreConfig, TurnRef
+from gateway.chats.store import ChatStore
 from gateway.core.model import Message, Turn
 from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
+from tests.agents import context_for_tests
 from tests.conftest import POOLS, Rig
 from tests.test_pipeline import agent_events, replies_to
 from tests.test_runner import RecordingSender, runner_for
@@ -83,7 +85,7 @@ def test_a_reply_begun_while_the_worker_leaves_gets_one_attempt_then_is_handed_b
     leaving, next_one = (runner_for(store, simulator, sender) for _ in range(2))
     message_id = simulator.send_text(chat_id, "hello", deliver=False)
     simulator.fail_uuid(reply_uuid(message_id), "5xx-json")
-    turn = store.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text", "hello")).dispatch
+    turn = store.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text", "hello")).claimed
     assert turn is not None
     leaving.leave()
     assert leaving.run(turn, task_id="t1", worker="w1") == "handed-back"
@@ -121,12 +123,13 @@ def test_a_worker_that_begins_to_leave_during_a_turn_starts_no_further_turn_of_i
             answered.append(turn.text)
             return f"answered: {turn.text}"
 
-    runner.agents = AgentCache(lambda _session: LeavesMidTurn(), 8)
+    runner.agents = AgentCache(lambda _session, _: LeavesMidTurn(), 8,
+                               context=context_for_tests(client))
     first = simulator.send_text(chat_id, "first", deliver=False)
     second = simulator.send_text(chat_id, "second", deliver=False)
-    turn = store.ingest(Message(first, chat_id, "p2p", "ou_u", "text", "first")).dispatch
+    turn = store.ingest(Message(first, chat_id, "p2p", "ou_u", "text", "first")).claimed
     assert turn is not None
-    assert store.ingest(Message(second, chat_id, "p2p", "ou_u", "text", "second")).dispatch \
+    assert store.ingest(Message(second, chat_id, "p2p", "ou_u", "text", "second")).claimed \
         is None, "the second waits behind the first"
     assert runner.run(turn, task_id="t1", worker="w1") == "replied"
     assert answered == ["first"], "the waiting message was not run by the leaving worker"

@@ -13,7 +13,8 @@ import redis
 from gateway.chats.history import read_history
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.keys import CONTROL_KEY, ChatKeys, Keyspace
-from gateway.chats.store import Answer, ChatStore, StoreConfig, TurnRef
+from gateway.chats.model import Answer, StoreConfig, TurnRef
+from gateway.chats.store import ChatStore
 from gateway.core.errors import SettingsError
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedRedis
@@ -60,10 +61,10 @@ def test_first_message_takes_the_lease_later_ones_queue(redis_client: redis.Redi
                                                         chat_id: str) -> None:
     store = store_for(redis_client)
     first = store.ingest(msg(chat_id, 1))
-    assert first.outcome == "dispatch" and first.dispatch is not None
-    assert first.dispatch.message_id == "om_1"
+    assert first.outcome == "dispatch" and first.claimed is not None
+    assert first.claimed.message_id == "om_1"
     second = store.ingest(msg(chat_id, 2))
-    assert (second.outcome, second.waiting, second.dispatch) == ("queued", 1, None)
+    assert (second.outcome, second.waiting, second.claimed) == ("queued", 1, None)
 
 
 def test_duplicate_is_refused_and_full_inbox_is_reported(redis_client: redis.Redis,
@@ -81,19 +82,19 @@ def test_duplicate_is_refused_and_full_inbox_is_reported(redis_client: redis.Red
 def test_turns_run_in_order_and_complete_hands_over_with_a_new_fence(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     store.ingest(msg(chat_id, 2))
     assert turn is not None
     started = store.start(turn, "task-1", "w1")
     assert started is not None and started.message is not None
     assert started.message.message_id == "om_1" and started.attempt == 1
     assert store.start(turn, "task-1-again", "w2") is None, "a second delivery must not run"
-    following = store.complete(turn)
+    following = store.complete(turn).following
     assert following and following.message_id == "om_2" and following.fence > turn.fence
-    assert store.complete(turn) is False, "a stale fence touches nothing"
+    assert store.complete(turn).outcome == "stale", "a stale fence touches nothing"
     assert pending_ids(store, chat_id) == ["om_2"]
     assert store.start(following, "task-2", "w1") is not None
-    assert store.complete(following) is None
+    assert store.complete(following).outcome == "idle"
     assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
 
 
@@ -103,34 +104,34 @@ def test_waiting_messages_run_in_create_time_order_behind_a_dispatched_one(
     takes its place among the waiting ones by Feishu's create_time, ties by arrival; the
     turn that already started is never overtaken."""
     store = store_for(redis_client, inbox_cap=10)
-    head = store.ingest(msg(chat_id, 3, create_ms=3_000)).dispatch
+    head = store.ingest(msg(chat_id, 3, create_ms=3_000)).claimed
     assert head is not None
     assert store.start(head, "t", "w") is not None
     for n, create_ms in ((5, 5_000), (2, 2_000), (4, 4_000), (1, 1_000), (6, 4_000)):
         store.ingest(msg(chat_id, n, create_ms=create_ms))
     order = []
-    turn: TurnRef | None | bool = head
-    while isinstance(turn, TurnRef):
+    turn: TurnRef | None = head
+    while turn is not None:
         order.append(turn.message_id)
         assert store.start(turn, "t", "w") is not None or turn is head
-        turn = store.complete(turn)
+        turn = store.complete(turn).following
     assert order == ["om_3", "om_1", "om_2", "om_4", "om_6", "om_5"]
 
 
 def test_expired_lease_is_recovered_and_the_old_turn_is_fenced_off(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, running_ttl_ms=200)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None and store.start(turn, "t", "w") is not None
     assert store.recover(chat_id) is None, "a live lease is left alone"
     lease_gone(store, chat_id)
     assert chat_id in store.due_chats()
     found = store.recover(chat_id)
-    assert found is not None and found[0] == "dispatch"
+    assert found is not None and found[0] == "claimed"
     again = found[1]
     assert again.message_id == "om_1" and again.fence > turn.fence
     assert not store.holds(turn) and store.heartbeat([turn]) == ["lost"]
-    assert store.complete(turn) is False
+    assert store.complete(turn).outcome == "stale"
     assert pending_ids(store, chat_id) == ["om_1"]
 
 
@@ -140,7 +141,7 @@ def test_deadlines_follow_the_redis_clock_not_the_writer_s(
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() + 600)
     store = store_for(redis_client, running_ttl_ms=200)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None and store.start(turn, "t", "w") is not None
     monkeypatch.setattr(time, "time", real)
     lease_gone(store, chat_id)
@@ -156,16 +157,16 @@ def test_fences_never_repeat_even_when_redis_loses_its_last_writes(
     keys = ChatKeys(chat_id)
     before = {key: redis_client.dump(key) for key in (keys.fence, keys.tries, keys.lease,
                                                      keys.inbox)}
-    lost = store.ingest(msg(chat_id, 1)).dispatch  # these writes will be "lost"
+    lost = store.ingest(msg(chat_id, 1)).claimed  # these writes will be "lost"
     assert lost is not None and store.start(lost, "t-lost", "w") is not None
     for key, dumped in before.items():  # the server restarts from the older state
         redis_client.delete(key)
         if dumped is not None:
             redis_client.restore(key, 0, dumped)
-    fresh = store.ingest(msg(chat_id, 2)).dispatch
+    fresh = store.ingest(msg(chat_id, 2)).claimed
     assert fresh is not None and fresh.fence > lost.fence
     assert store.start(fresh, "t-fresh", "w") is not None
-    assert store.heartbeat([lost]) == ["lost"] and store.complete(lost) is False
+    assert store.heartbeat([lost]) == ["lost"] and store.complete(lost).outcome == "stale"
     assert store.holds(fresh)
 
 
@@ -174,7 +175,7 @@ def test_a_queued_turn_nobody_picked_up_is_published_again_under_the_same_fence(
     """A turn taken by a worker that died before starting it (reserved,
     prefetched) is published again after the lease TTL, and still runs only once."""
     store = store_for(redis_client, running_ttl_ms=200, requeue_cap_ms=800)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None and store.confirm(turn, "task-1")
     assert store.recover(chat_id) is None
     wait_until(lambda: chat_id in store.due_chats(), 2, "the requeue deadline")
@@ -189,7 +190,7 @@ def test_a_stopped_running_turn_whose_lease_ran_out_is_dropped_not_rerun(
         redis_client: redis.Redis, chat_id: str) -> None:
     """If the canceller dies after raising the flag, the sweeper finishes its work."""
     store = store_for(redis_client, running_ttl_ms=200)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     store.ingest(msg(chat_id, 2))
     assert turn is not None and store.start(turn, "t", "w") is not None
     step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
@@ -211,7 +212,7 @@ def test_a_stop_for_queued_turns_only_leaves_a_running_turn_alone(
     """A revoked copy of a turn that started meanwhile (Canceller.revoked): decided in the
     same script that would stop it."""
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None and store.start(turn, "t", "w") is not None
     step = store.cancel(chat_id, "copy", debounce_ms=0, flag_ttl_ms=60_000,
                         target_fence=turn.fence, only_queued=True)
@@ -223,11 +224,11 @@ def test_a_stop_for_queued_turns_only_leaves_a_running_turn_alone(
 def test_a_stopped_turn_dropped_when_the_next_message_arrives_is_recorded(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, running_ttl_ms=200)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None and store.start(turn, "t", "w") is not None
     assert store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
     lease_gone(store, chat_id)
-    following = store.ingest(msg(chat_id, 2)).dispatch
+    following = store.ingest(msg(chat_id, 2)).claimed
     assert following is not None and following.message_id == "om_2"
     assert [(r.message_id, r.outcome) for r in read_history(
         redis_client, store.keys(chat_id))] == [("om_1", "stopped")]
@@ -237,7 +238,7 @@ def test_stopping_a_turn_not_started_drops_it_in_the_same_step(
         redis_client: redis.Redis, chat_id: str) -> None:
     """No window in which a canceller's death lets the stopped message run."""
     store = store_for(redis_client, claim_ttl_ms=200)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     store.ingest(msg(chat_id, 2))
     assert turn is not None and store.confirm(turn, "task-1")
     step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
@@ -257,12 +258,12 @@ def test_a_second_stop_within_the_debounce_acts_once(redis_client: redis.Redis,
                                                      chat_id: str) -> None:
     """The message the first /stop promised to answer is answered."""
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     store.ingest(msg(chat_id, 2))
     assert turn is not None and store.start(turn, "t", "w") is not None
     first = store.cancel(chat_id, "stop-a", debounce_ms=3000, flag_ttl_ms=60_000)
     assert first.how == "running"
-    following = store.complete(turn)
+    following = store.complete(turn).following
     assert following and following.message_id == "om_2"
     second = store.cancel(chat_id, "stop-b", debounce_ms=3000, flag_ttl_ms=60_000)
     assert (second.how, second.waiting) == ("debounced", 0)
@@ -287,7 +288,7 @@ def test_an_answer_is_kept_for_a_rerun_and_attempts_are_counted(
         redis_client: redis.Redis, chat_id: str) -> None:
     """A re-run after a crash resends the stored answer, never asks again."""
     store = store_for(redis_client, running_ttl_ms=100, max_attempts=2)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None
     first = store.start(turn, "t", "w")
     assert first is not None and first.answer is None
@@ -298,13 +299,13 @@ def test_an_answer_is_kept_for_a_rerun_and_attempts_are_counted(
     rerun = store.start(found[1], "t", "w")
     assert rerun is not None and rerun.attempt == 2
     assert rerun.answer == Answer("reply", ("part 1", "part 2"))
-    assert store.complete(found[1]) is None
+    assert store.complete(found[1]).outcome == "idle"
     assert not redis_client.exists(ChatKeys(chat_id).answer)
 
 
 def test_attempts_are_exhausted_after_the_cap(redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, running_ttl_ms=100, max_attempts=2)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     store.ingest(msg(chat_id, 2))
     attempts = []
     for _ in range(3):
@@ -318,7 +319,7 @@ def test_attempts_are_exhausted_after_the_cap(redis_client: redis.Redis, chat_id
         turn = found[1]
     assert attempts == [(1, False), (2, False), (3, True)]
     assert turn is not None and store.start(turn, "t", "w") is not None
-    following = store.complete(turn)
+    following = store.complete(turn).following
     assert following and following.message_id == "om_2"
     second = store.start(following, "t2", "w")
     assert second is not None and (second.attempt, second.exhausted) == (1, False)
@@ -338,11 +339,11 @@ def test_stored_messages_are_read_tolerantly(redis_client: redis.Redis, chat_id:
         Message.from_json('["not", "a", "message"]')
     redis_client.zadd(ChatKeys(chat_id).inbox, {f"0000000000000001|om_new|{newer}": 1})
     redis_client.zadd(ChatKeys(chat_id).inbox, {"0000000000000002|om_bad|{nope": 2})
-    turn = store.ingest(msg(chat_id, 9, create_ms=10)).dispatch
+    turn = store.ingest(msg(chat_id, 9, create_ms=10)).claimed
     assert turn is not None and turn.message_id == "om_new"
     started = store.start(turn, "t", "w")
     assert started is not None and started.message is not None
-    following = store.complete(turn)
+    following = store.complete(turn).following
     assert following and following.message_id == "om_bad"
     bad = store.start(following, "t", "w")
     assert bad is not None and bad.message is None and bad.message_id == "om_bad"
@@ -351,10 +352,10 @@ def test_stored_messages_are_read_tolerantly(redis_client: redis.Redis, chat_id:
 def test_no_chat_key_is_left_without_a_ttl(redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     store.cancel(chat_id, "new", debounce_ms=0, flag_ttl_ms=10_000, new_session=True)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None and store.start(turn, "t", "w") is not None
     store.cancel(chat_id, "cmd", debounce_ms=1000, flag_ttl_ms=10_000)
-    assert store.complete(turn) is None
+    assert store.complete(turn).outcome == "idle"
     keys = redis_client.keys(f"gw:{{{chat_id}}}:*")
     assert keys and all(redis_client.pttl(key) > 0 for key in keys), {
         key: redis_client.pttl(key) for key in keys}
@@ -366,7 +367,7 @@ def test_a_claimed_turn_not_yet_started_yields_to_an_older_late_message(
     claimed (but before any worker started it) runs first: the order is fixed when a turn
     starts, not when it is claimed. The task of the claimed one runs it, under its fence."""
     store = store_for(redis_client, inbox_cap=10)
-    claimed = store.ingest(msg(chat_id, 2, create_ms=2_000)).dispatch
+    claimed = store.ingest(msg(chat_id, 2, create_ms=2_000)).claimed
     assert claimed is not None and claimed.message_id == "om_2"
     store.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older: Feishu redelivered it
     started = store.start(claimed, "t", "w")
@@ -374,7 +375,7 @@ def test_a_claimed_turn_not_yet_started_yields_to_an_older_late_message(
     assert store.lease(chat_id)["message_id"] == "om_1"
     ran = TurnRef(chat_id, started.message_id, claimed.fence)
     assert store.keep_answer(ran, Answer("reply", ("one",)))
-    following = store.complete(ran)
+    following = store.complete(ran).following
     assert following and following.message_id == "om_2"
     again = store.start(following, "t", "w")
     assert again is not None and again.message_id == "om_2" and again.answer is None
@@ -385,7 +386,7 @@ def test_a_stop_before_the_start_drops_the_message_that_would_have_run(
     """The claimed turn would run the older late message (see above), so a /stop that
     comes before any worker started it drops that one; the claimed one runs next."""
     store = store_for(redis_client, inbox_cap=10)
-    claimed = store.ingest(msg(chat_id, 2, create_ms=2_000)).dispatch
+    claimed = store.ingest(msg(chat_id, 2, create_ms=2_000)).claimed
     assert claimed is not None
     store.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older
     step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=5000)
@@ -400,7 +401,7 @@ def test_a_dispatched_message_is_not_overtaken_when_its_worker_dies(
     the one that already started: after a crash, the same message runs again, with its
     stored answer and its attempt count."""
     store = store_for(redis_client, running_ttl_ms=200, inbox_cap=10)
-    turn = store.ingest(msg(chat_id, 2, create_ms=2_000)).dispatch
+    turn = store.ingest(msg(chat_id, 2, create_ms=2_000)).claimed
     assert turn is not None and store.start(turn, "t", "w") is not None
     assert store.keep_answer(turn, Answer("reply", ("half sent",)))
     store.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older
@@ -410,7 +411,7 @@ def test_a_dispatched_message_is_not_overtaken_when_its_worker_dies(
     rerun = store.start(found[1], "t", "w")
     assert rerun is not None and rerun.attempt == 2
     assert rerun.answer == Answer("reply", ("half sent",))
-    following = store.complete(found[1])
+    following = store.complete(found[1]).following
     assert following and following.message_id == "om_1"
 
 
@@ -432,12 +433,12 @@ def test_a_stop_run_again_after_later_stops_never_stops_a_later_turn(
     stop_1 = store.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
                           target_fence=first.fence)
     assert stop_1.how == "running"
-    second = store.complete(first)
+    second = store.complete(first).following
     assert second and store.start(second, "t", "w") is not None
     stop_2 = store.cancel(chat_id, "stop-2", debounce_ms=0, flag_ttl_ms=60_000,
                           target_fence=second.fence)
     assert stop_2.how == "running"
-    third = store.complete(second)
+    third = store.complete(second).following
     assert third and store.start(third, "t", "w") is not None
     again = store.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
                          target_fence=first.fence)
@@ -458,7 +459,7 @@ def test_a_debounced_stop_run_again_stays_debounced(redis_client: redis.Redis,
     turn = TurnRef(chat_id, lease["message_id"], int(lease["fence"]))
     assert store.start(turn, "t", "w") is not None
     store.cancel(chat_id, "stop-a", debounce_ms=60_000, flag_ttl_ms=60_000)
-    following = store.complete(turn)
+    following = store.complete(turn).following
     assert following and store.start(following, "t", "w") is not None
     assert store.cancel(chat_id, "stop-b", debounce_ms=60_000, flag_ttl_ms=60_000).how == \
         "debounced"
@@ -486,7 +487,7 @@ def test_a_turn_waiting_long_in_a_backlog_keeps_its_place(redis_client: redis.Re
     never sends it to the back of the queue under a new fence."""
     store = store_for(redis_client, running_ttl_ms=100, queued_ttl_ms=400,
                       requeue_cap_ms=100)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None and store.confirm(turn, "task-1")
     deadline = time.monotonic() + 1.2  # three queued TTLs
     while time.monotonic() < deadline:
@@ -501,7 +502,7 @@ def test_behind_a_broker_backlog_a_queued_turn_is_never_published_again(
     """While turns wait in the broker, a queued turn past its deadline may be
     one of them: it keeps its lease and is not published again (no copies pile up)."""
     store = store_for(redis_client, running_ttl_ms=200, requeue_cap_ms=800, queued_ttl_ms=400)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None and store.confirm(turn, "task-1")
     for _ in range(4):  # well past the queued TTL
         wait_until(lambda: chat_id in store.due_chats(), 2, "the requeue deadline")
@@ -528,7 +529,7 @@ def test_sweepers_split_the_due_chats_between_them() -> None:
     assert store.due_chats(6, claim_ms=5000) == [], "each chat is taken once"
     found = store.recover_many(first + second)
     assert sorted(found) == sorted(chats)
-    assert all(kind == "dispatch" for kind, _ in found.values())
+    assert all(kind == "claimed" for kind, _ in found.values())
     redis_client.close()
     stop_redis(server)
 
@@ -536,7 +537,7 @@ def test_sweepers_split_the_due_chats_between_them() -> None:
 def test_a_running_turns_heartbeat_keeps_its_chat_out_of_the_due_set(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, running_ttl_ms=300)
-    turn = store.ingest(msg(chat_id, 1)).dispatch
+    turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None and store.start(turn, "t", "w") is not None
     deadline = time.monotonic() + 1.2  # four lease TTLs
     while time.monotonic() < deadline:
@@ -583,12 +584,12 @@ def test_a_message_right_after_new_belongs_to_the_new_conversation(
     """/new renews the session in the step that admits it, not later on a control desk:
     a message the user sends right after it is never answered in the old conversation."""
     store = store_for(redis_client, inbox_cap=10)
-    before = store.ingest(msg(chat_id, 1)).dispatch
+    before = store.ingest(msg(chat_id, 1)).claimed
     assert before is not None
     old = store.start(before, "t", "w")
-    assert old is not None and store.complete(before) is None
+    assert old is not None and store.complete(before).outcome == "idle"
     assert store.ingest(msg(chat_id, 2, text="/new"), "new").outcome == "command"
-    after = store.ingest(msg(chat_id, 3)).dispatch
+    after = store.ingest(msg(chat_id, 3)).claimed
     assert after is not None
     new = store.start(after, "t", "w")
     assert new is not None and new.generation > old.generation

@@ -6,7 +6,7 @@ then send "clean the build".
 
 from __future__ import annotations
 
-from gateway.core.model import Turn
+from gateway.core.model import AgentContext, Turn
 
 ALLOWED = ("once", "session", "always")
 
@@ -26,5 +26,5 @@ class Careful:
         return f"Left build/ alone ({decision})."  # "deny" or "expired"
 
 
-def factory(session_key: str) -> Careful:
+def factory(session_key: str, context: AgentContext) -> Careful:
     return Careful(session_key)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gateway.core.model import Turn
+from gateway.core.model import AgentContext, Turn
 
 
 class Shouter:
@@ -31,5 +31,7 @@ class Shouter:
         pass
 
 
-def factory(session_key: str) -> Shouter:
+def factory(session_key: str, context: AgentContext) -> Shouter:
+    """The worker calls this for each new session; `context` is what the worker process
+    hands every agent: its settings, its Redis client and its process id."""
     return Shouter(session_key)

@@ -4,7 +4,7 @@ release lane (gateway/agents/release.py), so a slow release never holds the cach
 a turn, a heartbeat or an ACK.
 
 An agent is reused only while it is still right for its session: built under the same
-configuration (the factory's `signature()`, when it has one), for the session's current
+configuration (the factory's `signature(context)`, when it has one), for the session's current
 generation (/new starts a new one), and the last to run a turn of it (when another
 process ran the session's previous turn, this agent missed that turn). Anything else is
 let go and a new agent built. The lock is held for dictionary work only, never across a
@@ -21,11 +21,12 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gateway.agents.release import HARD, ReleaseLane
 from gateway.core.loops import Periodic
-from gateway.core.model import Agent, AgentFactory
+from gateway.core.model import Agent, AgentContext, AgentFactory
 
 logger = logging.getLogger(__name__)
 
@@ -75,13 +76,16 @@ def _no_signature() -> str:
 
 
 class AgentCache:
-    def __init__(self, factory: AgentFactory, cap: int, *, idle_ttl_s: float = 3600.0,
-                 lane: ReleaseLane | None = None,
+    def __init__(self, factory: AgentFactory, cap: int, *, context: AgentContext,
+                 idle_ttl_s: float = 3600.0, lane: ReleaseLane | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._factory = factory
+        self._context = context
+        """What the factory is handed with every build (and its `signature`)."""
         signature = getattr(factory, "signature", None)
-        self.signature: Callable[[], str] = signature if callable(signature) else _no_signature
-        """The configuration agents are built under (the factory's `signature()`)."""
+        self.signature: Callable[[], str] = partial(signature, context) if callable(
+            signature) else _no_signature
+        """The configuration agents are built under (the factory's `signature(context)`)."""
         self.cap = cap
         self.idle_ttl_s = idle_ttl_s
         self.lane = lane or ReleaseLane()
@@ -122,7 +126,8 @@ class AgentCache:
         if entry is None:
             with self._guard:
                 self.built += 1
-            entry = self._insert(session_key, self._factory(session_key), signature)
+            entry = self._insert(session_key, self._factory(session_key, self._context),
+                                 signature)
         try:
             yield entry.agent
         finally:

@@ -9,7 +9,7 @@ empty. Between two pieces of a streamed answer the turn's cancel flag is checked
 turn closes the stream (the endpoint stops generating) and nothing is kept or sent. An
 endpoint error raises, which the runner turns into an honest short failure reply.
 
-The factory's `signature()` names the configuration agents are built under (endpoint,
+The factory's `signature(context)` names the configuration agents are built under (endpoint,
 model, a hash of the key, the system prompt); with `GATEWAY_SYSTEM_PROMPT_FILE` the prompt
 is that file's text, looked at again every few seconds, so editing the file rebuilds the
 agents of every worker process (the agent cache compares signatures) without a restart.
@@ -32,9 +32,8 @@ import httpx
 import redis
 
 from gateway.core.errors import GatewayError
-from gateway.core.model import Turn
-from gateway.core.redis_client import redis_client
-from gateway.core.settings import Settings, load_settings
+from gateway.core.model import AgentContext, Turn
+from gateway.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +205,7 @@ class PromptFile:
             self._failing = True
 
 
-_shared: dict[int, tuple[LlmConfig, httpx.Client, redis.Redis]] = {}
+_shared: dict[int, tuple[LlmConfig, httpx.Client]] = {}
 _building = threading.Lock()
 _prompts: dict[tuple[int, str], PromptFile] = {}
 
@@ -223,17 +222,15 @@ def _prompt(config: LlmConfig, path: str) -> str:
     return source.text()
 
 
-def _process_parts() -> tuple[LlmConfig, httpx.Client, redis.Redis]:
-    """One kept-alive HTTP client and one Redis client per process (a forked pool process
-    builds its own)."""
+def _process_parts(settings: Settings) -> tuple[LlmConfig, httpx.Client]:
+    """The configuration read from the process's settings and one kept-alive HTTP client,
+    per process (a forked pool process builds its own)."""
     pid = os.getpid()
     with _building:
         if pid not in _shared:
-            s = load_settings()
-            timeout = httpx.Timeout(s.llm_timeout_s, connect=10.0)
+            timeout = httpx.Timeout(settings.llm_timeout_s, connect=10.0)
             _shared.clear()
-            _shared[pid] = (LlmConfig.from_settings(s), httpx.Client(timeout=timeout),
-                            redis_client(s.redis_url, cluster=s.redis_cluster))
+            _shared[pid] = (LlmConfig.from_settings(settings), httpx.Client(timeout=timeout))
         return _shared[pid]
 
 
@@ -247,22 +244,23 @@ def signature_of(config: LlmConfig) -> str:
 class Factory:
     """`GATEWAY_AGENT=openai`: one agent per session, and the signature of what it is built
     under (the agent cache rebuilds agents whose signature is no longer the current one).
-    Stateless: a session's history is in Redis, read at each turn, so a turn another process
-    ran never leaves an agent here out of date."""
+    Stateless: a session's history is in Redis (the process's client, from the context),
+    read at each turn, so a turn another process ran never leaves an agent here out of
+    date."""
 
     stateless = True
 
-    def _config(self) -> LlmConfig:
-        config = _process_parts()[0]
+    def _config(self, settings: Settings) -> LlmConfig:
+        config = _process_parts(settings)[0]
         return dataclasses.replace(config, system_prompt=_prompt(config, config.prompt_file))
 
-    def signature(self) -> str:
-        return signature_of(self._config())
+    def signature(self, context: AgentContext) -> str:
+        return signature_of(self._config(context.settings))
 
-    def __call__(self, session_key: str) -> ChatCompletionsAgent:
-        config = self._config()
-        _, http, client = _process_parts()
-        history = History(client, session_key, keep=config.history_messages,
+    def __call__(self, session_key: str, context: AgentContext) -> ChatCompletionsAgent:
+        config = self._config(context.settings)
+        http = _process_parts(context.settings)[1]
+        history = History(context.redis, session_key, keep=config.history_messages,
                           ttl_s=config.history_ttl_s)
         return ChatCompletionsAgent(config, http, history)
 

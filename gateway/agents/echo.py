@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.core.model import Turn
+from gateway.core.model import AgentContext, Turn
 
 
 class EchoAgent:
@@ -14,7 +14,7 @@ class EchoFactory:
     stateless = True
     """Its agents keep nothing of a session between turns (see `Agent`)."""
 
-    def __call__(self, session_key: str) -> EchoAgent:
+    def __call__(self, session_key: str, context: AgentContext) -> EchoAgent:
         return EchoAgent()
 
 

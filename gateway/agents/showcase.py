@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Iterator
 
-from gateway.core.model import Turn
+from gateway.core.model import AgentContext, Turn
 
 WORD_DELAY_S = 0.04
 """Between two streamed words: an answer visibly grows, yet a short one ends in a second."""
@@ -108,7 +108,7 @@ def _pause(turn: Turn, seconds: float) -> bool:
 
 
 class ShowcaseFactory:
-    def __call__(self, session_key: str) -> ShowcaseAgent:
+    def __call__(self, session_key: str, context: AgentContext) -> ShowcaseAgent:
         return ShowcaseAgent()
 
 

@@ -1,5 +1,5 @@
 """Approval requests in Redis: opened by a turn, decided by any listener, settled by the
-turn (lua/ask.lua, decide.lua, settle.lua; keys in gateway/chats/keys.py).
+turn (approvals/lua/: ask.lua, decide.lua, settle.lua; keys in gateway/chats/keys.py).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import redis
 
 from gateway.chats.keys import Keyspace
-from gateway.chats.scripts import source
 from gateway.core.model import Message
+from gateway.core.scripts import pack, register
 
 KEEP_S = 86_400
 """A request is remembered this long (a late click is told it expired or was decided)."""
@@ -68,8 +68,7 @@ class ApprovalBook:
         self.redis = client
         self.keyspace = keyspace or Keyspace()
         self.keep_s, self.remember_s = keep_s, remember_s
-        self._scripts = {name: client.register_script(source(name))
-                         for name in ("ask", "decide", "settle")}
+        self._scripts = register(client, "gateway.approvals")
 
     def open(self, message: Message, request_id: str, key: str, prompt: str,
              timeout_ms: int) -> Opened:
@@ -79,9 +78,10 @@ class ApprovalBook:
         k = self.keyspace.chat(message.chat_id)
         reply = [_text(x) for x in self._scripts["ask"](
             keys=[k.ask(request_id), k.asking, k.allow, k.generation],
-            args=[request_id, key, prompt, message.sender_open_id, message.chat_type,
-                  message.message_id, timeout_ms, self.keep_s, message.app_id,
-                  message.chat_id])]
+            args=[request_id, key, prompt, timeout_ms, pack({
+                "requester": message.sender_open_id, "chat_type": message.chat_type,
+                "message_id": message.message_id, "app_id": message.app_id,
+                "chat_id": message.chat_id, "keep_s": self.keep_s})])]
         if reply[0] == "remembered":
             return Opened("remembered", reply[1])
         return Opened(reply[0], reply[1], int(reply[2]), reply[3], reply[4], reply[5])

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.chats.history import find_turn, read_history
-from gateway.chats.store import ChatStore, TurnRef, dispatch_of, text_of
+from gateway.chats.model import TurnRef, claimed_turn, text_of
+from gateway.chats.store import ChatStore
 
 RetryHow = Literal["unknown", "answered", "waiting", "full", "unreadable", "queued",
-                   "dispatch"]
+                   "claimed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class RetryResult:
 
     @property
     def accepted(self) -> bool:
-        return self.how in ("queued", "dispatch")
+        return self.how in ("queued", "claimed")
 
 
 def known(store: ChatStore, chat_id: str) -> bool:
@@ -68,10 +69,9 @@ def _retry_once(store: ChatStore, chat_id: str, message_id: str) -> RetryResult 
     if message is None:
         return RetryResult("unreadable", outcome=record.outcome)
     again = dataclasses.replace(message, retry=message.retry + 1)
-    c = store.config
     reply = [text_of(v) for v in store.run_script(
-        "retry", chat_id, [message_id, again.to_json(), chat_id, c.claim_ttl_ms, c.inbox_cap,
-                           record.fence, c.history_cap, c.history_ttl_ms],
+        "retry", chat_id, [message_id, chat_id, record.fence, again.to_json(),
+                           store.options("retry")],
         more_keys=[store.keys(chat_id).done])]
     how = reply[0]
     if how == "changed":
@@ -81,7 +81,7 @@ def _retry_once(store: ChatStore, chat_id: str, message_id: str) -> RetryResult 
     if how in ("unknown", "waiting"):
         return RetryResult(how)  # type: ignore[arg-type]
     waiting = int(reply[1])
-    if how == "dispatch":
-        return RetryResult("dispatch", waiting, following=dispatch_of(chat_id, reply[2],
-                                                                       reply[3]))
+    if how == "claimed":
+        return RetryResult("claimed", waiting, following=claimed_turn(chat_id, reply[2],
+                                                                      reply[3]))
     return RetryResult(how, waiting)  # type: ignore[arg-type]

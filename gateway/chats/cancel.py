@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.chats.store import ChatStore, TurnRef
+from gateway.chats.model import Completion, TurnRef
+from gateway.chats.store import ChatStore
 from gateway.core import metrics
 
 logger = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ logger = logging.getLogger(__name__)
 How = Literal["nothing", "not-started", "cooperative", "timeout-fenced", "debounced"]
 Revoke = Callable[[str, bool], None]
 """revoke(task_id, terminate): Celery's revoke broadcast."""
-HandOver = Callable[[TurnRef, str], "TurnRef | None | Literal[False]"]
+HandOver = Callable[[TurnRef, str], Completion]
 """hand_over(turn, outcome): end the turn, recording `outcome` in the chat's history."""
 RECORD_TTL_MS = 300_000
 """A stop is remembered this long, so another listener can finish a command whose listener
@@ -158,8 +159,8 @@ class Canceller:
         """The running turn's stop, finished: it ended by itself (`ended`), or the timeout
         passed and it is fenced off here (its message dropped, the next one dispatched)."""
         how: How = "cooperative"
-        if not ended and self._hand_over(waiting.turn, "stopped") is not False:
-            how = "timeout-fenced"  # (False: it completed by itself just as time ran out)
+        if not ended and self._hand_over(waiting.turn, "stopped").outcome != "stale":
+            how = "timeout-fenced"  # (stale: it completed by itself just as time ran out)
             if self.terminate and waiting.task_id:
                 self._revoke(waiting.task_id, True)
         return self._result(waiting.turn.chat_id, how, waiting.task_id, waiting.began,

@@ -4,7 +4,7 @@ beside its Redis client (the CLI's reads need nothing more)."""
 from __future__ import annotations
 
 from gateway.chats.keys import Keyspace
-from gateway.chats.store import StoreConfig
+from gateway.chats.model import StoreConfig
 from gateway.core.settings import Settings
 
 

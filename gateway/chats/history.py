@@ -1,4 +1,4 @@
-"""A chat's last finished turns and how each ended (lua/history.lua writes them).
+"""A chat's last finished turns and how each ended (lua/include/history.lua writes them).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class TurnRecord:
 
 
 def parse_record(raw: str | bytes, chat_id: str) -> TurnRecord | None:
-    """One stored record of `chat_id` (layout in lua/history.lua; an older version's object
+    """One stored record of `chat_id` (layout in lua/include/history.lua; an older version's object
     too); None when it is not one (a newer or damaged writer)."""
     try:
         data = json.loads(raw)

@@ -1,5 +1,5 @@
 """Redis key names. The order of `ChatKeys.all` is the KEYS order every per-chat script
-expects (see lua/chat.lua).
+expects (see lua/include/chat.lua).
 
 On one Redis (`Keyspace(shards=0)`, the default) per-chat keys carry the hash tag
 `{chat_id}` and every chat shares one sweeper index and one control stream. On a Redis
@@ -80,7 +80,7 @@ class ChatKeys:
 
     @property
     def done(self) -> str:
-        """List: the chat's last finished turns, newest first (lua/history.lua)."""
+        """List: the chat's last finished turns, newest first (lua/include/history.lua)."""
         return f"{self.prefix}:done"
 
     @property

@@ -17,7 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from gateway.chats.store import ChatStore, TurnRef
+from gateway.chats.model import TurnRef
+from gateway.chats.store import ChatStore
 from gateway.core.loops import Periodic
 
 logger = logging.getLogger(__name__)

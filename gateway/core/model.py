@@ -1,4 +1,5 @@
-"""Values shared across the gateway: the normalised message and the agent's turn."""
+"""Values shared across the gateway: the normalised message, the agent's turn and what its
+factory is handed."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Protocol
+
+import redis
+
+from gateway.core.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +142,26 @@ class Agent(Protocol):
     Optional, called on the worker's release lane when the gateway lets the agent go
     (gateway/agents/release.py): `soft_release()` (over the cap, idle, out of date) drops
     clients and in-memory state but keeps what the session's next agent inherits;
-    `release()` (/new, shutdown) tears everything down. A factory may have `signature()`
-    (the configuration its agents are built under: agents of another one are rebuilt) and
-    `stateless = True` (its agents keep nothing of a session in memory between turns, so a
-    turn another worker process ran leaves them up to date)."""
+    `release()` (/new, shutdown) tears everything down. A factory may have
+    `signature(context)` (the configuration its agents are built under: agents of another
+    one are rebuilt) and `stateless = True` (its agents keep nothing of a session in memory
+    between turns, so a turn another worker process ran leaves them up to date)."""
 
     def run(self, turn: Turn) -> Reply: ...
 
 
-AgentFactory = Callable[[str], Agent]
+@dataclass(frozen=True, slots=True)
+class AgentContext:
+    """What a worker process hands its agent factory with every build: its own settings,
+    Redis client and name, so an agent loads none of them itself."""
+
+    settings: Settings
+    redis: redis.Redis
+    process_id: str
+    """This process among all workers (`host:pid:nonce`, as `feishu-gateway status` names
+    it)."""
+
+
+AgentFactory = Callable[[str, AgentContext], Agent]
+"""Agents: `GATEWAY_AGENT` names a factory `factory(session_key, context) -> Agent`
+(gateway/agents/__init__.py also accepts `factory(session_key)`)."""

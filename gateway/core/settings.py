@@ -10,7 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.core.errors import SettingsError
 from gateway.core.logs import masked_url
-from gateway.feishu.inbound.admission import DmPolicy, GroupPolicy, Rules, parse_group_rules
+from gateway.core.rules import DmPolicy, GroupPolicy, Rules, parse_group_rules
 
 DEFAULT_DOMAIN = "https://open.feishu.cn"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"

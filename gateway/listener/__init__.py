@@ -1,2 +1,2 @@
-"""The listener process: its service, the per-event intake, the outbox thread and the control
-desk."""
+"""The listener process: its life, its service and wiring, the per-event intake, the outbox
+thread and the desk of control jobs."""

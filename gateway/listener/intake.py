@@ -1,4 +1,5 @@
-"""The listener's one step per event: decode, normalise, admit in one Redis step, hand off.
+"""The listener's one step per event: decode, judge (admission), ingest in one Redis step,
+hand off.
 
 Runs on a connection's ingest thread (the ACK waits for it), so it does exactly one Redis
 round trip and never touches the broker or Feishu's APIs: publishing goes to the outbox
@@ -16,12 +17,14 @@ from typing import Any
 
 import redis
 
-from gateway.chats.store import ChatStore, NotDurable, TurnRef
+from gateway.chats.model import NotDurable, TurnRef
+from gateway.chats.store import ChatStore
 from gateway.core import metrics
 from gateway.core.errors import MalformedEvent, RetryableError
 from gateway.core.logs import turn_context
 from gateway.core.model import Message
-from gateway.feishu.inbound.admission import Arrival, Rules, admit
+from gateway.core.rules import Rules
+from gateway.feishu.inbound.admission import Arrival, admit
 from gateway.feishu.inbound.events import arrival_of, parse_command, parse_message
 from gateway.listener.outbox import Outbox
 from gateway.publisher import Publisher
@@ -76,7 +79,7 @@ class Intake:
         self.refusal_notice_every_s = refusal_notice_every_s
 
     def on_frame(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
-        """A connection's frame handler: a message event is admitted, a card click goes to
+        """A connection's frame handler: a message event is received, a card click goes to
         `cards` (its answer is the callback's answer); anything else is ACKed and dropped
         with one line."""
         decoded = decode_event(payload)
@@ -87,7 +90,7 @@ class Intake:
             if event_type == MESSAGE_EVENT:
                 outcome = "error"
                 try:
-                    outcome = self.accept(event, app_id=app_id)
+                    outcome = self.receive(event, app_id=app_id)
                 except NotYetJudged:
                     outcome = "unjudged"
                     raise
@@ -101,8 +104,9 @@ class Intake:
         logger.info("event of type %r ignored (frame type %s)", event_type, kind)
         return None
 
-    def accept(self, payload: Mapping[str, Any], *, app_id: str = "") -> str:
-        """Admit one `im.message.receive_v1` payload; returns what happened to it.
+    def receive(self, payload: Mapping[str, Any], *, app_id: str = "") -> str:
+        """One `im.message.receive_v1` payload: judged by admission, then ingested; returns
+        what happened to it.
 
         A malformed event is logged in one line and dropped (its ACK still goes back);
         a Redis failure, or a message that cannot be judged before the bot's identity is
@@ -127,9 +131,9 @@ class Intake:
         if app_id and (self.several_apps or app_id != self.primary_app_id):
             message = replace(message, app_id=app_id)
         with turn_context(message.chat_id, message.message_id):
-            return self._admit(message)
+            return self._ingest(message)
 
-    def _admit(self, message: Message) -> str:
+    def _ingest(self, message: Message) -> str:
         """The admitted message's one Redis step, and its hand-off."""
         command = parse_command(message.text) or ""
         if self._outbox.full():  # the broker is not taking tasks: Feishu keeps the event
@@ -138,8 +142,8 @@ class Intake:
         try:
             admission = self._store.ingest(message, command)
         except NotDurable as error:  # ACK 500 (Feishu redelivers), but publish what it did
-            if error.admission.dispatch is not None:
-                self._publish(error.admission.dispatch)
+            if error.admission.claimed is not None:
+                self._publish(error.admission.claimed)
             raise
         if admission.outcome == "late":
             logger.warning("message %s of chat %s arrived %.0f min late: %s", message.message_id,
@@ -151,8 +155,8 @@ class Intake:
         else:
             logger.debug("message %s of chat %s: %s (%d waiting)", message.message_id,
                         message.chat_id, admission.outcome, admission.waiting)
-        if admission.dispatch is not None:
-            self._publish(admission.dispatch)
+        if admission.claimed is not None:
+            self._publish(admission.claimed)
         return admission.outcome
 
     def _refused(self, payload: Mapping[str, Any], event_id: str, arrival: Arrival,

@@ -1,4 +1,5 @@
-"""The listener process: long connection, intake, outbox, control desk and sweeper."""
+"""The listener's service: starts and stops what its wiring built (intake, outbox, control
+desk, sweeper) around the long connections, and learns the bots' identities."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import logging
 
 import redis
 
-from gateway.chats.sweeper import Sweeper
 from gateway.core.errors import CredentialsRefused, GatewayError, RetryableError
 from gateway.core.logs import masked_url
 from gateway.core.loops import Periodic
@@ -15,10 +15,7 @@ from gateway.core.settings import Settings
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.feishu.ws.connection import ConnectionStatus
 from gateway.feishu.ws.listener import Listener, StatusBoard
-from gateway.listener.control import ControlDesk
-from gateway.listener.intake import Intake
-from gateway.listener.outbox import Outbox
-from gateway.runtime import Runtime
+from gateway.listener.runtime import ListenerRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -58,21 +55,10 @@ def check_durability(client: redis.Redis, mode: str) -> None:
 class ListenerService:
     def __init__(self, settings: Settings, sender: TaskSender) -> None:
         self.settings = settings
-        self.runtime = rt = Runtime(settings, sender, role="listener")
-        self.outbox = Outbox(cap=settings.outbox_cap)
-        self.desk = ControlDesk(rt.control_jobs, rt.canceller, rt.replies, rt.store,
-                                verdicts=rt.verdicts)
-        self.intake = Intake(rt.store, rt.publisher, self.outbox,
-                             max_text_chars=settings.max_text_chars,
-                             primary_app_id=settings.primary_app_id,
-                             several_apps=len(settings.apps) > 1,
-                             cards=rt.verdicts.on_click,
-                             rules=settings.admission_rules,
-                             refusal_notice_every_s=settings.refusal_notice_every_s)
+        self.runtime = rt = ListenerRuntime(settings, sender)
         self.board: StatusBoard | None = None
-        self.listener = Listener(settings, self.intake.on_frame, on_change=self._changed)
+        self.listener = Listener(settings, rt.intake.on_frame, on_change=self._changed)
         self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
-        self.sweeper = Sweeper(rt.store, rt.publisher, settings.sweep_interval_s)
         self.identity = Periodic("gateway-bot-identity", self._learn_identity,
                                  IDENTITY_RETRY_FIRST_S)
 
@@ -87,11 +73,11 @@ class ListenerService:
         replies = self.runtime.replies
         for app_id, _ in self.settings.apps:
             self._know(app_id, fetch_bot_open_id(replies.api_for(app_id)))
-        if not all(self.intake.bot_open_ids.values()):
+        if not all(self.runtime.intake.bot_open_ids.values()):
             self.identity.start()
-        self.outbox.start()
-        self.desk.start()
-        self.sweeper.start()
+        self.runtime.outbox.start()
+        self.runtime.desk.start()
+        self.runtime.sweeper.start()
         if self.board is not None:
             self.board.start()
         self.listener.start()
@@ -103,19 +89,19 @@ class ListenerService:
         """Ask again for the bot identities still unknown (once known, never again: the
         bot info API costs quota)."""
         replies = self.runtime.replies
-        for app_id, open_id in list(self.intake.bot_open_ids.items()):
+        for app_id, open_id in list(self.runtime.intake.bot_open_ids.items()):
             if not open_id:
                 learnt = fetch_bot_open_id(replies.api_for(app_id))
                 if learnt:
                     self._know(app_id, learnt)
                     logger.info("bot identity of app %s known now: %s", app_id, learnt)
-        if all(self.intake.bot_open_ids.values()):
+        if all(self.runtime.intake.bot_open_ids.values()):
             self.identity.stop(0)
         self.identity.interval_s = min(self.identity.interval_s * 2, IDENTITY_RETRY_MAX_S)
 
     def _know(self, app_id: str, open_id: str) -> None:
         """The bot identity of `app_id` ('' while unknown), for admission and the status."""
-        self.intake.bot_open_ids[app_id] = open_id
+        self.runtime.intake.bot_open_ids[app_id] = open_id
         for connection in self.listener.connections:
             if connection.app.app_id == app_id:
                 connection.status.identity_known = bool(open_id)
@@ -131,7 +117,7 @@ class ListenerService:
         self.identity.stop()
         if self.board is not None:
             self.board.stop()
-        self.sweeper.stop()
-        self.outbox.stop()
-        self.desk.stop()
+        self.runtime.sweeper.stop()
+        self.runtime.outbox.stop()
+        self.runtime.desk.stop()
         logger.info("listener stopped")

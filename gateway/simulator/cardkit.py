@@ -16,8 +16,9 @@ from aiohttp import web
 from gateway.simulator import cardjson as cj
 from gateway.simulator import config as c
 from gateway.simulator.apps import AppRegistry
+from gateway.simulator.callers import authorize
 from gateway.simulator.state import SimState
-from gateway.simulator.wire import ApiError, Handler, authorize, json_body, ok
+from gateway.simulator.wire import ApiError, Handler, json_body, ok
 
 BASE = "/open-apis/cardkit/v1/cards"
 _INT32_MAX = 2**31 - 1

@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 
 class SimulatorCore(Observations):
-    """Everything of `Simulator` but the delivery of events (see simulator.py)."""
+    """Everything of `Simulator` but the delivery of events (see events.py)."""
 
     def __init__(self, app_id: str = "cli_sim_app", app_secret: str = "sim-secret",
                  host: str = "127.0.0.1", port: int = 0, bot_open_id: str = "ou_sim_bot",

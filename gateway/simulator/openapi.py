@@ -1,5 +1,5 @@
 """aiohttp handlers for the open APIs the bot uses: token, bot info, messages (send,
-reply, edit, get), reactions; CardKit (cardkit.py) and message resources (resources.py).
+reply, edit, get), reactions; CardKit (cardkit.py) and message resources (downloads.py).
 
 Messages that are gone: a withdrawn one answers 230011 ("The message is recalled", as the
 reply docs list it), one that never existed 231003 ("The message is not found, maybe not
@@ -17,25 +17,16 @@ from aiohttp import web
 
 from gateway.simulator import config as c
 from gateway.simulator.apps import AppRegistry
+from gateway.simulator.callers import authorize, limit_sends
 from gateway.simulator.cardkit import CardKitApi
 from gateway.simulator.config import SimConfig
 from gateway.simulator.content import card_reference, check_content
+from gateway.simulator.downloads import ResourceApi
 from gateway.simulator.faults import RESET, FaultPlan, abort_connection, fault_response
 from gateway.simulator.payloads import api_message_object, new_id, now_ms
-from gateway.simulator.ratelimit import limit_sends
-from gateway.simulator.resources import ResourceApi
-from gateway.simulator.state import MessageRecord, SimState
-from gateway.simulator.wire import (
-    ApiError,
-    Handler,
-    authorize,
-    json_body,
-    ok,
-    peek_uuid,
-    require_str,
-)
-
-__all__ = ["ApiError", "OpenApi", "json_body"]
+from gateway.simulator.records import MessageRecord
+from gateway.simulator.state import SimState
+from gateway.simulator.wire import ApiError, Handler, json_body, ok, peek_uuid, require_str
 
 RECEIVE_ID_TYPES = frozenset({"open_id", "user_id", "union_id", "email", "chat_id"})
 USER_ID_TYPES = frozenset({"open_id", "user_id", "union_id"})

@@ -6,7 +6,8 @@ with `x-ogw-ratelimit-limit` (the window's limit) and `x-ogw-ratelimit-reset` (s
 until it recovers). Feishu counts per API, app and tenant; the simulator keeps one
 sliding one-second window per app over every sending call together (create, reply,
 update, patch, reactions, CardKit), which is what a gateway budgeting its sends sees.
-Off by default. Admitted calls are recorded whether or not a limit is set.
+Off by default. Admitted calls are recorded whether or not a limit is set. The calls pass
+it in callers.py.
 """
 
 from __future__ import annotations
@@ -15,16 +16,6 @@ import math
 import threading
 import time
 from collections import Counter, deque
-from typing import TYPE_CHECKING
-
-from aiohttp import web
-
-from gateway.simulator.faults import rate_limit_response
-from gateway.simulator.wire import Handler, bearer_app
-
-if TYPE_CHECKING:  # state.py holds the limiter
-    from gateway.simulator.apps import AppRegistry
-    from gateway.simulator.state import SimState
 
 WINDOW_S = 1.0
 
@@ -89,14 +80,3 @@ class RateLimiter:
         with self._lock:
             return sum(n for k, n in self._limited.items() if app_id is None or k == app_id)
 
-
-def limit_sends(handler: Handler, apps: AppRegistry, state: SimState) -> Handler:
-    """`handler` behind the app's frequency limit; a call without a valid token goes on
-    (its handler answers 99991663)."""
-    async def limited(request: web.Request) -> web.Response:
-        app = bearer_app(request, apps, state)
-        verdict = None if app is None else state.limiter.admit(app.app_id)
-        if verdict is not None:
-            return rate_limit_response(429, limit=verdict[0], reset_s=verdict[1])
-        return await handler(request)
-    return limited

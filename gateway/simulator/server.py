@@ -18,9 +18,10 @@ from gateway.feishu.ws import frames
 from gateway.simulator import config as c
 from gateway.simulator.apps import AppRegistry
 from gateway.simulator.faults import FaultPlan
-from gateway.simulator.openapi import ApiError, OpenApi, json_body
+from gateway.simulator.openapi import OpenApi
 from gateway.simulator.records import Ack, card_response, raw_card
 from gateway.simulator.state import SimState
+from gateway.simulator.wire import ApiError, json_body
 
 logger = logging.getLogger(__name__)
 

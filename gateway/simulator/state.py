@@ -11,11 +11,7 @@ from typing import Any, TypeVar
 
 from gateway.simulator.cards import CardStore
 from gateway.simulator.ratelimit import RateLimiter
-from gateway.simulator.records import Ack as Ack
-from gateway.simulator.records import MessageRecord as MessageRecord
-from gateway.simulator.records import SentFrame as SentFrame
-from gateway.simulator.records import SentMessage as SentMessage
-from gateway.simulator.records import to_sent_message
+from gateway.simulator.records import Ack, MessageRecord, SentFrame, SentMessage, to_sent_message
 from gateway.simulator.resources import ResourceStore
 
 T = TypeVar("T")

@@ -35,16 +35,14 @@ import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from importlib import resources
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import SplitResult, urlsplit
 
 from aiohttp import hdrs, web
 
+from gateway.simulator.events import EventDelivery
+from gateway.simulator.records import MessageRecord
 from gateway.simulator.server import NoBotConnected
-
-if TYPE_CHECKING:
-    from gateway.simulator.records import MessageRecord
-    from gateway.simulator.simulator import Simulator
 
 T = TypeVar("T")
 PREFIX = "/sim/v1"
@@ -134,7 +132,7 @@ def _text(body: dict[str, Any], name: str, default: str | None = None) -> str:
     return value
 
 
-def no_bot_line(sim: Simulator) -> str:
+def no_bot_line(sim: EventDelivery) -> str:
     """Why a user's message or click was not sent when no bot is connected, and what to
     start, in the words of someone running the gateway."""
     return ("no bot is connected to this simulator yet: start `feishu-gateway listen` with "
@@ -142,7 +140,7 @@ def no_bot_line(sim: Simulator) -> str:
             "`feishu-gateway simulator` printed)")
 
 
-async def _off_loop(sim: Simulator, call: Callable[[], T]) -> T:
+async def _off_loop(sim: EventDelivery, call: Callable[[], T]) -> T:
     """`call` on an executor thread; the simulator's failure to deliver (no client of the
     app connected: NoBotConnected; stopped: RuntimeError) is a 503 with its reason."""
     try:
@@ -154,7 +152,7 @@ async def _off_loop(sim: Simulator, call: Callable[[], T]) -> T:
         raise web.HTTPServiceUnavailable(text=f"not delivered: {reason}") from None
 
 
-def user_routes(sim: Simulator) -> list[web.RouteDef]:
+def user_routes(sim: EventDelivery) -> list[web.RouteDef]:
     async def send(request: web.Request) -> web.Response:
         body = await _body(request)
         chat_type = _text(body, "chat_type", "p2p")
@@ -200,7 +198,7 @@ def user_routes(sim: Simulator) -> list[web.RouteDef]:
             web.post(f"{PREFIX}/card_actions", local(click)), web.get("/", local(page))]
 
 
-def _user_message(sim: Simulator, rec: MessageRecord) -> dict[str, Any]:
+def _user_message(sim: EventDelivery, rec: MessageRecord) -> dict[str, Any]:
     """A user's message as the web chat shows it: each @mention key replaced by its name."""
     text = sim.state.view(rec).text
     for mention in rec.mentions:

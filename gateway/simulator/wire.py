@@ -1,19 +1,14 @@
-"""What every open-API handler shares: Feishu-style errors, JSON bodies, Bearer tokens."""
+"""What every open-API handler shares: Feishu-style errors and replies, JSON bodies."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from gateway.simulator import config as c
-
-if TYPE_CHECKING:  # state.py imports the stores, which import this module
-    from gateway.simulator.apps import AppRegistry
-    from gateway.simulator.config import SimConfig
-    from gateway.simulator.state import SimState
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
@@ -62,18 +57,3 @@ def require_str(body: dict[str, Any], key: str) -> str:
         raise ApiError(c.CODE_FIELD_VALIDATION, f"field validation failed: {key} is required")
     return value
 
-
-def bearer_app(request: web.Request, apps: AppRegistry, state: SimState) -> SimConfig | None:
-    """The app whose current tenant token the request carries, or None."""
-    header = request.headers.get("Authorization", "")
-    token = header.removeprefix("Bearer ") if header.startswith("Bearer ") else ""
-    return apps.by_token(token, state.token_generation) if token else None
-
-
-def authorize(request: web.Request, apps: AppRegistry, state: SimState) -> SimConfig:
-    """The app whose current tenant token the request carries, or ApiError 99991663."""
-    app = bearer_app(request, apps, state)
-    if app is None:
-        raise ApiError(c.CODE_INVALID_TOKEN, "Invalid access token for authorization. "
-                       "Please make a request with token attached.")
-    return app

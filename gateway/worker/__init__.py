@@ -1,2 +1,2 @@
-"""The worker process: one turn's runner, its heartbeat, per-chat lock handles and streamed
-answers."""
+"""The worker process: its wiring and Celery signals, one turn's runner, its heartbeat,
+in-process turn handles and streamed answers."""

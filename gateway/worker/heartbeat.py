@@ -18,7 +18,7 @@ import redis
 
 from gateway.chats.store import ChatStore
 from gateway.core.loops import Periodic
-from gateway.worker.locks import TIME_LIMIT, LockRegistry
+from gateway.worker.handles import TIME_LIMIT, LockRegistry
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""One turn, start to end: fence check, heartbeat, agent, answer kept, reply, hand-over.
+"""One turn, start to end: fence check, heartbeat, agent, answer kept, reply (sent by
+sending.py), hand-over.
 
 This is the gateway's one broad `except` around agents: whatever an agent raises becomes an
 honest failure reply for the user and a traceback for the operator, and the chat moves on.
@@ -15,34 +16,31 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 
 from gateway.agents.cache import AgentCache, conversation_of, session_key
 from gateway.approvals.asking import Asker
-from gateway.chats.store import Answer, ChatStore, Completed, Started, TurnRef
+from gateway.chats.model import Answer, Completion, Started, TurnRef
+from gateway.chats.store import ChatStore
 from gateway.chats.streams import StreamCards
 from gateway.core import metrics
-from gateway.core.errors import GatewayError
 from gateway.core.logs import turn_context
 from gateway.core.model import Message, Reply, Turn
 from gateway.core.names import turn_task_id
 from gateway.feishu.inbound.enrich import Enricher
-from gateway.feishu.outbound.chunking import chunk_markdown
-from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
+from gateway.feishu.outbound.delivery import Replies
 from gateway.feishu.outbound.reactions import Typist
 from gateway.publisher import Publisher
+from gateway.worker.handles import TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.worker.heartbeat import Heartbeater
-from gateway.worker.locks import TIME_LIMIT, LockRegistry, TurnHandle
-from gateway.worker.streaming import FAILED_MARK, STOPPED_MARK, Stream
-from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
+from gateway.worker.sending import SHUTDOWN, AnswerSender
+from gateway.worker.streaming import Stream
 
 logger = logging.getLogger(__name__)
 
 FAILURE_REPLY = "Sorry, something went wrong while answering this message."
-SHUTDOWN = "its worker is shutting down"
-"""Why a turn stopped sending its reply: it is handed back for another worker to send."""
 
 
 def gave_up_reply(attempts: int) -> str:
@@ -78,6 +76,12 @@ class TurnRunner:
     enricher: Enricher | None = None
     """Quotes a replied-to message and lists forwarded ones (none: as they came)."""
     fetch_max_bytes: int = 20 * 1024 * 1024
+    sender: AnswerSender = field(init=False, repr=False)
+    """Sends each turn's answer (built from the fields above)."""
+
+    def __post_init__(self) -> None:
+        self.sender = AnswerSender(self.store, self.replies, self.reply_format,
+                                   self.reply_chunk_chars, self.streams, self.stream_interval_s)
 
     def leave(self) -> None:
         """The worker is shutting down: replies are no longer retried nor waited for (a
@@ -128,24 +132,24 @@ class TurnRunner:
             done += 1
             go_on = done < self.drain_turns and time.monotonic() < deadline and \
                 not self.replies.leaving.is_set()
-            outcome, following = self.run_one(turn, started,
-                                              run_next=(task_id, worker) if go_on else None)
+            outcome, completion = self.run_one(turn, started,
+                                               run_next=(task_id, worker) if go_on else None)
             first = first or outcome
-            if isinstance(following, tuple):
-                turn, started = following
-                continue
-            if following:
-                self.publisher.publish(following)
-            return first
+            if completion is None or completion.following is None:
+                return first
+            if completion.started is None:
+                self.publisher.publish(completion.following)
+                return first
+            turn, started = completion.following, completion.started
 
     def run_one(self, turn: TurnRef, started: Started, *,
-                run_next: tuple[str, str] | None = None) -> tuple[str, Completed]:
+                run_next: tuple[str, str] | None = None) -> tuple[str, Completion | None]:
         """Run one started turn; returns how it ended (replied, resent, silent, failed,
         stopped, gave-up, unreadable, timed-out, handed-back) and what `ChatStore.complete`
         gave: the chat's next turn (claimed, or started when `run_next` asked for it), or
         nothing."""
         clock = time.monotonic()
-        following: Completed = None
+        following: Completion | None = None
         with turn_context(turn.chat_id, turn.message_id,
                           turn_task_id(turn.chat_id, turn.message_id, turn.fence), turn.fence), \
                 self.locks.hold(turn) as handle:
@@ -204,7 +208,7 @@ class TurnRunner:
                 answer, outcome = Answer("gave-up", (gave_up_reply(started.attempt - 1),)), \
                     "gave-up"
             else:
-                stream = self._stream(turn, message, started.attempt, handle)
+                stream = self.sender.stream(turn, message, started.attempt, handle)
                 typing = None if self.typist is None else self.typist.begin(
                     message.message_id, message.app_id, message.chat_id)
                 try:
@@ -215,12 +219,12 @@ class TurnRunner:
                     if typing is not None and self.typist is not None:
                         self.typist.end(typing, failed=outcome == "failed")
                 if stream is not None and stream.live:
-                    answer = self._streamed(stream, answer, outcome, handle)
+                    answer = self.sender.streamed(stream, answer, outcome, handle)
             if answer is None:
                 return "stopped" if handle.stopped.is_set() else outcome
             if handle.stopped.is_set() or not self.store.keep_answer(turn, answer):
                 return "stopped"
-        self._send(turn, message, answer, handle, started.attempt, stream)
+        self.sender.send(turn, message, answer, handle, started.attempt, stream)
         return outcome
 
     def _hand_back(self, turn: TurnRef) -> None:
@@ -253,42 +257,6 @@ class TurnRunner:
         runner = self.store.runner
         return bool(runner) and self.store.mark_runner(chat_id, session) != runner
 
-    def _stream(self, turn: TurnRef, message: Message, attempt: int,
-                handle: TurnHandle) -> Stream | None:
-        if self.streams is None or self.stream_interval_s <= 0:
-            return None
-
-        def may_send() -> bool:
-            return not handle.stopped.is_set() and self.store.may_reply(turn)
-
-        surface: Surface
-        if self.reply_format in ("text", "post"):
-            surface = EditedMessage(self.replies, message, form=self.reply_format,
-                                    attempt=attempt, may_send=may_send, stopped=handle.stopped)
-        else:
-            surface = CardSurface(self.replies, self.streams, message, attempt=attempt,
-                                  may_send=may_send, stopped=handle.stopped)
-        return Stream(surface, what=f"message {message.message_id} of chat {message.chat_id}",
-                      interval_s=self.stream_interval_s, limit_chars=self.reply_chunk_chars,
-                      stopped=handle.stopped)
-
-    @staticmethod
-    def _streamed(stream: Stream, answer: Answer | None, outcome: str,
-                  handle: TurnHandle) -> Answer | None:
-        """The answer of a turn whose card streamed: closed at once with a mark when the
-        turn was stopped or failed, else kept as a "stream" answer (its first chunk closes
-        the card, the rest follow as replies)."""
-        if handle.stopped.is_set():
-            stream.close(stream.text, STOPPED_MARK)
-            return None
-        if outcome == "failed":
-            stream.close(stream.text, FAILED_MARK)
-            return answer
-        if answer is None:
-            stream.close(stream.text)
-            return None
-        return Answer("stream", answer.chunks)
-
     def _run_agent(self, session: str, turn: Turn, missed: bool,
                    stream: Stream | None) -> str | None:
         """The session's agent answers; it is held (never evicted) until its last piece.
@@ -310,51 +278,4 @@ class TurnRunner:
             return Answer("failure", (FAILURE_REPLY,)), "failed"
         if not reply:
             return None, "silent"
-        return Answer("reply", tuple(chunk_markdown(str(reply), self.reply_chunk_chars))), "replied"
-
-    def _send(self, turn: TurnRef, message: Message, answer: Answer, handle: TurnHandle,
-              attempt: int, stream: Stream | None = None) -> None:
-        """Send every piece; each piece's uuid is fixed by the answer's kind and position.
-        Before each attempt the fence is checked again (the first one was just checked).
-        A streamed answer's first piece closes its card (the same card on a re-run). When
-        the worker leaves meanwhile, the turn stops with `SHUTDOWN` (to be handed back)."""
-        checked = [True]
-        chunks, purpose, first = answer.chunks, answer.kind, 0
-        if purpose == "stream" and stream is None:  # a re-run resending a kept answer
-            stream = self._stream(turn, message, attempt, handle)
-        if purpose == "stream" and stream is not None:
-            if stream.close(chunks[0]):
-                first = 1
-            elif self.replies.leaving.is_set():  # the card may close yet: on the re-run
-                handle.stop(SHUTDOWN)
-                return
-        if purpose == "stream":
-            purpose = "stream-rest"
-
-        def may_send() -> bool:
-            if handle.stopped.is_set():
-                return False
-            fresh, checked[0] = checked[0], False
-            return fresh or self.store.may_reply(turn)
-
-        for index, chunk in enumerate(chunks[first:], first):
-            try:
-                self.replies.send_markdown(
-                    message.message_id, chunk, mode=self.reply_format, app_id=message.app_id,
-                    chat_id=message.chat_id,
-                    uuid=reply_uuid(message.reply_key, purpose, index),
-                    in_thread=bool(message.thread_id), may_send=may_send,
-                    stopped=handle.stopped)
-            except Leaving as error:
-                logger.info("%s", error)
-                handle.stop(SHUTDOWN)  # unless it was stopped for another reason already
-                return
-            except Abandoned as error:
-                logger.info("%s", error)
-                return
-            except GatewayError as error:
-                logger.error("reply to %s in chat %s given up: %s", message.message_id,
-                             message.chat_id, error)
-                self.store.record_undelivered(message.chat_id, message.message_id, answer.kind,
-                                              str(error))
-                return
+        return self.sender.answer(str(reply)), "replied"

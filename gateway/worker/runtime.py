@@ -14,12 +14,12 @@ from gateway.approvals.asking import Asker
 from gateway.chats.clients import keyspace
 from gateway.chats.streams import StreamCards
 from gateway.core.loops import Periodic
-from gateway.core.model import AgentFactory
+from gateway.core.model import AgentContext, AgentFactory
 from gateway.feishu.inbound.enrich import Enricher
 from gateway.feishu.outbound.reactions import Typist
-from gateway.runtime import Runtime
+from gateway.runtime import Runtime, locked_cached_property
+from gateway.worker.handles import LockRegistry
 from gateway.worker.heartbeat import Heartbeater
-from gateway.worker.locks import LockRegistry
 from gateway.worker.runner import TurnRunner
 
 
@@ -48,16 +48,17 @@ class WorkerRuntime(Runtime):
     def locks(self) -> LockRegistry:
         return LockRegistry(self.settings.lock_registry_cap)
 
-    @property
+    @locked_cached_property
     def agents(self) -> AgentCache:
         """This process's agents; their figures go to Redis (and the log) every few seconds."""
-        return self.__dict__.get("agents") or self._once("agents", self._build_agents)
+        return self._build_agents()
 
     def _build_agents(self) -> AgentCache:
         s = self.settings
         lane = ReleaseLane(self.process_id, self.release_post,
                            fallback_s=s.agent_release_fallback_s)
-        cache = AgentCache(self.factory, s.agent_cache_cap,
+        context = AgentContext(settings=s, redis=self.redis, process_id=self.process_id)
+        cache = AgentCache(self.factory, s.agent_cache_cap, context=context,
                            idle_ttl_s=s.agent_idle_ttl_s, lane=lane)
         report = AgentReport(self.redis, self.process_id, cache.stats)
         self.__dict__["agent_report"] = report
@@ -73,11 +74,8 @@ class WorkerRuntime(Runtime):
         self.agents.close(self.settings.agent_release_timeout_s)
         self.__dict__["agent_report"].withdraw()
 
-    @property
+    @locked_cached_property
     def runner(self) -> TurnRunner:
-        return self.__dict__.get("runner") or self._once("runner", self._build_runner)
-
-    def _build_runner(self) -> TurnRunner:
         return TurnRunner(
             store=self.store, locks=self.locks, heartbeats=self.heartbeats,
             agents=self.agents, replies=self.replies, publisher=self.publisher,

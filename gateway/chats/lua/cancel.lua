@@ -3,12 +3,15 @@
 -- cancel: the state change of /stop, /new, `feishu-gateway stop`, in one step, recorded under
 -- the command's id so that running it again (its listener died) finishes it, never repeats it.
 -- KEYS: chat.lua's, then 10 cmd:<command_id> (the record), 11 done (history.lua)
--- ARGV: 1 command_id  2 debounce_ms  3 record_ttl_ms  4 claim_ttl_ms  5 chat_id
---       6 target: the fence the command is about ('' none held the chat, '*' the current)
---       7 new_session ('1': start a new conversation too; '0' also when the ingest step of
---         the /new already did)  8 session_ttl_ms  9 history_cap  10 history_ttl_ms
---       11 only_queued ('1': a running turn is left to run: 'nothing'; a revoked copy of it)
--- → {how, fence, task_id, waiting[, next_fence, next_entry]} where how is
+-- ARGV: 1 command_id  2 chat_id
+--       3 target: the fence the command is about ('' none held the chat, '*' the current)
+--       4 options (JSON): debounce_ms record_ttl_ms
+--         new_session (true: start a new conversation too; false also when the ingest step
+--         of the /new already did)
+--         only_queued (true: a running turn is left to run: 'nothing'; a revoked copy of it)
+--         claim_ttl_ms session_ttl_ms history_cap history_ttl_ms
+-- → {how, fence, task_id, waiting[, next_fence, next_entry]} (next: the turn claimed after
+--   the dropped one, to be published) where how is
 --   'again'       this command ran before: how/fence/task_id/waiting as recorded
 --   'debounced'   another debounced stop came within debounce_ms: this one does nothing
 --                 more (a stop with debounce_ms 0 neither is nor starts a debounce); its
@@ -22,8 +25,9 @@
 local rec = redis.call('HMGET', KEYS[10], 'how', 'fence', 'task_id', 'waiting')
 if rec[1] then return {'again', rec[1], rec[2] or '', rec[3] or '', rec[4] or '0'} end
 local now_us, now_ms = clock()
-local ttl = tonumber(ARGV[3])
-if ARGV[7] == '1' then renew_session(now_ms, ARGV[8]) end
+local opts = cjson.decode(ARGV[4])
+local ttl = opts.record_ttl_ms
+if opts.new_session then renew_session(now_ms, opts.session_ttl_ms) end
 local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'task_id', 'entry')
 local fence, state, task_id, entry = lease[1], lease[2], lease[3] or '', lease[4]
 local behind = redis.call('ZCARD', K.inbox)
@@ -34,7 +38,7 @@ local function record(how, f, t)
   redis.call('PEXPIRE', KEYS[10], ttl)
   return {how, f, t, tostring(behind)}
 end
-local debounce_ms = tonumber(ARGV[2])
+local debounce_ms = opts.debounce_ms
 local last = tonumber(redis.call('HGET', K.stop, 'at_ms') or '')
 if last and now_ms >= last and now_ms - last < debounce_ms then  -- (not past a step back)
   if fence and fence ~= redis.call('HGET', K.stop, 'fence') then
@@ -48,12 +52,12 @@ if debounce_ms > 0 then
   redis.call('HSET', K.stop, 'at_ms', str(now_ms))
   redis.call('PEXPIRE', K.stop, ttl)
 end
-local target = ARGV[6]
+local target = ARGV[3]
 if not fence or target == '' or (target ~= '*' and target ~= fence) then
   return record('nothing', '', '')
 end
 if state == 'running' then
-  if ARGV[11] == '1' then return record('nothing', '', '') end
+  if opts.only_queued then return record('nothing', '', '') end
   redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '', 'task', task_id)
   redis.call('PEXPIRE', K.stop, ttl)
   return record('running', fence, task_id)
@@ -65,10 +69,10 @@ end
 if entry then
   redis.call('ZREM', K.inbox, entry)
   remember(KEYS[11], entry, 'stopped', task_id, fence, redis.call('HGET', K.tries, 'n'),
-           ARGV[9], ARGV[10], now_ms)
+           opts.history_cap, opts.history_ttl_ms, now_ms)
 end
 local r = record('not-started', fence, task_id)
-local c = claim(ARGV[5], now_us, now_ms, tonumber(ARGV[4]), true)  -- its head was dropped
+local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true)  -- its head was dropped
 if c then
   r[5], r[6] = c[1], c[2]
 end

@@ -4,13 +4,13 @@
 -- caller to publish, instead of waiting for the lease to run out and a sweep. The re-run
 -- resends the kept answer under the same uuids. A turn asked to stop meanwhile is dropped
 -- here, as when its lease runs out (claim).
+-- KEYS: chat.lua's, then 10 done (history.lua)
 -- ARGV: 1 fence  2 claim_ttl_ms  3 chat_id  4 history_cap  5 history_ttl_ms
---       (KEYS 10: done, history.lua)
 -- → {'stale'} (the turn no longer holds the chat: nothing touched) | {'empty'}
---   | {'dispatch', fence, entry}
+--   | {'claimed', fence, entry} (the turn again, to be published)
 if redis.call('HGET', K.lease, 'fence') ~= ARGV[1] then return {'stale'} end
 local now_us, now_ms = clock()
 local c = claim(ARGV[3], now_us, now_ms, tonumber(ARGV[2]), false, nil,
                 {KEYS[10], ARGV[4], ARGV[5]})
 if not c then return {'empty'} end
-return {'dispatch', c[1], c[2]}
+return {'claimed', c[1], c[2]}

@@ -23,8 +23,8 @@ from typing import Protocol
 
 import redis
 
-from gateway.chats.scripts import register
 from gateway.core import metrics
+from gateway.core.scripts import register
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class Quota:
     def __init__(self, client: redis.Redis, rates: Rates | None = None) -> None:
         self.rates = rates or Rates()
         self._redis = client
-        scripts = register(client)
+        scripts = register(client, "gateway.feishu.outbound")
         self._take, self._hold = scripts["take"], scripts["hold"]
 
     def _buckets(self, key: str) -> list[float]:

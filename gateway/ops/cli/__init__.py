@@ -13,27 +13,19 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import click
 import redis
 from redis.exceptions import RedisClusterException
 
 from gateway.core.errors import GatewayError, Refused
+from gateway.ops.cli.context import Run
 
 PROG = "feishu-gateway"
 BUG_EXIT = 70
 """EX_SOFTWARE (sysexits.h): an exception no command expects."""
 HEALTH = "health"
 """The healthcheck command: any failure of it exits 1 (Docker: "2: reserved")."""
-
-
-@dataclass
-class Run:
-    """What the boundary learns of a run while click parses it (the `cli` group fills it)."""
-
-    command: str | None = None
-    debug: bool = False
 
 
 def _say(line: str) -> None:

@@ -5,11 +5,7 @@ the boundary in gateway/ops/cli/__init__.py."""
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
-from collections.abc import Iterable
-from types import FrameType
 from typing import Any
 
 import click
@@ -18,8 +14,9 @@ from rich.console import Console
 from gateway.core.errors import GatewayError, Refused
 from gateway.core.logs import setup_logging
 from gateway.core.settings import load_settings
-from gateway.ops.cli import Run, actions, show, views
-from gateway.ops.cli.context import Ops
+from gateway.ops.cli import actions, show, views
+from gateway.ops.cli.context import Ops, Run
+from gateway.ops.cli.sandbox import demo, simulator
 
 NOTIFY_BUDGET_S = 15.0
 """How long `purge --notify` keeps trying to send its one line."""
@@ -81,61 +78,10 @@ def listen() -> None:
     if not settings.has_credentials:
         raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET (or FEISHU_APPS) must be set "
                            "for `listen`")
-    from gateway.listener.service import ListenerService
-    from gateway.publisher import bound_publishing
+    from gateway.listener.process import run_listener
     from tasks import app
 
-    started: list[ListenerService] = []
-    if settings.metrics_port:  # served first, so the first events are counted too
-        _check_multiproc_folder()
-        from gateway.core import metrics
-
-        def statuses() -> Iterable[Any]:
-            return started[0].listener.statuses() if started else ()
-
-        try:
-            metrics.serve_listener(settings.metrics_port, settings.metrics_addr, statuses)
-        except OSError as error:
-            raise GatewayError(f"cannot serve metrics on {settings.metrics_addr}:"
-                               f"{settings.metrics_port} (GATEWAY_METRICS_PORT, "
-                               f"GATEWAY_METRICS_ADDR): {error.strerror or error}") from None
-    bound_publishing(app, 2 * settings.redis_timeout_s)
-    service = ListenerService(settings, app).start()
-    started.append(service)
-    stop = threading.Event()
-
-    def handle(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, handle)
-    signal.signal(signal.SIGTERM, handle)
-    while not stop.wait(0.5):
-        if service.listener.fatal:
-            service.stop()
-            raise GatewayError(service.listener.fatal)
-    service.stop()
-
-
-def _check_multiproc_folder() -> None:
-    """Refuse, in one line and before anything starts, a multiprocess folder that cannot be
-    written: with listener metrics on, prometheus_client would fail each event it counts."""
-    import os
-    import tempfile
-
-    from gateway.core.metrics import MULTIPROC_ENV
-
-    for name in (MULTIPROC_ENV, MULTIPROC_ENV.lower()):  # (the lower case: deprecated)
-        folder = os.environ.get(name)
-        if folder:
-            try:
-                with tempfile.NamedTemporaryFile(dir=folder, prefix=".gateway-probe-"):
-                    pass
-            except OSError as error:
-                raise GatewayError(
-                    f"{name}={folder} cannot be written ({error.strerror or error}), and with "
-                    "GATEWAY_METRICS_PORT set prometheus_client writes every figure there; it "
-                    "is for the workers' metrics only: unset it for `listen`") from None
-            return
+    run_listener(settings, app)
 
 
 @cli.command()
@@ -342,58 +288,5 @@ def health(role: str) -> None:
     click.echo(f"worker(s) on {host}: {', '.join(sorted(answered))}")
 
 
-@cli.group(invoke_without_command=True)
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=9900, show_default=True, type=click.IntRange(0, 65535))
-@click.pass_context
-def simulator(ctx: click.Context, host: str, port: int) -> None:
-    """Run the fake Feishu open platform (for demos and tests): it prints the `export` lines
-    that point a gateway at it. `simulator send` talks to a running one as a user would."""
-    if ctx.invoked_subcommand is not None:
-        return
-    setup_logging("INFO")
-    from gateway.simulator import serve_forever
-
-    try:
-        serve_forever(host=host, port=port)
-    except OSError as error:
-        raise GatewayError(f"the simulator cannot listen on {host}:{port}: "
-                           f"{error.strerror or error}") from None
-
-
-@simulator.command("send")
-@click.argument("chat_id")
-@click.argument("text")
-@click.option("--url", default="http://127.0.0.1:9900", show_default=True,
-              help="The running simulator.")
-@click.option("--group", is_flag=True, help="A group chat (default: a direct message).")
-@click.option("--mention", is_flag=True, help="@mention the bot (groups gate on it).")
-@click.option("--wait", "wait_s", default=30.0, show_default=True,
-              help="Seconds to wait for the bot's reply.")
-def simulator_send(chat_id: str, text: str, url: str, group: bool, mention: bool,
-                   wait_s: float) -> None:
-    """Send TEXT to CHAT_ID as a user and print the bot's replies to it, or what the
-    simulator saw instead (no bot connected, not acknowledged, no turn started and why)."""
-    from gateway.ops.cli.simclient import send_and_wait
-
-    replies = send_and_wait(url, chat_id, text, group=group, mention=mention, wait_s=wait_s)
-    for reply in replies:
-        click.echo(f"bot: {reply}")
-
-
-@cli.command()
-@click.option("--chat", "chat_id", default="oc_demo_chat", show_default=True,
-              help="The simulated chat id.")
-@click.option("--keep-logs", is_flag=True, help="Keep the processes' log folder at exit.")
-@click.option("--port", "sim_port", default=9900, show_default=True,
-              type=click.IntRange(0, 65535),
-              help="The simulator's port, where the web chat is served (0: any free one).")
-def demo(chat_id: str, keep_logs: bool, sim_port: int) -> None:
-    """Everything on embedded defaults (Redis, simulator, a worker, a listener); chat from
-    the terminal, while answers stream. A line ending in \\ goes on with the next; a ```
-    block is one message. The worker runs the showcase agent (it streams, asks for
-    approval, and `slow` takes 20 s to try /stop) unless GATEWAY_AGENT is set. Reads
-    REDIS_URL (checked first) and FEISHU_APP_ID when set (then they are used instead)."""
-    from gateway.ops.demo import run_demo
-
-    sys.exit(run_demo(chat_id=chat_id, keep_logs=keep_logs, sim_port=sim_port))
+cli.add_command(simulator)
+cli.add_command(demo)

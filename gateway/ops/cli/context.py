@@ -1,5 +1,6 @@
-"""What the commands share, each part built on first use: settings, Redis, the chat store,
-the Celery app and the gateway's runtime (a read of Redis never imports Celery)."""
+"""What the commands share: what the error boundary learns of a run, and the operator's
+context, each part built on first use: settings, Redis, the chat store, the Celery app and
+the gateway's runtime (a read of Redis never imports Celery)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ if TYPE_CHECKING:
 
 WORKERS_TIMEOUT_S = 1.0
 """How long `status` and `retry` wait for Celery workers to answer."""
+
+
+@dataclass
+class Run:
+    """What the boundary learns of a run while click parses it (the `cli` group fills it)."""
+
+    command: str | None = None
+    debug: bool = False
 
 
 @dataclass

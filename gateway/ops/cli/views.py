@@ -8,7 +8,8 @@ from typing import Any
 
 from gateway.agents.report import view
 from gateway.chats.history import read_history
-from gateway.chats.store import ChatStore, text_of
+from gateway.chats.model import text_of
+from gateway.chats.store import ChatStore
 from gateway.core.names import turn_task_id
 
 TEXT_CHARS = 60

@@ -1,6 +1,6 @@
 --!include clock.lua
 --!include history.lua
--- Every per-chat script gets the same KEYS, in this order (gateway/state/keys.py):
+-- Every per-chat script gets the same KEYS, in this order (gateway/chats/keys.py):
 --   1 lease    hash: fence state entry message_id task_id worker since_ms requeue_at_ms requeues
 --              (claim writes every field, so no field of an earlier turn lingers)
 --   2 inbox    zset: score = Feishu create_time (ms); member = '<arrival us, 16 digits>|<id>|<json>'

@@ -1,4 +1,4 @@
-"""An LRU-bounded registry of process-local per-chat lock handles.
+"""In-process turn handles: an LRU-bounded registry of per-chat handles.
 
 A chat's handle is held while one of its turns runs in this process; each turn holds it
 through a `TurnHandle` of its own (fence, start time, stop event), so a stale turn of the
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from gateway.chats.store import TurnRef
+from gateway.chats.model import TurnRef
 
 TIME_LIMIT = "ran past the time limit"
 

@@ -1,0 +1,78 @@
+"""The listener's steps: a message enters its chat's inbox (or is recorded as a command, a
+"not queued" or a "late" notice), a claimed turn is confirmed published, a refused person is
+told (lua/ingest.lua, confirm.lua, refuse.lua)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.chats.chat_scripts import ChatScripts
+from gateway.chats.model import Admission, NotDurable, TurnRef, claimed_turn, text_of
+from gateway.core.model import Message
+
+
+def _admission(chat_id: str, reply: Any) -> Admission:
+    outcome = text_of(reply[0])
+    if outcome == "claimed":
+        return Admission("dispatch", int(reply[1]), claimed_turn(chat_id, reply[2], reply[3]))
+    if outcome in ("queued", "full"):
+        return Admission(outcome, int(reply[1]))  # type: ignore[arg-type]
+    if outcome == "late":
+        return Admission("late", late_ms=int(reply[1]))
+    return Admission(outcome)  # type: ignore[arg-type]
+
+
+class InboxSteps(ChatScripts):
+    def ingest(self, message: Message, command: str = "") -> Admission:
+        """Dedupe + admit (or record a command / a "not queued" or "late" notice) in one
+        atomic step; with durable ACKs on, also wait until that step is durable."""
+        c = self.config
+        k = self.keys(message.chat_id)
+        keys = [*k.all, k.seen(message.message_id), k.done]
+        args: list[Any] = [message.message_id, message.chat_id, message.create_time_ms,
+                           command, message.to_json(), self.options("ingest")]
+        if c.durable_ack == "none":
+            return _admission(message.chat_id, self._scripts["ingest"](keys=keys, args=args))
+        with self.redis.pipeline(transaction=False) as pipe:
+            # WAIT / WAITAOF count the writes of their own connection: pipeline them
+            self._scripts["ingest"](keys=keys, args=args, client=pipe)
+            if c.durable_ack == "aof":
+                pipe.execute_command("WAITAOF", 1, 0, c.durable_ack_timeout_ms)  # type: ignore[no-untyped-call]
+            else:
+                pipe.execute_command("WAIT", 1, c.durable_ack_timeout_ms)  # type: ignore[no-untyped-call]
+            reply, durable = pipe.execute()
+        admission = _admission(message.chat_id, reply)
+        self._check_durable(durable, admission)
+        return admission
+
+    def _check_durable(self, answer: Any, admission: Admission) -> None:
+        timeout = self.config.durable_ack_timeout_ms
+        if self.config.durable_ack == "aof":
+            if int(answer[0]) < 1:
+                raise NotDurable(f"WAITAOF: not fsynced to the AOF within {timeout} ms",
+                                 admission)
+        elif int(answer) < 1:
+            raise NotDurable(f"WAIT: no replica acknowledged within {timeout} ms", admission)
+
+    def confirm(self, turn: TurnRef, task_id: str) -> bool:
+        """After a publish: the turn waits in the broker; requeued if not picked up in time."""
+        c = self.config
+        return bool(self._run("confirm", turn.chat_id, turn.fence, task_id, c.queued_ttl_ms,
+                              c.running_ttl_ms, turn.chat_id))
+
+    def confirm_many(self, confirmed: Sequence[tuple[TurnRef, str]]) -> None:
+        """`confirm` for many published turns in one round trip."""
+        c = self.config
+        self._batch("confirm", [(self.keys(turn.chat_id).all, [
+            turn.fence, task_id, c.queued_ttl_ms, c.running_ttl_ms, turn.chat_id])
+            for turn, task_id in confirmed])
+
+    def refuse(self, message: Message, reason: str, every_s: int) -> bool:
+        """A person's refused direct message: a 'refused' notice for the desk, unless the
+        chat's user was told within `every_s`. True when a notice was recorded."""
+        k = self.keys(message.chat_id)
+        return bool(self._scripts["refuse"](
+            keys=[k.told, k.control],
+            args=[every_s, message.chat_id, message.to_json(), self.config.control_cap,
+                  reason]))

@@ -1,0 +1,70 @@
+"""What a DM or a group may do, as the settings say it (FEISHU_DM_POLICY,
+FEISHU_GROUP_POLICY, FEISHU_GROUP_RULES, the allowlists): the policies, each group's own rule,
+and the parser of FEISHU_GROUP_RULES. Pure values; admission applies them to a message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+DmPolicy = Literal["open", "allowlist", "disabled"]
+GroupPolicy = Literal["open", "allowlist", "admin_only", "disabled"]
+DM_POLICIES: tuple[DmPolicy, ...] = ("open", "allowlist", "disabled")
+GROUP_POLICIES: tuple[GroupPolicy, ...] = ("open", "allowlist", "admin_only", "disabled")
+
+
+@dataclass(frozen=True)
+class GroupRule:
+    """One group's own rule (FEISHU_GROUP_RULES); None fields take the defaults."""
+
+    policy: GroupPolicy | None = None
+    require_mention: bool | None = None
+    allowed: frozenset[str] | None = None
+    """Who may talk to the bot in this group under `allowlist`, instead of the global list."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    dm_policy: DmPolicy = "open"
+    group_policy: GroupPolicy = "open"
+    allowed: frozenset[str] = frozenset()
+    admins: frozenset[str] = frozenset()
+    require_mention: bool = True
+    mention_all: bool = False
+    """Whether `@_all` (@everyone) counts as a mention of the bot."""
+    allow_bots: bool = False
+    groups: Mapping[str, GroupRule] = field(default_factory=dict)
+
+
+def parse_group_rules(raw: str) -> dict[str, GroupRule]:
+    """FEISHU_GROUP_RULES, a JSON object: chat id → {"policy", "require_mention",
+    "allowed"} (each optional). ValueError saying what is wrong (pure)."""
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as error:
+        raise ValueError(f"not JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ValueError('expected a JSON object such as {"oc_…": {"policy": "admin_only"}}')
+    rules = {}
+    for chat_id, spec in data.items():
+        if not isinstance(spec, dict) or set(spec) - {"policy", "require_mention", "allowed"}:
+            raise ValueError(f"{chat_id}: expected an object with policy, require_mention, "
+                             "allowed")
+        policy = spec.get("policy")
+        if policy is not None and policy not in GROUP_POLICIES:
+            raise ValueError(f"{chat_id}: policy must be one of {', '.join(GROUP_POLICIES)}")
+        mention = spec.get("require_mention")
+        if mention is not None and not isinstance(mention, bool):
+            raise ValueError(f"{chat_id}: require_mention must be true or false")
+        allowed = spec.get("allowed")
+        if allowed is not None and not (isinstance(allowed, list)
+                                        and all(isinstance(x, str) for x in allowed)):
+            raise ValueError(f"{chat_id}: allowed must be a list of open ids")
+        rules[str(chat_id)] = GroupRule(policy, mention,
+                                        None if allowed is None else frozenset(allowed))
+    return rules

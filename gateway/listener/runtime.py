@@ -1,0 +1,69 @@
+"""The listener's wiring: the shared collaborators (gateway/runtime.py), plus what only a
+listener runs: the intake of events, the outbox publishing for it, the desk of control jobs
+with the verdicts of approval clicks, and the sweeper. Built from the settings, started and
+stopped by the service (gateway/listener/service.py)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from functools import cached_property
+
+from gateway.approvals.verdicts import Verdicts
+from gateway.chats.clients import keyspace
+from gateway.chats.jobs import ControlJobs
+from gateway.chats.sweeper import Sweeper
+from gateway.core.names import TaskSender
+from gateway.core.redis_client import redis_client
+from gateway.core.settings import Settings
+from gateway.listener.desk import ControlDesk
+from gateway.listener.intake import Intake
+from gateway.listener.outbox import Outbox
+from gateway.runtime import Runtime
+
+ORPHAN_AFTER_MS = 10_000
+"""A control job nobody touched for this long was left by a dead listener (desks touch
+theirs every 2 s)."""
+
+
+class ListenerRuntime(Runtime):
+    def __init__(self, settings: Settings, sender: TaskSender) -> None:
+        super().__init__(settings, sender, role="listener")
+
+    @cached_property
+    def verdicts(self) -> Verdicts:
+        """Card clicks and /approve, /deny."""
+        s = self.settings
+        return Verdicts(self.approvals, admins=s.admin_ids, allowed=s.allowed_user_ids)
+
+    @cached_property
+    def control_jobs(self) -> ControlJobs:
+        """A client of its own: its reads block for up to half a second."""
+        s = self.settings
+        client = redis_client(s.redis_url, s.redis_timeout_s + 2.0, retries=0,
+                              cluster=s.redis_cluster)
+        consumer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        return ControlJobs(client, consumer, orphan_after_ms=ORPHAN_AFTER_MS,
+                           streams=keyspace(s).controls)
+
+    @cached_property
+    def desk(self) -> ControlDesk:
+        return ControlDesk(self.control_jobs, self.canceller, self.replies, self.store,
+                           verdicts=self.verdicts)
+
+    @cached_property
+    def outbox(self) -> Outbox:
+        return Outbox(cap=self.settings.outbox_cap)
+
+    @cached_property
+    def intake(self) -> Intake:
+        s = self.settings
+        return Intake(self.store, self.publisher, self.outbox, max_text_chars=s.max_text_chars,
+                      primary_app_id=s.primary_app_id, several_apps=len(s.apps) > 1,
+                      cards=self.verdicts.on_click, rules=s.admission_rules,
+                      refusal_notice_every_s=s.refusal_notice_every_s)
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        return Sweeper(self.store, self.publisher, self.settings.sweep_interval_s)

@@ -1,0 +1,131 @@
+"""Sending a turn's answer: its pieces, the surface a streamed answer grows on, the give-up.
+
+An answer is cut into pieces of at most `chunk_chars`, each sent as a message under a uuid
+fixed by the answer's kind and the piece's position, so a re-run resends the same pieces
+(Feishu shows them once). A streamed answer grows on a card, or on a text or post message
+edited in place; its first piece closes that surface, the rest follow as replies. A piece
+Feishu refuses, or that still fails once its retries are spent, is recorded as undelivered
+(`feishu-gateway status` lists it) and the chat moves on.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from gateway.chats.model import Answer, TurnRef
+from gateway.chats.store import ChatStore
+from gateway.chats.streams import StreamCards
+from gateway.core.errors import GatewayError
+from gateway.core.model import Message
+from gateway.feishu.outbound.chunking import chunk_markdown
+from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
+from gateway.worker.handles import TurnHandle
+from gateway.worker.streaming import FAILED_MARK, STOPPED_MARK, Stream
+from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
+
+logger = logging.getLogger(__name__)
+
+SHUTDOWN = "its worker is shutting down"
+"""Why a turn stopped sending its reply: it is handed back for another worker to send."""
+
+
+@dataclass(frozen=True)
+class AnswerSender:
+    """The answers of one worker's turns, sent as `TurnRunner` configures them."""
+
+    store: ChatStore
+    replies: Replies
+    reply_format: str
+    chunk_chars: int
+    streams: StreamCards | None
+    stream_interval_s: float
+
+    def answer(self, reply: str) -> Answer:
+        """An agent's reply as the answer kept and sent: its text cut into pieces."""
+        return Answer("reply", tuple(chunk_markdown(reply, self.chunk_chars)))
+
+    def stream(self, turn: TurnRef, message: Message, attempt: int,
+               handle: TurnHandle) -> Stream | None:
+        """Where the answer to `message` grows while its agent runs: a message edited in
+        place (reply_format text or post) or a card; None when nothing streams."""
+        if self.streams is None or self.stream_interval_s <= 0:
+            return None
+
+        def may_send() -> bool:
+            return not handle.stopped.is_set() and self.store.may_reply(turn)
+
+        surface: Surface
+        if self.reply_format in ("text", "post"):
+            surface = EditedMessage(self.replies, message, form=self.reply_format,
+                                    attempt=attempt, may_send=may_send, stopped=handle.stopped)
+        else:
+            surface = CardSurface(self.replies, self.streams, message, attempt=attempt,
+                                  may_send=may_send, stopped=handle.stopped)
+        return Stream(surface, what=f"message {message.message_id} of chat {message.chat_id}",
+                      interval_s=self.stream_interval_s, limit_chars=self.chunk_chars,
+                      stopped=handle.stopped)
+
+    @staticmethod
+    def streamed(stream: Stream, answer: Answer | None, outcome: str,
+                 handle: TurnHandle) -> Answer | None:
+        """The answer of a turn whose card streamed: closed at once with a mark when the
+        turn was stopped or failed, else kept as a "stream" answer (its first chunk closes
+        the card, the rest follow as replies)."""
+        if handle.stopped.is_set():
+            stream.close(stream.text, STOPPED_MARK)
+            return None
+        if outcome == "failed":
+            stream.close(stream.text, FAILED_MARK)
+            return answer
+        if answer is None:
+            stream.close(stream.text)
+            return None
+        return Answer("stream", answer.chunks)
+
+    def send(self, turn: TurnRef, message: Message, answer: Answer, handle: TurnHandle,
+             attempt: int, stream: Stream | None = None) -> None:
+        """Send every piece; each piece's uuid is fixed by the answer's kind and position.
+        Before each attempt the fence is checked again (the first one was just checked).
+        A streamed answer's first piece closes its card (the same card on a re-run). When
+        the worker leaves meanwhile, the turn stops with `SHUTDOWN` (to be handed back)."""
+        checked = [True]
+        chunks, purpose, first = answer.chunks, answer.kind, 0
+        if purpose == "stream" and stream is None:  # a re-run resending a kept answer
+            stream = self.stream(turn, message, attempt, handle)
+        if purpose == "stream" and stream is not None:
+            if stream.close(chunks[0]):
+                first = 1
+            elif self.replies.leaving.is_set():  # the card may close yet: on the re-run
+                handle.stop(SHUTDOWN)
+                return
+        if purpose == "stream":
+            purpose = "stream-rest"
+
+        def may_send() -> bool:
+            if handle.stopped.is_set():
+                return False
+            fresh, checked[0] = checked[0], False
+            return fresh or self.store.may_reply(turn)
+
+        for index, chunk in enumerate(chunks[first:], first):
+            try:
+                self.replies.send_markdown(
+                    message.message_id, chunk, mode=self.reply_format, app_id=message.app_id,
+                    chat_id=message.chat_id,
+                    uuid=reply_uuid(message.reply_key, purpose, index),
+                    in_thread=bool(message.thread_id), may_send=may_send,
+                    stopped=handle.stopped)
+            except Leaving as error:
+                logger.info("%s", error)
+                handle.stop(SHUTDOWN)  # unless it was stopped for another reason already
+                return
+            except Abandoned as error:
+                logger.info("%s", error)
+                return
+            except GatewayError as error:
+                logger.error("reply to %s in chat %s given up: %s", message.message_id,
+                             message.chat_id, error)
+                self.store.record_undelivered(message.chat_id, message.message_id, answer.kind,
+                                              str(error))
+                return
