@@ -19,7 +19,7 @@ from gateway.approvals.policy import DECISIONS, may_decide
 from gateway.approvals.verdicts import Verdicts
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedRedis
-from tests.conftest import client_of
+from tests.support.rig import client_of
 
 REQUESTER, DM_USER, ADMIN, ALLOWED, STRANGER = "ou_req", "ou_dm", "ou_admin", "ou_ok", "ou_x"
 

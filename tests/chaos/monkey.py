@@ -1,4 +1,4 @@
-"""The chaos monkey and the bookkeeping of the chaos suite (tests/test_chaos.py)."""
+"""The chaos monkey and the bookkeeping of the chaos suite (test_chaos.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import redis
 from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
 from gateway.core.names import RELEASE_QUEUE
 from gateway.simulator import SendFaults, SentMessage
-from tests.agents import events_key
-from tests.clocks import SteppedClock
-from tests.conftest import Rig
+from tests.support.agents import events_key
+from tests.support.clocks import SteppedClock
+from tests.support.rig import Rig
 
 FAULTS = ("worker-kill", "listener-kill", "ws-drop", "redis-restart", "send-errors",
           "redis-clock", "listener-clock", "identity-fail")
@@ -295,3 +295,6 @@ def count_leftovers(rig: Rig, client: redis.Redis, chats: list[str],
         if client.pttl(key) == -1:
             figures.keys_without_ttl += 1
             figures.examples.append(f"no TTL: {key}")
+
+
+RESULTS: list[Figures] = []

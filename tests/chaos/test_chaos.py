@@ -28,9 +28,10 @@ import pytest
 
 from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
 from gateway.ops.processes import wait_until
-from tests.chaos import (
+from tests.chaos.monkey import (
     FAULTS,
     LISTENER_AHEAD_S,
+    RESULTS,
     Clicker,
     Figures,
     Monkey,
@@ -38,8 +39,8 @@ from tests.chaos import (
     count_order,
     count_replies,
 )
-from tests.clocks import SteppedClock
-from tests.conftest import Rig
+from tests.support.clocks import SteppedClock
+from tests.support.rig import Rig, rig_up
 
 CHATS = 50
 PER_CHAT = 40
@@ -50,7 +51,6 @@ SINGLE_RUN_S = 18.0
 HANG_MAX_S = {"all": 0.2}
 """A turn's agent time is drawn up to this (0.06 s for a single fault: its 2,000 turns then
 drain within CI's budget; the run with every fault keeps the longer turns)."""
-RESULTS: list[Figures] = []
 
 
 GROUP_USERS = ("ou_user_1", "ou_user_2")
@@ -86,22 +86,14 @@ def clocks(request: pytest.FixtureRequest) -> Iterator[Clocks]:
 
 @pytest.fixture
 def chaos_rig(tmp_path_factory: pytest.TempPathFactory, clocks: Clocks) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, persistent=True, redeliver_after_s=1.0,
-              server=clocks.redis.server_options() if clocks.redis else None,
-              GATEWAY_INBOX_CAP="100", GATEWAY_REPLY_RETRY_BUDGET_S="120",
-              FEISHU_REQUIRE_MENTION="true")
-    if clocks.listeners is not None:
-        rig.listener_env = clocks.listeners.env({})
-    try:
-        workers = [rig.fleet("worker", concurrency=3, supervise=True, wait=False)
-                   for _ in range(2)]
-        rig.listener()
-        for worker in workers:
-            rig.fleet.wait_ready(worker)
-        rig.sim.wait_connected(1, timeout_s=30)
+    with rig_up(tmp_path_factory, workers=2, concurrency=3,
+                listener_env=clocks.listeners.env({}) if clocks.listeners else None,
+                kill=True,  # the figures are taken: nothing more to see
+                persistent=True, redeliver_after_s=1.0,
+                server=clocks.redis.server_options() if clocks.redis else None,
+                GATEWAY_INBOX_CAP="100", GATEWAY_REPLY_RETRY_BUDGET_S="120",
+                FEISHU_REQUIRE_MENTION="true") as rig:
         yield rig
-    finally:
-        rig.close(kill=True)  # the figures are taken: nothing more to see
 
 
 def send_all(rig: Rig, run_id: str, spread_s: float,

@@ -15,22 +15,13 @@ from gateway.chats.history import read_history
 from gateway.chats.store import ChatStore, TurnRef
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
-from tests.conftest import client_of
-from tests.test_state import lease_gone, msg, pending_ids, store_for
+from tests.support.rig import client_of
+from tests.support.store import first_turn, lease_gone, msg, pending_ids, store_for
 
 
 @pytest.fixture
 def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
     yield from client_of(private_redis)
-
-
-def first_turn(store: ChatStore, chat_id: str, messages: int = 1) -> TurnRef:
-    """Admit messages om_1..om_<messages> to an idle chat: the turn of om_1."""
-    turn = store.ingest(msg(chat_id, 1)).dispatch
-    for n in range(2, messages + 1):
-        store.ingest(msg(chat_id, n))
-    assert turn is not None
-    return turn
 
 
 def run_to_end(store: ChatStore, turn: TurnRef, outcome: str) -> TurnRef | None:

@@ -18,32 +18,14 @@ from gateway.core.errors import SettingsError
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
-from tests.conftest import client_of, start_redis, stop_redis
+from tests.support.rig import client_of, start_redis, stop_redis
+from tests.support.store import lease_gone, msg, pending_ids, store_for
 
 
 @pytest.fixture
 def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
     """These tests run the sweeper's steps themselves: on a Redis of their own."""
     yield from client_of(private_redis)
-
-
-def store_for(client: redis.Redis, **overrides: Any) -> ChatStore:
-    options: dict[str, Any] = {"claim_ttl_ms": 5000, "queued_ttl_ms": 60_000,
-                               "running_ttl_ms": 5000, "inbox_cap": 3, **overrides}
-    return ChatStore(client, StoreConfig(**options))
-
-
-def msg(chat_id: str, n: int, create_ms: int = 0, text: str = "") -> Message:
-    return Message(f"om_{n}", chat_id, "p2p", "ou_u", "text", text or f"text {n}",
-                   create_time_ms=create_ms)
-
-
-def pending_ids(store: ChatStore, chat_id: str) -> list[str]:
-    return [message_id for message_id, _ in store.pending(chat_id)]
-
-
-def lease_gone(store: ChatStore, chat_id: str) -> None:
-    wait_until(lambda: not store.lease(chat_id), 5, "the lease to expire")
 
 
 def wait_for_next_ms(client: redis.Redis) -> None:

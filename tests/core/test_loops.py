@@ -13,7 +13,7 @@ from gateway.chats.sweeper import Sweeper
 from gateway.core.loops import Periodic
 from gateway.core.model import Message
 from gateway.ops.processes import wait_until
-from tests.conftest import start_redis, stop_redis
+from tests.support.rig import start_redis, stop_redis
 
 
 def test_a_thread_goes_on_after_any_exception(caplog: pytest.LogCaptureFixture) -> None:

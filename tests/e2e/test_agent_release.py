@@ -1,7 +1,8 @@
 """Agents let go by real workers: each one released exactly once,
 in the process that built it, through `release_agent` tasks on the low-priority queue (or in
 place when no task comes); /new, a turn run elsewhere and a configuration change rebuild the
-agent on every worker process. The agent (tests.agents:tracked) records its life in Redis."""
+agent on every worker process. The agent (tests.support.agents:tracked) records its life in
+Redis."""
 
 from __future__ import annotations
 
@@ -24,12 +25,13 @@ from gateway.core.model import Turn
 from gateway.core.names import RELEASE_QUEUE, TURNS_QUEUE
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import GatewayProcess, wait_until
-from tests.agents import AGENTS_KEY
-from tests.conftest import Rig
-from tests.test_cancel import operator, reply_of
+from tests.support.agents import AGENTS_KEY
+from tests.support.cli import operator
+from tests.support.replies import reply_of
+from tests.support.rig import Rig, rig_up
 
-TRACKED = "tests.agents:tracked"
-REMEMBERING = "tests.agents:remembering"
+TRACKED = "tests.support.agents:tracked"
+REMEMBERING = "tests.support.agents:remembering"
 
 
 def lives(rig: Rig) -> list[dict[str, Any]]:
@@ -51,9 +53,9 @@ def assert_released_once_where_built(events: list[dict[str, Any]]) -> None:
 
 @pytest.fixture
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, GATEWAY_AGENT=TRACKED, GATEWAY_AGENT_CACHE_CAP="2")
-    yield rig.up(worker=False)
-    rig.close(kill=True)
+    with rig_up(tmp_path_factory, start="listener", kill=True, GATEWAY_AGENT=TRACKED,
+                GATEWAY_AGENT_CACHE_CAP="2") as rig:
+        yield rig
 
 
 def test_agents_let_go_are_released_once_in_their_process_by_a_low_priority_worker(
@@ -285,9 +287,9 @@ def test_new_another_process_s_turn_and_a_config_change_rebuild_on_every_process
 @pytest.fixture
 def user_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     """A stateful agent, and a session per user in groups."""
-    rig = Rig(tmp_path_factory, GATEWAY_AGENT=REMEMBERING, FEISHU_SESSION_SCOPE="user")
-    yield rig.up(worker=False)
-    rig.close(kill=True)
+    with rig_up(tmp_path_factory, start="listener", kill=True, GATEWAY_AGENT=REMEMBERING,
+                FEISHU_SESSION_SCOPE="user") as rig:
+        yield rig
 
 
 def test_a_user_s_agent_kept_while_another_process_ran_that_user_s_turn_is_rebuilt(

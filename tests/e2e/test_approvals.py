@@ -14,20 +14,16 @@ from gateway.chats.store import ChatStore
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.records import SentMessage
-from tests.conftest import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig
-from tests.test_pipeline import agent_events, replies_to
+from tests.support.replies import agent_events, button, replies_to
+from tests.support.rig import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, rig_up
 
 REQUESTER, ADMIN, ALLOWED, STRANGER = "ou_requester", "ou_admin", "ou_allowed", "ou_stranger"
 
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, FEISHU_ADMINS=ADMIN, FEISHU_ALLOWED_USERS=ALLOWED)
-    rig.up()
-    try:
+    with rig_up(tmp_path_factory, FEISHU_ADMINS=ADMIN, FEISHU_ALLOWED_USERS=ALLOWED) as rig:
         yield rig
-    finally:
-        rig.close()
 
 
 @pytest.fixture(scope="module")
@@ -52,14 +48,6 @@ def ask(sim: Simulator, chat: str, *, timeout_s: float = 60, key: str = "tool",
                                    None), 30, "the approval card")
     assert isinstance(card, SentMessage)
     return message_id, card
-
-
-def button(card: SentMessage, decision: str) -> dict[str, Any]:
-    for element in card.content["elements"]:
-        for action in element.get("actions", ()):
-            if action["value"]["decision"] == decision:
-                return dict(action["value"])
-    raise AssertionError(f"no {decision} button in {card.content}")
 
 
 def click(sim: Simulator, chat: str, card: SentMessage, decision: str, who: str,
@@ -197,11 +185,8 @@ def test_in_a_group_with_no_lists_only_the_requester_decides(open_rig: Rig) -> N
 def bare_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     """A gateway of the test's own with a listener and no worker: the test starts (and
     kills) its workers."""
-    rig = Rig(tmp_path_factory).up(worker=False)
-    try:
+    with rig_up(tmp_path_factory, start="listener", kill=True) as rig:
         yield rig
-    finally:
-        rig.close(kill=True)
 
 
 def approval_cards(sim: Simulator, chat: str, message_id: str) -> list[str]:

@@ -7,15 +7,14 @@ from __future__ import annotations
 import socket
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
-import redis
 
 from gateway.ops.processes import wait_until
-from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
-from tests.test_cancel import reply_of, started
-from tests.test_pipeline import replies_to
+from tests.support.replies import replies_to
+from tests.support.rig import Rig, rig_up
+from tests.support.scenarios import stop_then_kill_a_worker
 
 RABBIT = ("127.0.0.1", 5672)
 
@@ -41,9 +40,8 @@ def rabbit_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, rabbit_url: str) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, CELERY_BROKER_URL=rabbit_url)
-    yield rig.up()
-    rig.close(kill=True)
+    with rig_up(tmp_path_factory, kill=True, CELERY_BROKER_URL=rabbit_url) as rig:
+        yield rig
 
 
 def test_turns_go_through_rabbitmq_in_order_and_once(rig: Rig) -> None:
@@ -66,24 +64,3 @@ def test_turns_go_through_rabbitmq_in_order_and_once(rig: Rig) -> None:
 def test_stop_and_a_killed_worker_work_over_rabbitmq(rig: Rig) -> None:
     """Revoke is a broadcast over the broker; recovery never depends on the broker."""
     stop_then_kill_a_worker(rig, rig.client(), "oc_rabbit_stop")
-
-
-def stop_then_kill_a_worker(rig: Rig, events: redis.Redis, chat: str,
-                            while_running: Callable[[str], object] = lambda _: None) -> None:
-    """A /stop ends a running turn and the next message is answered; then a worker is
-    SIGKILLed mid-turn and the message behind it is answered. `while_running(message_id)`
-    runs while the first turn is running."""
-    sim = rig.sim
-    running = sim.send_text(chat, "sleep 30")
-    wait_until(lambda: started(events, chat, running), 20, "the turn to start")
-    after = sim.send_text(chat, "after the stop")
-    while_running(running)
-    stop = sim.send_text(chat, "/stop")
-    assert reply_of(sim, chat, stop, TEST_CANCEL_TIMEOUT_S + 10).startswith("Stopped.")
-    assert reply_of(sim, chat, after) == "echo: after the stop"
-    crashed = sim.send_text(chat, "hang 4")
-    wait_until(lambda: started(events, chat, crashed), 20, "the hanging turn to start")
-    for worker in rig.fleet.workers():
-        worker.kill()  # supervised: started again, as systemd would
-    behind = sim.send_text(chat, "behind the crash")
-    assert reply_of(sim, chat, behind, 60) == "echo: behind the crash"

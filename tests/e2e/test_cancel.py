@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 
 import pytest
@@ -13,30 +11,9 @@ import redis
 
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
-from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig, Spawn
-from tests.test_pipeline import agent_events, replies_to
-
-
-def started(client: redis.Redis, chat_id: str, message_id: str) -> bool:
-    return any(e["event"] == "start" and e["message_id"] == message_id
-               for e in agent_events(client, chat_id))
-
-
-def reply_of(sim: Simulator, chat_id: str, message_id: str, timeout_s: float = 20) -> str:
-    found = wait_until(lambda: replies_to(sim, chat_id).get(message_id), timeout_s,
-                       f"a reply to {message_id}")
-    assert isinstance(found, list) and len(found) == 1, found
-    return str(found[0])
-
-
-def operator(env: dict[str, str], workdir: object, *argv: str, **extra: str) -> str:
-    """Run `feishu-gateway <argv>` as an operator would; return what it printed."""
-    result = subprocess.run(
-        [sys.executable, "-m", "gateway.ops.cli", *argv], cwd=str(workdir),
-        env={**env, "PATH": "/usr/bin:/bin", **extra}, capture_output=True, text=True,
-        timeout=60)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
+from tests.support.cli import operator
+from tests.support.replies import agent_events, replies_to, reply_of, started
+from tests.support.rig import TEST_CANCEL_TIMEOUT_S, Spawn, rig_up
 
 
 def test_stop_ends_a_cooperative_turn_and_the_follow_up_is_answered(
@@ -213,8 +190,7 @@ def test_fifty_stops_at_once_all_end_within_the_cancel_timeout(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """50 /stop for 50 turns that ignore the flag all complete (fenced, the
     user told) within the cancel timeout + 1 s: no stop waits behind another's wait."""
-    rig = Rig(tmp_path_factory)
-    try:
+    with rig_up(tmp_path_factory, start="nothing", kill=True) as rig:
         sim, client = rig.sim, rig.client()
         rig.fleet("worker", pool="threads", concurrency=50)
         rig.fleet("listener")
@@ -233,5 +209,3 @@ def test_fifty_stops_at_once_all_end_within_the_cancel_timeout(
         took = time.monotonic() - sent_at
         assert took <= TEST_CANCEL_TIMEOUT_S + 1, f"the 50 stops took {took:.2f}s"
         assert all(replies_to(sim, c)[m] == ["Stopped."] for c, m in stops.items())
-    finally:
-        rig.close(kill=True)

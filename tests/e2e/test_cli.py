@@ -4,42 +4,20 @@ with a non-zero exit for every bad input."""
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 
 from gateway.ops.embedded_redis import EmbeddedRedis, free_port
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.payloads import new_id
-from tests.test_cancel import reply_of, started
-from tests.test_pipeline import replies_to
-
-# one pool is enough here: the commands talk to Redis and Celery's control API, not a pool
-one_pool = pytest.mark.parametrize("pool", ["prefork"], indirect=True)
-
-
-def cli(env: dict[str, str], *argv: str, stdin: str = "",
-        timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.ops.cli", *argv], input=stdin,
-                          env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
-                          timeout=timeout_s, cwd=str(Path(__file__).parent))
-
-
-def ok(env: dict[str, str], *argv: str, stdin: str = "") -> str:
-    result = cli(env, *argv, stdin=stdin)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
-
-
-def read(env: dict[str, str], *argv: str) -> Any:
-    return json.loads(ok(env, *argv, "--json"))
+from tests.support.cli import cli, ok, one_pool, read
+from tests.support.replies import replies_to, reply_of, started
 
 
 def refused(env: dict[str, str], *argv: str, code: int = 1, stdin: str = "",

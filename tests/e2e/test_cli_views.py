@@ -19,8 +19,8 @@ from gateway.agents.report import AgentReport, summary, view
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.payloads import new_id
-from tests.test_cancel import reply_of, started
-from tests.test_cli import cli, ok, one_pool, read
+from tests.support.cli import cli, ok, one_pool, read
+from tests.support.replies import reply_of, started
 
 
 def on_a_terminal(env: dict[str, str], columns: int, *argv: str) -> str:

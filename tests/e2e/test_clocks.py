@@ -1,7 +1,7 @@
 """Host clocks that are off, on real processes: a listener whose host clock runs 45 minutes
 ahead (or a minute behind) of Redis's. Lateness and presence are judged on Redis's clock, so
-such a listener delays nothing and hides nothing. (Redis's own clock stepping: test_quota.py
-and the chaos suite.)"""
+such a listener delays nothing and hides nothing. (Redis's own clock stepping:
+feishu/outbound/test_quota.py, e2e/test_redis_clock.py and the chaos suite.)"""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 
 from gateway.core.presence import read_connections, redis_time_s
 from gateway.ops.processes import wait_until
-from tests.clocks import SteppedClock
-from tests.conftest import Rig
-from tests.test_pipeline import replies_to
+from tests.support.clocks import SteppedClock
+from tests.support.replies import replies_to
+from tests.support.rig import Rig, rig_up
 
 AHEAD_S = 45 * 60
 
@@ -30,14 +30,8 @@ def skewed() -> Iterator[SteppedClock]:
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, skewed: SteppedClock) -> Iterator[Rig]:
     """A listener on a host whose clock runs ahead; late is anything over 60 s old."""
-    rig = Rig(tmp_path_factory, FEISHU_LATE_AFTER_S="60")
-    try:
-        rig.fleet("worker", supervise=True)
-        rig.fleet("listener", **skewed.env({}))  # type: ignore[arg-type]
-        rig.sim.wait_connected(1, timeout_s=30)
+    with rig_up(tmp_path_factory, listener_env=skewed.env({}), FEISHU_LATE_AFTER_S="60") as rig:
         yield rig
-    finally:
-        rig.close()
 
 
 def test_a_listener_whose_clock_runs_ahead_runs_fresh_messages(rig: Rig,

@@ -23,10 +23,10 @@ from gateway.chats.sweeper import sweep_once
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedCluster
 from gateway.ops.processes import wait_until
-from tests.conftest import Rig
-from tests.test_brokers import stop_then_kill_a_worker
-from tests.test_cancel import operator
-from tests.test_pipeline import replies_to
+from tests.support.cli import operator
+from tests.support.replies import replies_to
+from tests.support.rig import Rig, rig_up
+from tests.support.scenarios import stop_then_kill_a_worker
 
 SHARDS = 16
 
@@ -159,11 +159,10 @@ def test_control_jobs_of_every_shard_reach_one_desk(client: RedisCluster) -> Non
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, cluster: EmbeddedCluster) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, REDIS_URL=cluster.url, GATEWAY_REDIS_CLUSTER="true",
-              GATEWAY_STATE_SHARDS=str(SHARDS))
-    rig.env["CELERY_BROKER_URL"] = rig.redis.url  # the Rig's own Redis is the broker
-    yield rig.up()
-    rig.close(kill=True)
+    with rig_up(tmp_path_factory, start="nothing", kill=True, REDIS_URL=cluster.url,
+                GATEWAY_REDIS_CLUSTER="true", GATEWAY_STATE_SHARDS=str(SHARDS)) as rig:
+        rig.env["CELERY_BROKER_URL"] = rig.redis.url  # the Rig's own Redis is the broker
+        yield rig.up()
 
 
 def test_a_gateway_on_a_cluster_answers_every_chat_once_in_order(

@@ -13,8 +13,8 @@ import pytest
 from gateway.listener.control import LATE_NOTICE
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
-from tests.conftest import EDGE_PING_S, EDGE_SECOND_APP, Rig
-from tests.test_pipeline import replies_to
+from tests.support.replies import replies_to
+from tests.support.rig import EDGE_PING_S, EDGE_SECOND_APP, Rig
 
 PING_INTERVAL_S = PING_TIMEOUT_S = EDGE_PING_S
 SECOND_APP, SECOND_SECRET, SECOND_BOT = EDGE_SECOND_APP

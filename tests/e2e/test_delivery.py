@@ -16,8 +16,8 @@ from gateway.feishu.outbound.delivery import derived_uuid, reply_uuid
 from gateway.ops.processes import wait_until
 from gateway.simulator import SendFaults, SentMessage
 from gateway.worker.runner import gave_up_reply
-from tests.conftest import TEST_LEASE_TTL_S, Rig
-from tests.test_pipeline import agent_events, replies_to
+from tests.support.replies import agent_events, replies_to
+from tests.support.rig import TEST_LEASE_TTL_S, Rig, rig_up
 
 BUDGET_S = 6.0
 QUOTA_PER_S = 9
@@ -27,16 +27,10 @@ FETCH_MAX_BYTES = 1000
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, GATEWAY_REPLY_RETRY_BUDGET_S=str(BUDGET_S),
-              FEISHU_SEND_RATE_PER_S=str(QUOTA_PER_S), FEISHU_CHAT_SEND_RATE_PER_S="5",
-              FEISHU_FETCH_MAX_BYTES=str(FETCH_MAX_BYTES))
-    try:
-        rig.fleet("worker", supervise=True)
-        rig.fleet("listener")
-        rig.sim.wait_connected(1, timeout_s=30)
+    with rig_up(tmp_path_factory, GATEWAY_REPLY_RETRY_BUDGET_S=str(BUDGET_S),
+                FEISHU_SEND_RATE_PER_S=str(QUOTA_PER_S), FEISHU_CHAT_SEND_RATE_PER_S="5",
+                FEISHU_FETCH_MAX_BYTES=str(FETCH_MAX_BYTES)) as rig:
         yield rig
-    finally:
-        rig.close()
 
 
 @pytest.fixture(autouse=True)

@@ -15,9 +15,9 @@ from gateway.chats.store import ChatStore, NotDurable, StoreConfig
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
-from tests.conftest import Rig, start_redis, stop_redis
-from tests.servers import valkey
-from tests.test_pipeline import replies_to
+from tests.support.replies import replies_to
+from tests.support.rig import Rig, rig_up, start_redis, stop_redis
+from tests.support.servers import valkey
 
 
 def replica_of(primary: EmbeddedRedis) -> EmbeddedRedis:
@@ -32,14 +32,13 @@ def replica_of(primary: EmbeddedRedis) -> EmbeddedRedis:
 
 @pytest.fixture
 def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Rig, EmbeddedRedis]]:
-    rig = Rig(tmp_path_factory, redeliver_after_s=1.0, GATEWAY_DURABLE_ACK="replica",
-              GATEWAY_DURABLE_ACK_TIMEOUT_MS="300")
-    replica = replica_of(rig.redis)
-    try:
-        yield rig, replica
-    finally:
-        rig.close()
-        stop_redis(replica)
+    with rig_up(tmp_path_factory, start="nothing", redeliver_after_s=1.0,
+                GATEWAY_DURABLE_ACK="replica", GATEWAY_DURABLE_ACK_TIMEOUT_MS="300") as rig:
+        replica = replica_of(rig.redis)
+        try:
+            yield rig, replica
+        finally:
+            stop_redis(replica)
 
 
 def test_with_a_replica_an_event_is_acked_only_once_it_is_replicated(
@@ -80,8 +79,7 @@ def listen(rig: Rig, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_redis_that_cannot_make_acks_durable_stops_the_listener_at_start(
         tmp_path_factory: pytest.TempPathFactory) -> None:
-    rig = Rig(tmp_path_factory)
-    try:
+    with rig_up(tmp_path_factory, start="nothing") as rig:
         result = listen(rig, GATEWAY_DURABLE_ACK="replica")
         assert result.returncode == 2
         assert result.stderr.strip().splitlines()[-1] == (
@@ -100,8 +98,6 @@ def test_a_redis_that_cannot_make_acks_durable_stops_the_listener_at_start(
             client.config_set("appendonly", "yes")
             assert store.ingest(Message("om_1", "oc_x", "p2p", "ou", "text", "hi")).outcome == \
                 "dispatch"
-    finally:
-        rig.close()
 
 
 def test_on_valkey_an_event_is_acked_only_once_its_admission_is_fsynced(
@@ -109,9 +105,9 @@ def test_on_valkey_an_event_is_acked_only_once_its_admission_is_fsynced(
     """GATEWAY_DURABLE_ACK=aof for real: Valkey 8 has WAITAOF. With the AOF off the
     admission cannot be fsynced: its frame is answered 500, and once the AOF is on again
     Feishu's redelivery is answered, once."""
-    rig = Rig(tmp_path_factory, persistent=True, redeliver_after_s=1.0, server=valkey(),
-              GATEWAY_DURABLE_ACK="aof", GATEWAY_DURABLE_ACK_TIMEOUT_MS="300")
-    try:
+    with rig_up(tmp_path_factory, start="nothing", persistent=True, redeliver_after_s=1.0,
+                server=valkey(), GATEWAY_DURABLE_ACK="aof",
+                GATEWAY_DURABLE_ACK_TIMEOUT_MS="300") as rig:
         client = rig.client()
         assert "valkey_version" in client.info("server")
         sim = rig.up().sim
@@ -128,5 +124,3 @@ def test_on_valkey_an_event_is_acked_only_once_its_admission_is_fsynced(
         assert replies_to(sim, chat_id) == {first: ["echo: fsynced"],
                                             second: ["echo: not on disk"]}
         client.close()
-    finally:
-        rig.close()

@@ -14,20 +14,16 @@ import httpx
 import pytest
 
 from gateway.ops.embedded_redis import free_port
-from gateway.ops.processes import GatewayProcess, wait_until
-from tests.conftest import Rig
-from tests.test_cancel import reply_of, started
-from tests.test_cli import read
-from tests.test_pipeline import replies_to
+from gateway.ops.processes import REPO, GatewayProcess, wait_until
+from tests.support.cli import read
+from tests.support.replies import replies_to, reply_of, started
+from tests.support.rig import Rig, rig_up
 
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, GATEWAY_TASK_EVENTS="true").up()
-    try:
+    with rig_up(tmp_path_factory, GATEWAY_TASK_EVENTS="true") as rig:
         yield rig
-    finally:
-        rig.close()
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +173,7 @@ def test_a_revoked_copy_of_a_running_turn_leaves_that_turn_running(rig: Rig,
     turn = _running_turn(rig, chat_id, slow)
     kwargs = {"chat_id": chat_id, "message_id": slow, "fence": int(turn["fence"])}
     subprocess.run([sys.executable, "-c", _COPY, turn["task_id"], json.dumps(kwargs)],
-                   env=rig.env, check=True, timeout=60, cwd=str(Path(__file__).parent.parent))
+                   env=rig.env, check=True, timeout=60, cwd=str(REPO))
     wait_until(lambda: f"Discarding revoked task: gateway.run_turn[{turn['task_id']}]"
                in rig.fleet.logs("worker"), 30, "the copy discarded as revoked")
     assert slow not in replies_to(rig.sim, chat_id), "the copy came while the turn ran"

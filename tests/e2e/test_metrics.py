@@ -15,24 +15,19 @@ import pytest
 from gateway.core import metrics
 from gateway.ops.embedded_redis import free_port
 from gateway.ops.processes import wait_until
-from tests.conftest import Rig
-from tests.test_cancel import reply_of, started
-from tests.test_pipeline import agent_events
+from tests.support.replies import agent_events, reply_of, started
+from tests.support.rig import Rig, rig_up
 
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, GATEWAY_METRICS_PORT=str(free_port()),
-              GATEWAY_WORKER_METRICS_PORT=str(free_port()), FEISHU_GROUP_POLICY="disabled",
-              FEISHU_TYPING="false")
-    try:  # the multiprocess folder is the worker's alone (docs/operating.md, Metrics)
-        rig.fleet("worker", supervise=True,
-                  PROMETHEUS_MULTIPROC_DIR=str(tmp_path_factory.mktemp("metrics")))
-        rig.fleet("listener")
-        rig.sim.wait_connected(1, timeout_s=30)
+    # the multiprocess folder is the worker's alone (docs/operating.md, Metrics)
+    metrics_dir = str(tmp_path_factory.mktemp("metrics"))
+    with rig_up(tmp_path_factory, worker_env={"PROMETHEUS_MULTIPROC_DIR": metrics_dir},
+                GATEWAY_METRICS_PORT=str(free_port()),
+                GATEWAY_WORKER_METRICS_PORT=str(free_port()), FEISHU_GROUP_POLICY="disabled",
+                FEISHU_TYPING="false") as rig:
         yield rig
-    finally:
-        rig.close()
 
 
 def scrape(port: str) -> str:

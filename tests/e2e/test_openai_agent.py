@@ -1,6 +1,6 @@
-"""The built-in `openai` agent against a small OpenAI-compatible server the
-tests start (tests/fake_llm.py: the real wire protocol, streamed), through a real listener
-and real workers: history across worker processes, /new, a stop mid-stream (its card closed
+"""The built-in `openai` agent against a small OpenAI-compatible server the tests start
+(tests/support/fake_llm.py: the real wire protocol, streamed), through a real listener and
+real workers: history across worker processes, /new, a stop mid-stream (its card closed
 with a mark), an endpoint error."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from gateway.simulator.payloads import flatten_text
 from gateway.worker.runner import FAILURE_REPLY
 from gateway.worker.streaming import STOPPED_MARK
 from gateway.worker.surfaces import EDITS_WHILE_STREAMING
-from tests.conftest import TEST_CANCEL_TIMEOUT_S, Rig
-from tests.fake_llm import API_KEY, FakeLlm
-from tests.test_cancel import reply_of as cancel_reply_of
+from tests.support.fake_llm import API_KEY, FakeLlm
+from tests.support.replies import reply_of as cancel_reply_of
+from tests.support.rig import TEST_CANCEL_TIMEOUT_S, Rig, rig_up
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +30,11 @@ def llm() -> Iterator[FakeLlm]:
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, llm: FakeLlm) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, GATEWAY_AGENT="openai", OPENAI_BASE_URL=llm.url,
-              OPENAI_API_KEY=API_KEY, GATEWAY_MODEL="test-model",
-              GATEWAY_SYSTEM_PROMPT="Be brief.")
-    yield rig.up(worker=False)  # each test starts the workers it needs
-    rig.close(kill=True)
+    with rig_up(tmp_path_factory, start="listener",  # each test starts the workers it needs
+                kill=True, GATEWAY_AGENT="openai", OPENAI_BASE_URL=llm.url,
+                OPENAI_API_KEY=API_KEY, GATEWAY_MODEL="test-model",
+                GATEWAY_SYSTEM_PROMPT="Be brief.") as rig:
+        yield rig
 
 
 @pytest.fixture(autouse=True)

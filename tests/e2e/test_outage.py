@@ -11,21 +11,15 @@ import pytest
 
 from gateway.ops.processes import wait_until
 from gateway.simulator.state import Ack
-from tests.conftest import Rig
-from tests.test_pipeline import agent_events, replies_to
+from tests.support.replies import agent_events, replies_to
+from tests.support.rig import Rig, rig_up
 
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     """A gateway of its own, on a Redis that keeps its data across a crash."""
-    rig = Rig(tmp_path_factory, persistent=True)
-    try:
-        rig.fleet("worker")
-        rig.fleet("listener")
-        rig.sim.wait_connected(1, timeout_s=30)
+    with rig_up(tmp_path_factory, supervise=False, persistent=True) as rig:
         yield rig
-    finally:
-        rig.close()
 
 
 def first_ack(rig: Rig, message_id: str) -> Ack | None:

@@ -3,13 +3,10 @@ subprocesses, a real redis-server. Each test uses its own chat ids."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import time
-from collections import defaultdict
-from typing import Any
 
 import redis
 
@@ -21,21 +18,8 @@ from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from gateway.worker.runner import FAILURE_REPLY, gave_up_reply
-from tests.agents import events_key
-from tests.conftest import TEST_LEASE_TTL_S, Spawn
-
-
-def agent_events(client: redis.Redis, chat_id: str) -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in client.lrange(events_key(chat_id), 0, -1)]
-
-
-def replies_to(sim: Simulator, chat_id: str) -> dict[str, list[str]]:
-    """message_id → texts the bot replied to it with."""
-    found: dict[str, list[str]] = defaultdict(list)
-    for sent in sim.sent_messages(chat_id):
-        if sent.reply_to:
-            found[sent.reply_to].append(sent.text)
-    return found
+from tests.support.replies import agent_events, replies_to
+from tests.support.rig import TEST_LEASE_TTL_S, Spawn
 
 
 def test_echo_end_to_end(feishu: Simulator, listener: GatewayProcess, chat_id: str) -> None:

@@ -23,9 +23,8 @@ from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.publisher import Publisher
 from gateway.simulator import Simulator
 from gateway.worker.runner import gave_up_reply
-from tests.conftest import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, Spawn
-from tests.test_cancel import reply_of, started
-from tests.test_pipeline import agent_events, replies_to
+from tests.support.replies import agent_events, replies_to, reply_of, started
+from tests.support.rig import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, Spawn, rig_up
 
 SWEEP_S = 0.5
 
@@ -40,8 +39,7 @@ def test_turns_reserved_by_a_worker_that_is_killed_are_answered_after_the_lease_
     """Turns a worker had prefetched (reserved, not started) when it was SIGKILLed
     are published again within the lease TTL plus a sweep, never after the broker's
     visibility timeout (1 h) or the queued TTL (15 min), and run once."""
-    rig = Rig(tmp_path_factory, pool=worker_pool)
-    try:
+    with rig_up(tmp_path_factory, start="nothing", pool=worker_pool) as rig:
         sim, client = rig.sim, rig.client()
         greedy = rig.fleet("worker", concurrency=1, extra=("--prefetch-multiplier", "4"))
         rig.fleet("listener")
@@ -64,8 +62,6 @@ def test_turns_reserved_by_a_worker_that_is_killed_are_answered_after_the_lease_
         for chat, message_id in waiting.items():
             assert replies_to(sim, chat)[message_id] == [f"echo: reserved {chat[-1]}"]
             assert starts(client, chat) == [message_id], "run exactly once"
-    finally:
-        rig.close()
 
 
 def test_a_turn_redispatched_beside_its_stale_self_is_not_taken_for_stopped(
@@ -221,19 +217,16 @@ def test_a_canceller_that_dies_after_its_step_still_stops_the_turn(
 
 @pytest.fixture
 def own_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, redeliver_after_s=1.0)
-    try:
+    with rig_up(tmp_path_factory, start="nothing", redeliver_after_s=1.0) as rig:
         yield rig
-    finally:
-        rig.close()
 
 
 def test_a_listener_killed_in_the_middle_of_a_stop_leaves_it_to_another(
         own_rig: Rig, chat_id: str) -> None:
-    """Items 12 and 14: the listener dies while its control desk waits for a stuck turn to
-    end. The /stop was marked seen, so Feishu will not send it again: the next listener
-    must finish it: the user hears "Stopped.", the stuck message is never answered and the
-    one behind it is."""
+    """The listener dies while its control desk waits for a stuck turn to end. The /stop
+    was marked seen, so Feishu will not send it again: the next listener must finish it:
+    the user hears "Stopped.", the stuck message is never answered and the one behind it
+    is."""
     rig, sim = own_rig, own_rig.sim
     client = rig.client()
     rig.fleet("worker", supervise=True)
@@ -258,9 +251,8 @@ def test_a_hung_agent_in_the_threads_pool_does_not_hold_its_chat_forever(
         tmp_path_factory: pytest.TempPathFactory, chat_id: str) -> None:
     """Celery applies no time limit to the threads pool; the heartbeat stops
     extending the lease after GATEWAY_TURN_TIME_LIMIT_S, so the chat goes on."""
-    rig = Rig(tmp_path_factory, pool="threads", GATEWAY_TURN_TIME_LIMIT_S="2",
-              GATEWAY_MAX_ATTEMPTS="1")
-    try:
+    with rig_up(tmp_path_factory, start="nothing", kill=True,  # its thread still hangs
+                pool="threads", GATEWAY_TURN_TIME_LIMIT_S="2", GATEWAY_MAX_ATTEMPTS="1") as rig:
         sim = rig.sim
         rig.fleet("worker", concurrency=2)
         rig.fleet("listener")
@@ -275,5 +267,3 @@ def test_a_hung_agent_in_the_threads_pool_does_not_hold_its_chat_forever(
         assert "ran past GATEWAY_TURN_TIME_LIMIT_S" in rig.fleet.logs("worker")
         # a turn that honours the stop is not dropped silently either: the attempt counts
         assert reply_of(sim, f"{chat_id}_slow", slow, timeout_s=20) == gave_up_reply(1)
-    finally:
-        rig.close(kill=True)  # its thread still hangs

@@ -1,7 +1,7 @@
 """Redis's clock stepping back (NTP, a VM resumed, a failover to a replica whose clock is
 behind) on a real redis-server under libfaketime: a crashed turn is recovered within its
 own lease TTL and a user's /stop is not taken for a double tap. (The send quota:
-test_quota.py; a whole gateway under a stepping Redis: the chaos suite.)"""
+feishu/outbound/test_quota.py; a whole gateway under a stepping Redis: the chaos suite.)"""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import redis
 
 from gateway.chats.cancel import Canceller, Waiting
 from gateway.ops.processes import wait_until
-from tests.clocks import SteppedClock, stepped_redis
-from tests.test_admin import first_turn
-from tests.test_state import store_for
+from tests.support.clocks import SteppedClock, stepped_redis
+from tests.support.store import first_turn, store_for
 
 STEP_S = -300
 

@@ -11,7 +11,7 @@ pytest_plugins = ["pytester"]
 
 INNER = '''
 import pytest
-from tests.conftest import Fleet, start_redis, stop_redis
+from tests.support.rig import Fleet, start_redis, stop_redis
 from gateway.ops.processes import GatewayProcess
 
 

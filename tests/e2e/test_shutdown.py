@@ -18,9 +18,9 @@ from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
-from tests.conftest import POOLS, Rig
-from tests.test_pipeline import agent_events, replies_to
-from tests.test_runner import RecordingSender, runner_for
+from tests.support.replies import agent_events, replies_to
+from tests.support.rig import POOLS, Rig, rig_up
+from tests.support.runner import RecordingSender, runner_for
 
 LEASE_TTL_S = 60.0
 """Far longer than the test: the reply can only come in time through the hand-back, never
@@ -31,14 +31,9 @@ EXIT_WITHIN_S = 10.0
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, GATEWAY_LEASE_TTL_S=str(LEASE_TTL_S),
-              GATEWAY_REPLY_RETRY_BUDGET_S="120")
-    try:
-        rig.listener()  # each test starts its own workers
-        rig.sim.wait_connected(1, timeout_s=30)
+    with rig_up(tmp_path_factory, start="listener",  # each test starts its own workers
+                GATEWAY_LEASE_TTL_S=str(LEASE_TTL_S), GATEWAY_REPLY_RETRY_BUDGET_S="120") as rig:
         yield rig
-    finally:
-        rig.close()
 
 
 @pytest.mark.parametrize("worker_pool", POOLS)

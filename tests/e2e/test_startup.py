@@ -14,18 +14,16 @@ import pytest
 
 from gateway.core.presence import read_connections
 from gateway.ops.processes import wait_until
-from tests.conftest import Rig
-from tests.test_pipeline import replies_to
+from tests.support.replies import replies_to
+from tests.support.rig import Rig, rig_up
 
 
 @pytest.fixture
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    rig = Rig(tmp_path_factory, redeliver_after_s=0.5, FEISHU_REQUIRE_MENTION="true")
-    rig.sim.fail_bot_info("5xx-html")
-    try:
+    with rig_up(tmp_path_factory, start="nothing", redeliver_after_s=0.5,
+                FEISHU_REQUIRE_MENTION="true") as rig:
+        rig.sim.fail_bot_info("5xx-html")
         yield rig.up()
-    finally:
-        rig.close()
 
 
 def health(rig: Rig) -> subprocess.CompletedProcess[str]:

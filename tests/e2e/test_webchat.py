@@ -22,7 +22,7 @@ from selenium.webdriver.chromium.webdriver import ChromiumDriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 
-SCREENSHOT = Path(__file__).resolve().parent.parent / ".artifacts" / "webchat.png"
+SCREENSHOT = Path(__file__).resolve().parents[2] / ".artifacts" / "webchat.png"
 
 one_pool = pytest.mark.parametrize("pool", ["prefork"], indirect=True)
 

@@ -19,7 +19,7 @@ from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.publisher import Publisher
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
-from tests.conftest import client_of
+from tests.support.rig import client_of
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from gateway.agents import load_factory
 from gateway.core.errors import SettingsError
 from gateway.ops.processes import GatewayProcess, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "compose.yaml"
 Service = dict[str, Any]
 Accepts = Callable[[str, str], bool]
@@ -210,7 +210,7 @@ def simulator_accepts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Acce
 
 
 def test_the_compose_file_is_valid_against_the_compose_specification() -> None:
-    schema = json.loads((Path(__file__).parent / "data" / "compose-spec.json").read_text())
+    schema = json.loads((ROOT / "tests" / "data" / "compose-spec.json").read_text())
     jsonschema.Draft7Validator(schema).validate(compose())  # the schema says draft-07
 
 

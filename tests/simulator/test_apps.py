@@ -35,9 +35,9 @@ from gateway.feishu.ws.frames import (
     parse_frame,
 )
 from gateway.simulator import Simulator
-from tests.simulator_fixtures import Inbox, SdkWsClient, message_handler
-from tests.simulator_fixtures import simulator as simulator_fixture  # noqa: F401
-from tests.test_simulator import api_client, reply
+from tests.support.openapi import api_client, reply
+from tests.support.simulator_fixtures import Inbox, SdkWsClient, message_handler
+from tests.support.simulator_fixtures import simulator as simulator_fixture  # noqa: F401
 
 SECOND_ID, SECOND_SECRET = "cli_second", "second-secret"
 

@@ -11,9 +11,9 @@ import lark_oapi as lark
 from lark_oapi.api.im.v1 import GetMessageResourceRequest
 
 from gateway.simulator import Simulator
-from tests.simulator_fixtures import Inbox, SdkClientFactory, message_handler
-from tests.simulator_fixtures import sdk_ws_client as sdk_ws_client_fixture  # noqa: F401
-from tests.test_simulator_cardkit import MESSAGES, Api
+from tests.support.openapi import MESSAGES, Api
+from tests.support.simulator_fixtures import Inbox, SdkClientFactory, message_handler
+from tests.support.simulator_fixtures import sdk_ws_client as sdk_ws_client_fixture  # noqa: F401
 
 MD_POST = {"zh_cn": {"content": [[{"tag": "md", "text": "**bold**"}]]}}
 

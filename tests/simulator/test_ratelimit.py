@@ -7,7 +7,7 @@ import time
 import pytest
 
 from gateway.simulator import Simulator
-from tests.test_simulator_cardkit import Api, streaming_card
+from tests.support.openapi import Api, streaming_card
 
 RATE_LIMITED = {"code": 99991400, "msg": "request trigger frequency limit"}
 

@@ -21,8 +21,6 @@ from lark_oapi.api.im.v1 import (
     Emoji,
     PatchMessageRequest,
     PatchMessageRequestBody,
-    ReplyMessageRequest,
-    ReplyMessageRequestBody,
     UpdateMessageRequest,
     UpdateMessageRequestBody,
 )
@@ -40,22 +38,10 @@ from gateway.feishu.ws.frames import (
     split_payload,
 )
 from gateway.simulator import SendFaults, Simulator
-from tests.simulator_fixtures import Inbox, SdkClientFactory, SdkWsClient, message_handler
-from tests.simulator_fixtures import sdk_ws_client as sdk_ws_client_fixture  # noqa: F401
-from tests.simulator_fixtures import simulator as simulator_fixture  # noqa: F401
-
-
-def api_client(sim: Simulator) -> lark.Client:
-    return (lark.Client.builder().app_id(sim.app_id).app_secret(sim.app_secret)
-            .domain(sim.url).log_level(lark.LogLevel.WARNING).build())
-
-
-def reply(client: lark.Client, message_id: str, text: str, uuid: str | None = None) -> Any:
-    body = ReplyMessageRequestBody.builder().msg_type("text").content(json.dumps({"text": text}))
-    if uuid is not None:
-        body = body.uuid(uuid)
-    request = ReplyMessageRequest.builder().message_id(message_id).request_body(body.build())
-    return client.im.v1.message.reply(request.build())
+from tests.support.openapi import api_client, reply
+from tests.support.simulator_fixtures import Inbox, SdkClientFactory, SdkWsClient, message_handler
+from tests.support.simulator_fixtures import sdk_ws_client as sdk_ws_client_fixture  # noqa: F401
+from tests.support.simulator_fixtures import simulator as simulator_fixture  # noqa: F401
 
 
 def raw_bytes(message: str | bytes) -> bytes:

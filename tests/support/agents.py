@@ -172,7 +172,7 @@ class TrackedAgent:
 
 
 class TrackedFactory:
-    """`tests.agents:tracked`. Its configuration is the text of the file named by
+    """`tests.support.agents:tracked`. Its configuration is the text of the file named by
     TEST_AGENT_CONFIG (a test edits it to change the configuration of running workers);
     TEST_AGENT_RELEASE_S slows every release down."""
 
@@ -195,7 +195,7 @@ def memory_key(session_key: str) -> str:
 
 
 class RememberingAgent:
-    """`tests.agents:remembering`, a stateful agent: it keeps what its session said in
+    """`tests.support.agents:remembering`, a stateful agent: it keeps what its session said in
     memory, and a copy in Redis that only a newly built agent reads (as a real one would
     load a saved conversation). An agent kept in a process after another process ran a turn
     of its session does not know that turn. Replies `heard: <each text so far, ' | '

@@ -22,7 +22,8 @@ import pytest
 import redis
 
 from gateway.ops.embedded_redis import bundled_redis_server
-from tests.servers import TEST_SERVER, valkey
+from tests.support.rig import start_redis, stop_redis
+from tests.support.servers import TEST_SERVER, valkey
 
 _LIBRARIES = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",
               "/usr/local/lib/faketime/libfaketime.so.1")
@@ -86,8 +87,6 @@ class SteppedClock:
 @contextmanager
 def stepped_redis() -> Iterator[tuple[SteppedClock, redis.Redis]]:
     """A Redis whose clock the test steps, and a client of it (str replies)."""
-    from tests.conftest import start_redis, stop_redis
-
     clock = SteppedClock()
     server = start_redis(**clock.server_options())
     client = redis.Redis.from_url(server.url, decode_responses=True)

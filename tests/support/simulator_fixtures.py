@@ -1,7 +1,7 @@
 """Fixtures for tests against the Feishu simulator, and a runner for the real lark.ws.Client.
 
 A test module imports the fixtures under other names to avoid shadowing its parameters:
-`from tests.simulator_fixtures import simulator as simulator_fixture  # noqa: F401`.
+`from tests.support.simulator_fixtures import simulator as simulator_fixture  # noqa: F401`.
 """
 
 from __future__ import annotations

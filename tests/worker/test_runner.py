@@ -3,39 +3,16 @@ when Redis fails in the middle of a turn."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import redis
 from celery import Celery
-from pydantic import SecretStr
 
-from gateway.agents.cache import AgentCache
-from gateway.agents.echo import factory as echo
 from gateway.chats.store import Answer, ChatStore, StoreConfig, TurnRef
 from gateway.core.model import Message
-from gateway.feishu.outbound.delivery import Replies, RetryPolicy
-from gateway.feishu.outbound.openapi import OpenApi
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
-from gateway.publisher import Publisher
 from gateway.simulator import Simulator
-from gateway.worker.heartbeat import Heartbeater
-from gateway.worker.locks import LockRegistry
-from gateway.worker.runner import TurnRunner
-
-
-def runner_for(store: ChatStore, simulator: Simulator, sender: Any,
-               **options: Any) -> TurnRunner:
-    """A turn runner in this process, echoing, replying through the simulator."""
-    locks = LockRegistry(16)
-    return TurnRunner(
-        store=store, locks=locks,
-        heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),
-        agents=AgentCache(echo, 8),
-        replies=Replies(OpenApi(simulator.url, simulator.app_id,
-                                SecretStr(simulator.app_secret)), RetryPolicy(budget_s=5)),
-        publisher=Publisher(sender, store), **options)
+from tests.support.runner import RecordingSender, runner_for
 
 
 class RedisFailsOnce(ChatStore):
@@ -73,21 +50,6 @@ def test_a_redis_failure_in_the_middle_of_a_turn_does_not_drop_its_message(
     runner.replies.api.close()
     app.close()
     client.close()
-
-
-class RecordingSender:
-    """A Celery app that records what is published (and publishes it for real)."""
-
-    def __init__(self, app: Celery) -> None:
-        self.app, self.sent = app, list[str]()
-        self.control = app.control
-
-    def send_task(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        self.sent.append(kwargs["task_id"])
-        return self.app.send_task(name, *args, **kwargs)
-
-    def connection_or_acquire(self, connection: Any = None, pool: bool = True) -> Any:
-        return self.app.connection_or_acquire(connection, pool)
 
 
 @pytest.mark.parametrize(("drain_turns", "published"), [(8, 0), (2, 1)])

@@ -42,7 +42,7 @@ from gateway.listener.intake import CARD_EVENT, MESSAGE_EVENT, Intake
 from gateway.listener.outbox import Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.publisher import Publisher
-from tests.conftest import client_of
+from tests.support.rig import client_of
 
 BOT, APP, CHAT = "ou_bot", "cli_fuzz", "oc_fuzz"
 MAX_CHARS = 200

@@ -15,7 +15,7 @@ from gateway.feishu.outbound.delivery import Replies, RetryPolicy, reply_uuid
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.feishu.outbound.quota import Quota, Rates, app_key
 from gateway.simulator import SendFaults, Simulator
-from tests.clocks import SteppedClock, stepped_redis
+from tests.support.clocks import SteppedClock, stepped_redis
 
 
 def drawn_within(quota: Quota, seconds: float, **kwargs: object) -> int:
