@@ -1,6 +1,6 @@
 """docs/settings.md, written from the `Settings` class: every variable, its default and its
 help (the field's docstring). `python -m gateway.ops.settingsdoc > docs/settings.md` writes the
-page again; tests/test_docs.py fails when the page drifts from what this prints."""
+page again; tests/docs/test_docs.py fails when the page drifts from what this prints."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ OTHER = "Other settings"
 
 INTRO = """\
 <!-- Written by `python -m gateway.ops.settingsdoc > docs/settings.md` from the docstrings
-in gateway/core/settings.py: edit those, then run it again (tests/test_docs.py checks the two
-agree). -->
+in gateway/core/settings.py: edit those, then run it again (tests/docs/test_docs.py checks
+the two agree). -->
 
 # Settings
 

@@ -1,0 +1,68 @@
+"""The showcase agent (the demo's): streamed pieces, a greeting once a session, approval
+before it pretends to delete, a slow answer that ends soon after a stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from gateway.agents import load_factory
+from gateway.agents.showcase import ShowcaseAgent, words
+from gateway.core.model import Message, Turn
+from tests.support.agents import context_for_tests
+
+
+def turn(text: str, *, cancelled: threading.Event | None = None,
+         asked: list[str] | None = None, decision: str = "once") -> Turn:
+    def approver(prompt: str, timeout_s: float, key: str | None) -> str:
+        if asked is not None:
+            asked.append(prompt)
+        return decision
+
+    flag = cancelled or threading.Event()
+    return Turn(Message("om_1", "oc_1", "p2p", "ou_1", "text", text), 1, flag.is_set,
+                approver)
+
+
+def fast_agent() -> ShowcaseAgent:
+    return ShowcaseAgent(word_delay_s=0, slow_s=2.0)
+
+
+def test_showcase_streams_in_pieces_and_greets_once_a_session() -> None:
+    built = load_factory("showcase")("chat:oc_1:0", context_for_tests())
+    assert built.__class__ is ShowcaseAgent
+    agent = fast_agent()
+    first = list(agent.run(turn("hello there")))
+    second = list(agent.run(turn("hello again")))
+    assert len(first) > 10 and "Things to try" in "".join(first)
+    assert "delete build/" in "".join(first) and "slow" in "".join(first)
+    assert "".join(second) == "You said: hello again" and len(second) == 4
+    assert "".join(words("a  b\n c ")) == "a  b\n c "
+
+
+@pytest.mark.parametrize(("decision", "says"), [
+    ("once", "Approved (allowed once): I pretended to delete `build/`."),
+    ("session", "Approved (allowed for this session)"),
+    ("deny", "Denied: `build/` stays."),
+    ("expired", "Nobody answered in time: `build/` stays."),
+])
+def test_showcase_asks_before_it_pretends_to_delete(decision: str, says: str) -> None:
+    agent, asked = fast_agent(), list[str]()
+    agent.greeted = True
+    answer = "".join(agent.run(turn("please delete build/", asked=asked, decision=decision)))
+    assert asked == ["Delete build/? (a pretend action: nothing is deleted)"]
+    assert answer.startswith("Deleting `build/` needs your approval") and says in answer
+
+
+def test_showcase_slow_answer_ends_soon_after_the_turn_is_cancelled() -> None:
+    agent, cancelled = fast_agent(), threading.Event()
+    agent.greeted = True
+    pieces = agent.run(turn("slow", cancelled=cancelled))
+    got = [next(pieces) for _ in range(8)]
+    cancelled.set()
+    began = time.monotonic()
+    rest = list(pieces)
+    assert time.monotonic() - began < 0.2
+    assert "Taking my time" in "".join(got) and "done" not in "".join(rest)

@@ -1,0 +1,300 @@
+"""The chaos monkey and the bookkeeping of the chaos suite (test_chaos.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
+from gateway.core.names import RELEASE_QUEUE
+from gateway.simulator import SendFaults, SentMessage
+from tests.support.agents import events_key
+from tests.support.clocks import SteppedClock
+from tests.support.rig import Rig
+
+FAULTS = ("worker-kill", "listener-kill", "ws-drop", "redis-restart", "send-errors",
+          "redis-clock", "listener-clock", "identity-fail")
+REDIS_STEP_S = 300.0
+"""The Redis clock's steps: back by this, then ahead of the host's by as much, then back."""
+LISTENER_AHEAD_S = 45 * 60.0
+SEND_FAULTS = SendFaults(http_5xx_json=0.05, http_5xx_html=0.05, rate_limit_429=0.03,
+                         rate_limit_400=0.02, reset_after_create=0.02, seed=7)
+
+
+class Monkey:
+    """Injects the enabled faults on a schedule until `stop()`, then puts things right."""
+
+    def __init__(self, rig: Rig, enabled: set[str], run_s: float, seed: int = 1,
+                 redis_clock: SteppedClock | None = None) -> None:
+        self.rig = rig
+        self.redis_clock = redis_clock
+        self.enabled = enabled
+        self.run_s = run_s
+        self.injected: Counter[str] = Counter()
+        self._rng = random.Random(seed)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos-monkey", daemon=True)
+        self.errors: list[str] = []
+
+    def start(self) -> Monkey:
+        if "send-errors" in self.enabled:
+            self.rig.sim.set_send_faults(SEND_FAULTS)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Wait for the schedule's end (`run_s`), then restore everything."""
+        self._thread.join(self.run_s + 120)
+        self.rig.sim.set_send_faults(None)
+        for kind, count in self.rig.sim.fault_counts.items():
+            self.injected[f"send {kind}"] = count
+
+    def _run(self) -> None:
+        try:
+            self._schedule()
+        except Exception as error:  # noqa: BLE001 (reported by the test, never swallowed)
+            self.errors.append(repr(error))
+
+    def _schedule(self) -> None:
+        start = time.monotonic()
+        plan: list[tuple[float, str]] = []
+        if "listener-kill" in self.enabled:
+            plan += [(0.25, "second-listener"), (0.5, "listener-kill"), (0.8, "second-stop")]
+        if "redis-restart" in self.enabled:
+            plan.append((0.4, "redis-restart"))
+        if "redis-clock" in self.enabled:
+            plan += [(0.3, "redis-clock-back"), (0.55, "redis-clock-ahead"),
+                     (0.75, "redis-clock-right")]
+        if "identity-fail" in self.enabled:
+            plan += [(0.1, "identity-down"), (0.45, "identity-up")]
+        plan.sort()
+        next_kill = next_drop = 3.0
+        second = None
+        while not self._stopping.wait(0.2):
+            elapsed = time.monotonic() - start
+            if elapsed >= self.run_s:
+                break
+            while plan and elapsed >= plan[0][0] * self.run_s:
+                _, action = plan.pop(0)
+                second = self._once(action, second)
+            if "worker-kill" in self.enabled and elapsed >= next_kill:
+                workers = self.rig.fleet.workers()
+                if workers:
+                    self._rng.choice(workers).kill()  # the fleet starts it again
+                    self.injected["worker SIGKILL"] += 1
+                next_kill = elapsed + self._rng.uniform(3, 6)
+            if "ws-drop" in self.enabled and elapsed >= next_drop:
+                self.rig.sim.drop_connections()
+                self.injected["websocket drop"] += 1
+                next_drop = elapsed + self._rng.uniform(2, 5)
+        for _, action in plan:  # the run ended early: finish the plan so all is restored
+            second = self._once(action, second)
+
+    def _once(self, action: str, second: Any) -> Any:
+        fleet = self.rig.fleet
+        if action == "second-listener":
+            self.injected["second listener"] += 1
+            return self.rig.listener()
+        if action in ("listener-kill", "identity-down"):
+            if action == "identity-down":  # the open API fails as a listener starts
+                self.rig.sim.fail_bot_info("5xx-html")
+                self.injected["bot info failing at a listener's start"] += 1
+            first = next(p for p in fleet.started if p.name.startswith("listener") and p.alive)
+            first.kill()
+            self.injected["listener SIGKILL"] += 1
+            self.rig.listener()
+        elif action == "identity-up":
+            self.rig.sim.fail_bot_info(None)
+        elif action.startswith("redis-clock") and self.redis_clock is not None:
+            step = {"back": -REDIS_STEP_S, "ahead": 2 * REDIS_STEP_S,
+                    "right": -REDIS_STEP_S}[action.rsplit("-", 1)[1]]
+            self.redis_clock.step(step)
+            self.injected[f"redis clock {step:+.0f}s"] += 1
+        elif action == "second-stop" and second is not None:
+            second.stop()
+        elif action == "redis-restart":
+            self.rig.redis.crash()
+            self.injected["redis restart"] += 1
+            self._stopping.wait(1.0)
+            self.rig.redis.start()
+        return second
+
+
+@dataclass
+class Figures:
+    faults: str
+    sent: int = 0
+    answered: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    gave_up: int = 0
+    failed: int = 0
+    order_violations: int = 0
+    late_arrivals: int = 0
+    stuck_chats: int = 0
+    keys_without_ttl: int = 0
+    live_cards: int = 0
+    """Approval cards still asking after the run."""
+    release_queue: int = 0
+    quiescence_s: float = 0.0
+    injected: dict[str, int] = field(default_factory=dict)
+    examples: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return "chaos " + json.dumps(self.__dict__, sort_keys=True)
+
+
+def asks(card: SentMessage) -> bool:
+    """An approval card that still has its buttons."""
+    return any("decision" in (action.get("value") or {})
+               for element in (card.content or {}).get("elements", ())
+               for action in element.get("actions", ()))
+
+
+def is_approval_card(message: SentMessage) -> bool:
+    title = ((message.content or {}).get("header") or {}).get("title") or {}
+    return message.msg_type == "interactive" and str(title.get("content", "")).startswith(
+        "Approval")
+
+
+def approval_cards(rig: Rig) -> list[SentMessage]:
+    return [m for m in rig.sim.sent_messages() if is_approval_card(m)]
+
+
+class Clicker:
+    """The users of the approval chats: each live approval card is clicked ("once") by
+    its requester, and clicked again while it still asks (a click lost in a fault)."""
+
+    AGAIN_AFTER_S = 3.0
+
+    def __init__(self, rig: Rig) -> None:
+        self.rig = rig
+        self.clicks = 0
+        self._clicked: dict[str, float] = {}
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos-clicker", daemon=True)
+
+    def start(self) -> Clicker:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stopping.wait(0.3):
+            for card in approval_cards(self.rig):
+                if asks(card) and time.monotonic() - self._clicked.get(
+                        card.message_id, -self.AGAIN_AFTER_S) >= self.AGAIN_AFTER_S:
+                    self._click(card)
+
+    def _click(self, card: SentMessage) -> None:
+        value = next(dict(a["value"]) for e in card.content["elements"]
+                     for a in e.get("actions", ()) if a["value"].get("decision") == "once")
+        try:
+            self.rig.sim.send_card_action(card.chat_id, card.message_id, "ou_user_1", value)
+        except TimeoutError:  # no listener connected for a while: clicked again later
+            return
+        self._clicked[card.message_id] = time.monotonic()
+        self.clicks += 1
+
+
+def count_replies(rig: Rig, sent: dict[str, list[str]], figures: Figures) -> None:
+    """One distinct bot message per input (an approval card apart): answered, lost or
+    duplicated."""
+    by_parent: dict[str, list[str]] = defaultdict(list)
+    for message in rig.sim.sent_messages():
+        if message.reply_to and not is_approval_card(message):
+            by_parent[message.reply_to].append(message.text)
+    for message_ids in sent.values():
+        for message_id in message_ids:
+            texts = by_parent.get(message_id, [])
+            if not texts:
+                figures.lost += 1
+                figures.examples.append(f"lost {message_id}")
+            elif len(texts) > 1:
+                figures.duplicated += 1
+                figures.examples.append(f"twice {message_id}: {texts}")
+            else:
+                figures.answered += 1
+                figures.gave_up += texts[0].startswith("Sorry, this message could not")
+                figures.failed += texts[0].startswith("Sorry, something went wrong")
+
+
+def count_order(rig: Rig, client: redis.Redis, sent: dict[str, list[str]],
+                figures: Figures) -> None:
+    """A message is never overtaken by a later one while it waited in its chat's inbox.
+    One that Feishu could only deliver after the later one had started (refused during the
+    Redis restart) is a late arrival, not a violation."""
+    admitted: dict[str, float] = {}
+    for ack in rig.sim.acks:
+        if ack.code == 200 and ack.message_id and ack.message_id not in admitted:
+            admitted[ack.message_id] = ack.at
+    for chat_id, message_ids in sent.items():
+        first_start: dict[str, float] = {}
+        fences: dict[str, int] = {}
+        for raw in client.lrange(events_key(chat_id), 0, -1):
+            event = json.loads(raw)
+            if event["event"] == "start":
+                first_start.setdefault(event["message_id"], event["t"])
+                fences.setdefault(event["message_id"], event.get("fence", 0))
+        for i, earlier in enumerate(message_ids):
+            for later in message_ids[i + 1:]:
+                if earlier in first_start and later in first_start and \
+                        first_start[later] < first_start[earlier]:
+                    if admitted.get(earlier, float("inf")) < first_start[later]:
+                        figures.order_violations += 1
+                        figures.examples.append(
+                            f"{later} overtook {earlier} in {chat_id}: "
+                            + detail(rig, earlier, later, first_start, fences))
+                    else:
+                        figures.late_arrivals += 1
+
+
+def detail(rig: Rig, earlier: str, later: str, first_start: dict[str, float],
+           fences: dict[str, int]) -> str:
+    """What happened to the two messages of an order violation, in seconds from the first
+    ACK of the earlier one: its ACKs (code@t), the later one's, when the later one was
+    claimed (its fence is the server's clock then) and when each started."""
+    acks = rig.sim.acks
+    base = min((a.at for a in acks if a.message_id == earlier), default=0.0)
+
+    def history(message_id: str) -> str:
+        return ",".join(f"{a.code}@{a.at - base:.2f}" for a in acks
+                        if a.message_id == message_id)
+
+    return (f"earlier acks {history(earlier)} started {first_start[earlier] - base:.2f}; "
+            f"later acks {history(later)} claimed {fences[later] / 1e6 - base:.2f} "
+            f"started {first_start[later] - base:.2f}")
+
+
+def count_leftovers(rig: Rig, client: redis.Redis, chats: list[str],
+                    figures: Figures) -> None:
+    """Chats still active, per-chat keys without a TTL, approval cards still asking, the
+    release queue's length."""
+    for card in approval_cards(rig):
+        if card.chat_id in chats and asks(card):
+            figures.live_cards += 1
+            figures.examples.append(f"live card {card.message_id} in {card.chat_id}")
+    figures.release_queue = int(client.llen(RELEASE_QUEUE))
+    if figures.release_queue > RELEASE_QUEUE_CAP_MESSAGES:
+        figures.examples.append(f"release queue {figures.release_queue}")
+    for chat_id in chats:
+        if client.zscore("gw:chats", chat_id) is not None:
+            figures.stuck_chats += 1
+            figures.examples.append(f"stuck {chat_id}")
+    for key in client.scan_iter(match="gw:{*", count=1000):
+        if client.pttl(key) == -1:
+            figures.keys_without_ttl += 1
+            figures.examples.append(f"no TTL: {key}")
+
+
+RESULTS: list[Figures] = []

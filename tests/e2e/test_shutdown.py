@@ -1,0 +1,137 @@
+"""A worker stopped (SIGTERM: Celery's warm shutdown, `docker compose stop`) while a reply
+is being retried leaves within the stop grace period: the reply it could not send is handed
+back at once, and another worker sends it, once, when the open API recovers."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+
+import pytest
+import redis
+from celery import Celery
+
+from gateway.agents.cache import AgentCache
+from gateway.chats.model import StoreConfig, TurnRef
+from gateway.chats.store import ChatStore
+from gateway.core.model import Message, Turn
+from gateway.feishu.outbound.delivery import reply_uuid
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import wait_until
+from gateway.simulator import Simulator
+from tests.support.agents import context_for_tests
+from tests.support.replies import agent_events, replies_to
+from tests.support.rig import POOLS, Rig, rig_up
+from tests.support.runner import RecordingSender, runner_for
+
+LEASE_TTL_S = 60.0
+"""Far longer than the test: the reply can only come in time through the hand-back, never
+through the lease running out and a sweep."""
+EXIT_WITHIN_S = 10.0
+"""Well inside compose's stop_grace_period (60 s); the reply budget here is 120 s."""
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    with rig_up(tmp_path_factory, start="listener",  # each test starts its own workers
+                GATEWAY_LEASE_TTL_S=str(LEASE_TTL_S), GATEWAY_REPLY_RETRY_BUDGET_S="120") as rig:
+        yield rig
+
+
+@pytest.mark.parametrize("worker_pool", POOLS)
+def test_a_worker_stopped_while_retrying_a_reply_leaves_at_once_and_another_sends_it(
+        rig: Rig, worker_pool: str, chat_id: str) -> None:
+    sim, client = rig.sim, rig.client()
+    leaving = rig.fleet("worker", concurrency=1, pool=worker_pool)
+    message_id = sim.send_text(chat_id, "answer me through the outage", deliver=False)
+    piece = reply_uuid(message_id)
+    sim.fail_uuid(piece, "5xx-json")
+    try:
+        sim.deliver_held(message_id)
+        wait_until(lambda: sim.send_attempts(piece) >= 2, 20, "the reply to be retried")
+        leaving.process.send_signal(signal.SIGTERM)
+        wait_until(lambda: not leaving.alive, EXIT_WITHIN_S,
+                   "the stopped worker to exit within the grace period")
+        assert leaving.process.returncode == 0, "a warm shutdown, not a kill"
+        assert message_id not in replies_to(sim, chat_id)
+    finally:
+        sim.fail_uuid(piece, None)
+    taking_over = rig.fleet("worker", concurrency=1, pool=worker_pool)
+    try:
+        wait_until(lambda: message_id in replies_to(sim, chat_id), 10,
+                   "the reply, sent by the next worker")
+        assert replies_to(sim, chat_id)[message_id] == ["echo: answer me through the outage"]
+        starts = [e for e in agent_events(client, chat_id) if e["event"] == "start"]
+        assert len(starts) == 1, "the kept answer was resent; the agent was not asked again"
+        assert "handed back" in leaving.log()
+    finally:
+        taking_over.stop()
+
+
+def test_a_reply_begun_while_the_worker_leaves_gets_one_attempt_then_is_handed_back(
+        private_redis: EmbeddedRedis, simulator: Simulator, chat_id: str) -> None:
+    """A turn whose agent ends after the shutdown began (a warm shutdown waits for it):
+    its reply is tried once, never retried; then the turn is published again at once,
+    and the next worker resends the kept answer."""
+    client = redis.Redis.from_url(private_redis.url)
+    store = ChatStore(client, StoreConfig(running_ttl_ms=int(LEASE_TTL_S * 1000)))
+    app = Celery(broker=private_redis.url)
+    sender = RecordingSender(app)
+    leaving, next_one = (runner_for(store, simulator, sender) for _ in range(2))
+    message_id = simulator.send_text(chat_id, "hello", deliver=False)
+    simulator.fail_uuid(reply_uuid(message_id), "5xx-json")
+    turn = store.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text", "hello")).claimed
+    assert turn is not None
+    leaving.leave()
+    assert leaving.run(turn, task_id="t1", worker="w1") == "handed-back"
+    assert simulator.send_attempts(reply_uuid(message_id)) == 1, "tried once, not retried"
+    assert len(sender.sent) == 1, "published again at once, not after the lease ran out"
+    lease = store.lease(chat_id)
+    assert lease["state"] == "queued" and lease["message_id"] == message_id
+    simulator.fail_uuid(reply_uuid(message_id), None)
+    again = TurnRef(chat_id, message_id, int(lease["fence"]))
+    assert next_one.run(again, task_id="t2", worker="w2") == "resent"
+    assert [m.text for m in simulator.sent_messages(chat_id)] == ["echo: hello"]
+    assert store.pending(chat_id) == [] and not store.lease(chat_id)
+    for runner in (leaving, next_one):
+        runner.heartbeats.stop()
+        runner.replies.api.close()
+    app.close()
+    client.close()
+
+
+def test_a_worker_that_begins_to_leave_during_a_turn_starts_no_further_turn_of_its_chat(
+        private_redis: EmbeddedRedis, simulator: Simulator, chat_id: str) -> None:
+    """The shutdown begins while the agent runs; the turn is answered, and the message
+    that waited behind it is published for another worker instead of run here (a warm
+    shutdown would otherwise wait for a whole further turn)."""
+    client = redis.Redis.from_url(private_redis.url)
+    store = ChatStore(client, StoreConfig(running_ttl_ms=int(LEASE_TTL_S * 1000)))
+    app = Celery(broker=private_redis.url)
+    sender = RecordingSender(app)
+    runner = runner_for(store, simulator, sender, drain_turns=8, drain_budget_s=60.0)
+    answered: list[str] = []
+
+    class LeavesMidTurn:
+        def run(self, turn: Turn) -> str:
+            runner.leave()  # as SIGTERM's watcher thread would, while the agent runs
+            answered.append(turn.text)
+            return f"answered: {turn.text}"
+
+    runner.agents = AgentCache(lambda _session, _: LeavesMidTurn(), 8,
+                               context=context_for_tests(client))
+    first = simulator.send_text(chat_id, "first", deliver=False)
+    second = simulator.send_text(chat_id, "second", deliver=False)
+    turn = store.ingest(Message(first, chat_id, "p2p", "ou_u", "text", "first")).claimed
+    assert turn is not None
+    assert store.ingest(Message(second, chat_id, "p2p", "ou_u", "text", "second")).claimed \
+        is None, "the second waits behind the first"
+    assert runner.run(turn, task_id="t1", worker="w1") == "replied"
+    assert answered == ["first"], "the waiting message was not run by the leaving worker"
+    assert [m.text for m in simulator.sent_messages(chat_id)] == ["answered: first"]
+    assert len(sender.sent) == 1, "the waiting message was published for another worker"
+    assert store.lease(chat_id)["message_id"] == second
+    runner.heartbeats.stop()
+    runner.replies.api.close()
+    app.close()
+    client.close()

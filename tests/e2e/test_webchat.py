@@ -1,0 +1,148 @@
+"""The demo's web chat in a real headless Chromium: a message round trip, a group with an
+@mention, an approval card clicked, a typing reaction and a streamed answer stopped with
+/stop (real listener, real workers, the simulator serving the page), then a reload that
+shows the same conversation, with no error in the browser's console. Saves a screenshot.
+A message no bot can take is shown as not sent, with what to start, and given back in the
+input box."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.ops.processes import GatewayProcess, wait_until
+from gateway.simulator import Simulator
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.chromium.webdriver import ChromiumDriver  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+
+SCREENSHOT = Path(__file__).resolve().parents[2] / ".artifacts" / "webchat.png"
+
+one_pool = pytest.mark.parametrize("pool", ["prefork"], indirect=True)
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    """Looked for when the test runs (.ci/run installs it while the suite starts)."""
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        pytest.skip("NO BROWSER: the web chat is untested here (apt-get install chromium "
+                    "chromium-driver; .ci/run does)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                 "--disable-gpu", "--window-size=1200,900"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=webdriver.ChromeService(chromedriver), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def say(driver: WebDriver, text: str) -> None:
+    box = driver.find_element(By.ID, "text")
+    box.send_keys(text)
+    box.send_keys("\n")
+
+
+def texts(driver: WebDriver, selector: str) -> list[str]:
+    """The text of every element `selector` finds, read in one step (the page redraws)."""
+    found = driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.innerText)", selector)
+    return [str(t) for t in found]
+
+
+def conversation(driver: WebDriver) -> list[tuple[str, str]]:
+    """("you" or "bot", text) of every message shown, top to bottom."""
+    found = driver.execute_script(
+        "return [...document.querySelectorAll('#log .msg')].map(e => ["
+        "e.classList.contains('user') ? 'you' : 'bot',"
+        "(e.querySelector('.text, .body') || e).innerText])")
+    return [(str(who), str(text).strip()) for who, text in found]
+
+
+def console_errors(driver: WebDriver) -> list[str]:
+    """What the page logged at error level (a failed load, e.g. a missing favicon)."""
+    assert isinstance(driver, ChromiumDriver)
+    logged = driver.get_log("browser")  # type: ignore[no-untyped-call]
+    return [str(e["message"]) for e in logged if e["level"] == "SEVERE"]
+
+
+def bot_says(driver: WebDriver, text: str, timeout_s: float = 30) -> None:
+    wait_until(lambda: any(text in t for t in texts(driver, ".msg.bot, .msg.card")),
+               timeout_s, f"the bot's {text!r} on the page")
+
+
+def click_button(driver: WebDriver, label: str) -> bool:
+    for button in driver.find_elements(By.CSS_SELECTOR, ".card button"):
+        try:
+            if button.text == label:
+                button.click()
+                return True
+        except StaleElementReferenceException:  # redrawn meanwhile: look again
+            return False
+    return False
+
+
+@one_pool
+def test_a_person_chats_with_the_bot_in_the_browser(
+        feishu: Simulator, listener: GatewayProcess, browser: WebDriver) -> None:
+    browser.get(feishu.url + "/")
+    say(browser, "hello from the browser")
+    bot_says(browser, "echo: hello from the browser")
+
+    browser.find_element(By.CSS_SELECTOR, "nav button[data-chat='oc_web_team']").click()
+    assert browser.find_element(By.ID, "mention").is_selected(), "@bot is on in a group"
+    say(browser, "hello team")
+    bot_says(browser, "echo: hello team")
+
+    browser.find_element(By.CSS_SELECTOR, "nav button[data-chat='oc_web_dm']").click()
+    say(browser, "approve 60 tool May I run the tool?")
+    wait_until(lambda: click_button(browser, "Allow once"), 30, "the card's button clicked")
+    bot_says(browser, "decision: once")
+
+    say(browser, "stream 100 0.3")  # a word every 0.3 s, for 30 s
+    wait_until(lambda: any("[Typing]" in t for t in texts(browser, ".msg.user .reactions")),
+               30, "the typing reaction on the page")
+    bot_says(browser, "w1")
+    say(browser, "/stop")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".msg .stop-mark"), 10,
+               "the stopped answer's mark, drawn by the page")
+    assert not any("\u23f9" in t for t in texts(browser, ".msg")), \
+        "no bare stop glyph (a missing-glyph box in a browser without an emoji font)"
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOT)) and SCREENSHOT.stat().st_size > 10_000
+
+    browser.refresh()
+    mine = ["hello from the browser", "approve 60 tool May I run the tool?", "stream 100 0.3",
+            "/stop"]
+    wait_until(lambda: [t for who, t in conversation(browser) if who == "you"] == mine, 10,
+               "the user's own messages shown again after a reload")
+    shown = conversation(browser)
+    first = shown.index(("you", "hello from the browser"))
+    assert shown[first + 1] == ("bot", "echo: hello from the browser"), shown
+    assert any(who == "bot" and "decision: once" in t for who, t in shown), shown
+    assert console_errors(browser) == [], "no failed load (a favicon) nor script error"
+
+
+def test_a_message_no_bot_can_take_is_shown_as_not_sent_and_given_back(
+        simulator: Simulator, browser: WebDriver) -> None:
+    simulator.delivery_timeout_s = 0.3  # no listener: the send answers 503
+    browser.get(simulator.url + "/")
+    say(browser, "words worth keeping")
+    error = browser.find_element(By.ID, "error")
+    wait_until(error.is_displayed, 10, "the error on the page")
+    assert error.text == (
+        "Not sent: no bot is connected to this simulator yet: start `feishu-gateway listen` "
+        f"with FEISHU_DOMAIN={simulator.url} and FEISHU_APP_ID={simulator.app_id} (the "
+        "export lines `feishu-gateway simulator` printed)")
+    assert browser.find_element(By.ID, "text").get_property("value") == "words worth keeping"
+    assert texts(browser, ".msg.user") == [], "no message shown as sent"

@@ -1,0 +1,125 @@
+"""The listener's step on a real Redis: late messages (noted once, or dropped), frames that
+are not messages, and the app a message came to."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from gateway.chats.model import StoreConfig
+from gateway.chats.store import ChatStore
+from gateway.core.errors import RetryableError
+from gateway.listener.intake import Intake
+from gateway.listener.outbox import Outbox
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import wait_until
+from gateway.publisher import Publisher
+from gateway.simulator.payloads import IncomingMessage, message_receive_event
+from tests.support.rig import client_of
+
+
+@pytest.fixture
+def client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
+    yield from client_of(private_redis)
+
+
+def redis_now_ms(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def event(client: redis.Redis, chat: str, age_ms: int, text: str = "hi") -> dict[str, object]:
+    """A message event created `age_ms` before now on Redis's clock."""
+    return message_receive_event(IncomingMessage(
+        f"om_{uuid.uuid4().hex[:10]}", chat, "p2p", "text", json.dumps({"text": text}),
+        "ou_user", redis_now_ms(client) - age_ms), app_id="cli_a")
+
+
+def intake(client: redis.Redis, late_events: str) -> tuple[Intake, ChatStore]:
+    store = ChatStore(client, StoreConfig(late_after_ms=60_000,
+                                          late_events=late_events))  # type: ignore[arg-type]
+    published: list[object] = []
+
+    class Sender:  # publishing is not what these tests look at: record what would go out
+        def send_task(self, *args: object, **kwargs: object) -> object:
+            published.append(args)
+            raise RuntimeError("not publishing in this test")
+
+    take = Intake(store, Publisher(Sender(), store), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
+                  primary_app_id="cli_a")
+    return take, store
+
+
+def control_kinds(client: redis.Redis, chat: str) -> list[str]:
+    entries: list[tuple[str, dict[str, str]]] = client.xrange("gw:control")  # type: ignore[assignment]
+    return [fields.get("kind", "") for _, fields in entries if fields.get("chat") == chat]
+
+
+def test_a_late_message_is_noted_once_and_never_queued(client: redis.Redis) -> None:
+    take, store = intake(client, "note")
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    late = event(client, chat, 61_000)
+    assert take.receive(late) == "late"
+    assert take.receive(late) == "duplicate", "a redelivery is not told twice"
+    assert control_kinds(client, chat).count("late") == 1
+    assert store.pending(chat) == []
+    assert take.receive(event(client, chat, 55_000)) == "dispatch"
+
+
+def test_a_late_message_may_be_dropped_instead(client: redis.Redis) -> None:
+    take, store = intake(client, "drop")
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    assert take.receive(event(client, chat, 3_600_000)) == "late"
+    assert "late" not in control_kinds(client, chat) and store.pending(chat) == []
+
+
+def test_frames_that_are_not_messages_are_acked_and_messages_keep_their_app(
+        client: redis.Redis) -> None:
+    take, store = intake(client, "note")
+    assert take.on_frame("cli_a", "event", b"\xff not json") is None
+    assert take.on_frame("cli_a", "event", b'{"header": {}}') is None
+    assert take.on_frame("cli_a", "event", json.dumps(
+        {"header": {"event_type": "card.action.trigger"}, "event": {}}).encode()) is None
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    assert take.on_frame("cli_b", "event", json.dumps(event(client, chat, 0)).encode()) is None
+    [(_, stored)] = store.pending(chat)
+    assert stored is not None and stored.app_id == "cli_b"
+    other = f"oc_{uuid.uuid4().hex[:8]}"
+    take.on_frame("cli_a", "event", json.dumps(event(client, other, 0)).encode())
+    [(_, first)] = store.pending(other)
+    assert first is not None and first.app_id == "", "the first app's messages stay as before"
+
+
+def test_a_full_outbox_refuses_events_without_recording_them(client: redis.Redis) -> None:
+    """The broker hangs: past the outbox's cap an event is not taken (its frame fails and
+    Feishu delivers it again), and nothing of it is recorded, so the redelivery runs."""
+    store = ChatStore(client)
+    publishing, broker_back = threading.Event(), threading.Event()
+
+    class HangingBroker:
+        def send_task(self, *args: object, **kwargs: object) -> object:
+            publishing.set()
+            broker_back.wait(10)
+            raise RuntimeError("the broker is down")
+
+    outbox = Outbox(cap=2).start()
+    take = Intake(store, Publisher(HangingBroker(), store), outbox,  # type: ignore[arg-type]
+                  max_text_chars=100, primary_app_id="cli_a")
+    chats = [f"oc_{uuid.uuid4().hex[:8]}" for _ in range(4)]
+    assert take.receive(event(client, chats[0], 0)) == "dispatch"
+    publishing.wait(10)  # its publish hangs on the broker
+    for chat in chats[1:3]:  # two more wait behind it: the outbox is full
+        assert take.receive(event(client, chat, 0)) == "dispatch"
+    refused = event(client, chats[3], 0)
+    with pytest.raises(RetryableError, match="outbox is full"):
+        take.on_frame("cli_a", "event", json.dumps(refused).encode())
+    assert store.pending(chats[3]) == []
+    broker_back.set()
+    wait_until(lambda: not outbox.full(), 10, "the outbox to drain")
+    assert take.receive(refused) == "dispatch", "the redelivery is taken"
+    outbox.stop()

@@ -1,0 +1,222 @@
+"""A scripted agent for the tests: what it does is written in the message text.
+
+- `sleep S ...`  sleeps S seconds, returning early once the turn is cancelled
+- `hang S ...`   sleeps S seconds and ignores cancellation
+- `crash`        kills its own process (SIGKILL), like an out-of-memory kill
+- `whoami`       replies with its session key and how many turns this agent object saw
+- `long N`       replies N characters that start with a nonce new on every run (an LLM
+                 never answers the same twice): a stitched answer shows two nonces
+- `approve S K P` asks the chat to approve prompt P (timeout S s, remembered under key K)
+                 and replies `decision: <outcome>`
+- `stream N D [K]` answers in N pieces `w<i> `, D seconds apart (returning early once the
+                 turn is cancelled); with K, kills its process after K pieces on the first
+                 run of this message only (a crash mid-stream)
+- `table N`      replies a markdown table of N rows
+- `quoted`       replies `quote: <the text of the message it replied to>`
+- a file message replies `fetched <n> bytes: <first 20>` (or why it could not, e.g. too large)
+- `boom ...`     raises
+- `flaky T`      raises the first time token T is seen (in Redis), echoes after that
+- `silent ...`   returns None
+- anything else  replies `echo: <text>`
+Every start and end is recorded in Redis (`test:events:<chat_id>`, through the client the
+worker process hands the factory) with the pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import redis
+
+from gateway.chats.model import text_of
+from gateway.core.errors import GatewayError
+from gateway.core.model import AgentContext, Turn
+from gateway.core.settings import load_settings
+
+
+def context_for_tests(client: redis.Redis | None = None) -> AgentContext:
+    """What a worker process hands its factory, for agents a test builds in its own process:
+    default settings and `client` (else one that connects nowhere until it is used)."""
+    return AgentContext(load_settings(_env_file=None), client or redis.Redis(), "test:0:0000")
+
+
+def events_key(chat_id: str) -> str:
+    return f"test:events:{chat_id}"
+
+
+def _record(client: redis.Redis, turn: Turn, event: str) -> None:
+    """Append to the chat's event list; waits out a Redis restart (up to 30 s)."""
+    record = json.dumps({
+        "event": event, "message_id": turn.message_id, "text": turn.text,
+        "fence": turn.fence, "pid": os.getpid(), "thread": threading.get_ident(), "t": time.time(),
+    })
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client.rpush(events_key(turn.chat_id), record)
+            return
+        except (redis.ConnectionError, redis.TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+class ScriptedAgent:
+    def __init__(self, session_key: str, client: redis.Redis) -> None:
+        self.session_key = session_key
+        self.redis = client
+        self.turns = 0
+
+    def run(self, turn: Turn) -> str | Iterator[str] | None:
+        if turn.text.startswith("stream "):
+            _record(self.redis, turn, "start")
+            return _pieces(self.redis, turn, *turn.text.split()[1:])
+        _record(self.redis, turn, "start")
+        self.turns += 1
+        try:
+            word, _, rest = turn.text.partition(" ")
+            if word == "crash":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if word == "approve":
+                timeout_s, key, prompt = rest.split(" ", 2)
+                return f"decision: {turn.approve(prompt, float(timeout_s), key=key)}"
+            if turn.message.message_type == "file":
+                key = turn.text.rsplit("(", 1)[-1].rstrip(")]")
+                try:
+                    data = turn.fetch(key)
+                except GatewayError as error:
+                    return f"not fetched: {type(error).__name__}"
+                return f"fetched {len(data)} bytes: {data[:20].decode(errors='replace')}"
+            if word == "quoted":
+                return f"quote: {turn.message.quote}"
+            if word == "table":
+                rows = "\n".join(f"| row {n} | {n * n} |" for n in range(int(rest)))
+                return f"Squares:\n\n| n | n² |\n| --- | ---: |\n{rows}\n\nDone."
+            if word == "whoami":
+                return f"session {self.session_key} turn {self.turns} pid {os.getpid()}"
+            if word == "long":
+                nonce = f"answer-{uuid.uuid4().hex[:8]} "
+                size = int(rest.split()[0])
+                return (nonce * (size // len(nonce) + 1))[:size]
+            if word == "hang":
+                time.sleep(float(rest.split()[0]))
+            elif word == "sleep":
+                deadline = time.monotonic() + float(rest.split()[0])
+                while time.monotonic() < deadline and not turn.cancelled():
+                    time.sleep(0.05)
+            elif word == "boom":
+                raise RuntimeError("scripted failure")
+            elif word == "flaky" and self.redis.set(f"test:flaky:{rest}", "1", nx=True, ex=600):
+                raise RuntimeError("scripted first failure")
+            elif word == "silent":
+                return None
+            return f"echo: {turn.text}"
+        finally:
+            _record(self.redis, turn, "end")
+
+
+def _pieces(client: redis.Redis, turn: Turn, count: str, gap_s: str,
+            crash_after: str = "") -> Iterator[str]:
+    first_run = bool(crash_after) and bool(client.set(f"test:crashed:{turn.message_id}", "1",
+                                                      nx=True, ex=600))
+    for n in range(int(count)):
+        if first_run and n == int(crash_after):
+            os.kill(os.getpid(), signal.SIGKILL)
+        yield f"w{n} "
+        deadline = time.monotonic() + float(gap_s)
+        while time.monotonic() < deadline and not turn.cancelled():
+            time.sleep(0.01)
+        if turn.cancelled():
+            return
+
+
+def scripted(session_key: str, context: AgentContext) -> ScriptedAgent:
+    return ScriptedAgent(session_key, context.redis)
+
+
+AGENTS_KEY = "test:agents"
+"""Every tracked agent's life: `{"event": built|run|soft|hard, "agent", "session", "pid"}`."""
+
+
+def _note(client: redis.Redis, event: str, agent: str, session: str) -> None:
+    client.rpush(AGENTS_KEY, json.dumps({"event": event, "agent": agent, "session": session,
+                                           "pid": os.getpid()}))
+
+
+class TrackedAgent:
+    """Echoes, and records when it is built, runs and is released (softly or fully);
+    `release_s` makes each release take that long."""
+
+    def __init__(self, session_key: str, client: redis.Redis, release_s: float) -> None:
+        self.session_key = session_key
+        self.redis = client
+        self.id = uuid.uuid4().hex[:8]
+        self._release_s = release_s
+        _note(client, "built", self.id, session_key)
+
+    def run(self, turn: Turn) -> str:
+        _note(self.redis, "run", self.id, self.session_key)
+        return f"echo: {turn.text}"
+
+    def soft_release(self) -> None:
+        time.sleep(self._release_s)
+        _note(self.redis, "soft", self.id, self.session_key)
+
+    def release(self) -> None:
+        time.sleep(self._release_s)
+        _note(self.redis, "hard", self.id, self.session_key)
+
+
+class TrackedFactory:
+    """`tests.support.agents:tracked`. Its configuration is the text of the file named by
+    TEST_AGENT_CONFIG (a test edits it to change the configuration of running workers);
+    TEST_AGENT_RELEASE_S slows every release down."""
+
+    def __call__(self, session_key: str, context: AgentContext) -> TrackedAgent:
+        return TrackedAgent(session_key, context.redis,
+                            float(os.environ.get("TEST_AGENT_RELEASE_S", "0")))
+
+    def signature(self, context: AgentContext) -> str:
+        path = os.environ.get("TEST_AGENT_CONFIG", "")
+        if not path:
+            return ""
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+
+
+tracked = TrackedFactory()
+
+
+def memory_key(session_key: str) -> str:
+    return f"test:memory:{session_key}"
+
+
+class RememberingAgent:
+    """`tests.support.agents:remembering`, a stateful agent: it keeps what its session said in
+    memory, and a copy in Redis that only a newly built agent reads (as a real one would
+    load a saved conversation). An agent kept in a process after another process ran a turn
+    of its session does not know that turn. Replies `heard: <each text so far, ' | '
+    between>`; records when it is built and runs (`AGENTS_KEY`)."""
+
+    def __init__(self, session_key: str, client: redis.Redis) -> None:
+        self.session_key = session_key
+        self.redis = client
+        self.id = uuid.uuid4().hex[:8]
+        self.said = [text_of(raw) for raw in client.lrange(memory_key(session_key), 0, -1)]
+        _note(client, "built", self.id, session_key)
+
+    def run(self, turn: Turn) -> str:
+        _note(self.redis, "run", self.id, self.session_key)
+        self.said.append(turn.text)
+        self.redis.rpush(memory_key(self.session_key), turn.text)
+        return "heard: " + " | ".join(self.said)
+
+
+def remembering(session_key: str, context: AgentContext) -> RememberingAgent:
+    return RememberingAgent(session_key, context.redis)

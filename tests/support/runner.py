@@ -1,0 +1,48 @@
+"""A turn runner in the test's own process, and a Celery app that records what it publishes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from pydantic import SecretStr
+
+from gateway.agents.cache import AgentCache
+from gateway.agents.echo import factory as echo
+from gateway.chats.store import ChatStore
+from gateway.feishu.outbound.delivery import Replies, RetryPolicy
+from gateway.feishu.outbound.openapi import OpenApi
+from gateway.publisher import Publisher
+from gateway.simulator import Simulator
+from gateway.worker.handles import LockRegistry
+from gateway.worker.heartbeat import Heartbeater
+from gateway.worker.runner import TurnRunner
+from tests.support.agents import context_for_tests
+
+
+def runner_for(store: ChatStore, simulator: Simulator, sender: Any,
+               **options: Any) -> TurnRunner:
+    """A turn runner in this process, echoing, replying through the simulator."""
+    locks = LockRegistry(16)
+    return TurnRunner(
+        store=store, locks=locks,
+        heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),
+        agents=AgentCache(echo, 8, context=context_for_tests()),
+        replies=Replies(OpenApi(simulator.url, simulator.app_id,
+                                SecretStr(simulator.app_secret)), RetryPolicy(budget_s=5)),
+        publisher=Publisher(sender, store), **options)
+
+
+class RecordingSender:
+    """A Celery app that records what is published (and publishes it for real)."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app, self.sent = app, list[str]()
+        self.control = app.control
+
+    def send_task(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self.sent.append(kwargs["task_id"])
+        return self.app.send_task(name, *args, **kwargs)
+
+    def connection_or_acquire(self, connection: Any = None, pool: bool = True) -> Any:
+        return self.app.connection_or_acquire(connection, pool)
