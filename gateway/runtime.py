@@ -37,10 +37,15 @@ T = TypeVar("T")
 class locked_cached_property(cached_property[T], Generic[T]):  # noqa: N801  (a decorator)
     """A cached_property that threads asking for it at the same moment build once (a worker's
     threads pool asks for its turn runner from several threads at once). Once built, the
-    value is read without the lock, as a cached_property's is."""
+    value is read without the lock, as a cached_property's is. A forked child (a prefork pool
+    process) starts with a fresh lock, never one a thread of its parent held."""
 
     def __init__(self, build: Any) -> None:
         super().__init__(build)
+        self._lock = threading.RLock()
+        os.register_at_fork(after_in_child=self._renew_lock)
+
+    def _renew_lock(self) -> None:
         self._lock = threading.RLock()
 
     @overload

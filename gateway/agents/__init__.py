@@ -30,11 +30,11 @@ def is_stateless(factory: object) -> bool:
 def wants_context(hook: Callable[..., Any], *before: str, name: str) -> bool:
     """Whether `hook` takes the context after the arguments named `before`: False when it
     can be called without it; SettingsError when it can be called neither way. A hook whose
-    parameters cannot be read (a builtin) is taken to want it."""
+    parameters cannot be read (a builtin) is called without it, as hooks always were."""
     try:
         parameters = inspect.signature(hook)
     except (TypeError, ValueError):
-        return True
+        return False
     for wanted in (False, True):
         try:
             parameters.bind(*before, *(("context",) if wanted else ()))

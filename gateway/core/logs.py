@@ -67,13 +67,15 @@ def redact_handlers(logger: logging.Logger) -> None:
 
 
 def quiet_lark_handler() -> None:
-    """The SDK prints through its own stdout handler; route it through ours instead. httpx
-    logs every request at INFO: only its warnings reach the operator."""
+    """The SDK prints through its own stdout handler, added when the SDK loads; route its
+    records through ours instead, redacted. The SDK is not loaded for this (a worker never
+    needs it): call this again once it may have loaded (the listener at its start, a worker
+    once its agent's module is imported). httpx logs every request at INFO: only its
+    warnings reach the operator."""
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    import lark_oapi.core.log  # noqa: F401  (adds the SDK's handler: import it before clearing)
-
     lark_logger = logging.getLogger("Lark")
-    lark_logger.handlers.clear()
+    if "lark_oapi.core.log" in sys.modules:
+        lark_logger.handlers.clear()
     if not any(isinstance(f, RedactSecrets) for f in lark_logger.filters):
         lark_logger.addFilter(RedactSecrets())
 

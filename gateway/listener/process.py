@@ -14,6 +14,7 @@ from typing import Any
 
 from gateway.core import metrics
 from gateway.core.errors import GatewayError
+from gateway.core.logs import quiet_lark_handler
 from gateway.core.names import TaskSender
 from gateway.core.settings import Settings
 from gateway.listener.service import ListenerService
@@ -26,6 +27,7 @@ FATAL_POLL_S = 0.5
 def run_listener(settings: Settings, sender: TaskSender) -> None:
     """Run the listener until SIGINT or SIGTERM (then stop it cleanly), or until Feishu
     refuses an app for good (GatewayError saying why)."""
+    quiet_lark_handler()  # the long connection's codec has loaded the SDK
     started: list[ListenerService] = []
     if settings.metrics_port:
         _check_multiproc_folder()

@@ -81,6 +81,7 @@ class WorkerProcess:
             load_factory(self.runtime().settings.agent)
         except SettingsError as error:
             raise SystemExit(f"feishu-gateway: {error}") from None
+        quiet_lark_handler()  # an agent's module may have loaded the SDK
 
     def check_keyspace(self, **_: Any) -> None:
         """A worker whose key layout differs from the chat state's stops at start, in one

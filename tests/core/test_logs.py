@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
 import sys
 import uuid
 
@@ -34,6 +35,24 @@ def test_long_connection_url_secrets_are_masked() -> None:
     assert "abc123" not in line and "t-xyz" not in line
     assert "access_key=***" in line and "ticket=***" in line and "device_id=1" in line
 
+
+
+SDK_AFTER_SETUP = """
+from gateway.core.logs import quiet_lark_handler, setup_logging
+setup_logging("INFO", "text")
+import gateway.feishu.ws.frames  # loads the SDK, which adds its own stdout handler
+quiet_lark_handler()  # as the listener does at its start
+import logging
+logging.getLogger("Lark").warning("connected to wss://x/ws/v2?access_key=abc123")
+"""
+
+
+def test_the_sdks_lines_go_through_our_handler_once_redacted_when_it_loads_late() -> None:
+    done = subprocess.run([sys.executable, "-c", SDK_AFTER_SETUP], capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout == ""  # the SDK's own "[Lark] …" handler printed nothing
+    lines = [line for line in done.stderr.splitlines() if "connected to" in line]
+    assert len(lines) == 1 and "access_key=***" in lines[0] and "abc123" not in lines[0]
 
 ENDPOINT_CALL = ('POST /callback/ws/endpoint {"AppID": "cli_x", "AppSecret": "SECRETAPP"} '
                  "headers={'Authorization': 'Bearer SECRETDICT'} Authorization: Bearer "

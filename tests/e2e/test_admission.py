@@ -5,8 +5,8 @@ case of the rules themselves: feishu/inbound/test_admission.py.)"""
 from __future__ import annotations
 
 import pytest
-from gateway.listener.desk import REFUSED_NOTICE
 
+from gateway.listener.desk import REFUSED_NOTICE
 from gateway.ops.processes import wait_until
 from tests.support.replies import agent_events, replies_to
 from tests.support.rig import Rig

@@ -1,6 +1,7 @@
 """Each process builds only its own wiring: the listener never imports the worker's agents,
-runner, tasks or Celery's worker command; a worker never imports the listener's desk or the
-long connection. Built in a fresh interpreter each, with settings that reach nothing."""
+runner, tasks or Celery's worker command; a worker (its logs dressed, its agent checked) never
+imports the listener's desk, the long connection or the Feishu SDK. Built in a fresh
+interpreter each, with settings that reach nothing."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ LISTENER = ("from tasks import app\n"
             "from gateway.core.settings import load_settings\n"
             "from gateway.listener.service import ListenerService\n"
             "ListenerService(load_settings(), app)\n" + REPORT)
-WORKER = ("import tasks.turns\n"
-          "tasks.turns.process.runtime().runner\n" + REPORT)
+WORKER = ("import logging, tasks.turns\n"
+          "process = tasks.turns.process\n"
+          "process.dress_logs(logging.getLogger())\n"
+          "process.check_agent()\n"
+          "process.runtime().runner\n" + REPORT)
 
 
 def modules_after(script: str) -> set[str]:
@@ -38,7 +42,7 @@ def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
     (LISTENER, "gateway.listener.service",
      ("gateway.agents", "gateway.worker", "tasks.turns", "celery.apps.worker")),
     (WORKER, "gateway.worker.runner",
-     ("gateway.listener", "gateway.feishu.ws", "lark_oapi.ws")),
+     ("gateway.listener", "gateway.feishu.ws", "lark_oapi")),
 ], ids=["listener", "worker"])
 def test_a_process_imports_only_its_own_wiring(script: str, wired: str,
                                                foreign: tuple[str, ...]) -> None:
