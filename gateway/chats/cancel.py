@@ -89,6 +89,8 @@ class Waiting:
     began: float
     deadline: float
     """time.monotonic() after which it is fenced off."""
+    outcome: str = "stopped"
+    """What the chat's history records for it (withdrawn, removed: see `watch`)."""
 
 
 class Canceller:
@@ -155,11 +157,19 @@ class Canceller:
                            new_session, clock, clock + self.timeout_s)
         return self._result(chat_id, how, step.task_id, clock, step.waiting, new_session)
 
+    def watch(self, chat_id: str, fence: int, task_id: str, outcome: str) -> Waiting:
+        """A running turn whose flag a step already raised (its message withdrawn, the bot
+        removed from its chat: gateway/chats/changes.py), to be ended with `end` like a
+        stop's; `outcome` goes into the chat's history."""
+        clock = time.monotonic()
+        return Waiting(TurnRef(chat_id, "", fence), task_id, 0, False, clock,
+                       clock + self.timeout_s, outcome)
+
     def end(self, waiting: Waiting, *, ended: bool) -> CancelResult:
         """The running turn's stop, finished: it ended by itself (`ended`), or the timeout
         passed and it is fenced off here (its message dropped, the next one dispatched)."""
         how: How = "cooperative"
-        if not ended and self._hand_over(waiting.turn, "stopped").outcome != "stale":
+        if not ended and self._hand_over(waiting.turn, waiting.outcome).outcome != "stale":
             how = "timeout-fenced"  # (stale: it completed by itself just as time ran out)
             if self.terminate and waiting.task_id:
                 self._revoke(waiting.task_id, True)

@@ -29,6 +29,10 @@ LIMITS: dict[str, tuple[str, ...]] = {
                 "history_cap", "history_ttl_ms"),
     "retry": ("claim_ttl_ms", "inbox_cap", "history_cap", "history_ttl_ms"),
     "cancel": ("claim_ttl_ms", "session_ttl_ms", "history_cap", "history_ttl_ms"),
+    "withdraw": ("dedupe_ttl_s", "claim_ttl_ms", "control_cap", "history_cap", "history_ttl_ms",
+                 "flag_ttl_ms"),
+    "evict": ("dedupe_ttl_s", "claim_ttl_ms", "control_cap", "history_cap", "history_ttl_ms",
+              "flag_ttl_ms"),
 }
 """The store's limits each script with a packed argument reads from it."""
 

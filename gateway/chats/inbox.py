@@ -29,7 +29,7 @@ class InboxSteps(ChatScripts):
         atomic step; with durable ACKs on, also wait until that step is durable."""
         c = self.config
         k = self.keys(message.chat_id)
-        keys = [*k.all, k.seen(message.message_id), k.done]
+        keys = [*k.all, k.seen(message.message_id), k.done, k.edit(message.message_id), k.left]
         args: list[Any] = [message.message_id, message.chat_id, message.create_time_ms,
                            command, message.to_json(), self.options("ingest")]
         if c.durable_ack == "none":

@@ -31,7 +31,8 @@ GROUP = "gw-desks"
 class ControlJob:
     job_id: str
     kind: str
-    """`command` or `inbox-full`."""
+    """`command`, `inbox-full`, `late`, `refused`, or `stopping` (a running turn whose
+    message was withdrawn, or whose chat the bot left, was flagged: end it)."""
     chat_id: str
     message: Message | None
     command: str = ""
@@ -41,6 +42,11 @@ class ControlJob:
     written before commands carried it)."""
     renewed: bool = False
     """A /new whose session was renewed by the step that admitted it (older jobs: not)."""
+    task: str = ""
+    """A `stopping` job's turn: the task running it."""
+    why: str = ""
+    """A `stopping` job's reason: `withdrawn` (its sender recalled the message) or `removed`
+    (the bot left the chat)."""
 
 
 def parse_job(job_id: Any, raw: Any) -> ControlJob:
@@ -56,7 +62,8 @@ def parse_job(job_id: Any, raw: Any) -> ControlJob:
         waiting = 0
     return ControlJob(text_of(job_id), fields.get("kind", ""), fields.get("chat", ""), message,
                       fields.get("command", ""), waiting, fields.get("fence", "*"),
-                      fields.get("renewed") == "1")
+                      fields.get("renewed") == "1", fields.get("task", ""),
+                      fields.get("why", ""))
 
 
 class ControlJobs:

@@ -118,6 +118,16 @@ class ChatKeys:
     def seen(self, message_id: str) -> str:
         return f"{self.prefix}:seen:{message_id}"
 
+    def edit(self, message_id: str) -> str:
+        """Hash: the newest edit of a message (lua/revise.lua), kept for it when it came
+        first."""
+        return f"{self.prefix}:edit:{message_id}"
+
+    @property
+    def left(self) -> str:
+        """String: when the bot was last removed from the chat (lua/evict.lua)."""
+        return f"{self.prefix}:left"
+
     @property
     def all(self) -> list[str]:
         """KEYS 1-9 of every per-chat script."""

@@ -41,6 +41,9 @@ class StoreConfig:
     sweep)."""
     ran_cap: int = 1000
     """The sessions of one chat whose marks are kept (past it, the oldest go)."""
+    flag_ttl_ms: int = 300_000
+    """How long the stop flag of a turn whose message was withdrawn (or whose chat the bot
+    left) lives: past its cancel timeout and its lease, as a /stop's does."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +62,8 @@ class Admission:
     """What `ingest` did with a message. `outcome` is also the events metric's label:
     `dispatch` when its chat was idle and its turn was claimed."""
 
-    outcome: Literal["dispatch", "queued", "duplicate", "full", "command", "late"]
+    outcome: Literal["dispatch", "queued", "duplicate", "full", "command", "late", "withdrawn",
+                     "left"]
     waiting: int = 0
     claimed: TurnRef | None = None
     """The turn claimed for the chat, to be published."""

@@ -43,6 +43,11 @@ def _build(prom: Any, role: str) -> dict[str, Any]:
                         "full)", ["outcome"]),
             "refused": c("gateway_events_refused_total", "Events refused at admission",
                          ["reason"]),
+            "changes": c("gateway_chat_changes_total", "Withdrawn and edited messages, the bot "
+                         "added to or removed from chats, DMs opened, by what was done",
+                         ["event", "outcome"]),
+            "unhandled": c("gateway_events_unhandled_total", "Events of types the gateway does "
+                           "not handle (ACKed and dropped)", ["type"]),
             "ack": h("gateway_ack_seconds", "From a frame's arrival to its ACK sent", ["code"],
                      buckets=ACK_BUCKETS_S),
             "cancels": c("gateway_cancellations_total", "Stops of chats' turns, by how they "
@@ -186,6 +191,16 @@ def process_ended(pid: int) -> None:
 def event(outcome: str) -> None:
     if (m := _m.get("events")) is not None:
         m.labels(outcome).inc()
+
+
+def changed(event: str, outcome: str) -> None:
+    if (m := _m.get("changes")) is not None:
+        m.labels(event, outcome).inc()
+
+
+def unhandled(event_type: str) -> None:
+    if (m := _m.get("unhandled")) is not None:
+        m.labels(event_type).inc()
 
 
 def refused(reason: str) -> None:

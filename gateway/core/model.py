@@ -12,6 +12,10 @@ import redis
 
 from gateway.core.settings import Settings
 
+GREETING = "greeting"
+"""The `message_type` of a greeting the bot sends on its own (the bot added to a group, a
+direct chat opened): its turn sends `text` to the chat, no agent runs."""
+
 
 @dataclass(frozen=True, slots=True)
 class Message:

@@ -86,6 +86,11 @@ class Settings(BaseSettings):
                                         ge=0)
     """A refused direct message is answered with one polite line at most this often per
     user; 0: never."""
+    welcome_group: str = Field("", validation_alias="FEISHU_WELCOME_GROUP")
+    """What the bot says once in a group it was added to (empty: nothing)."""
+    welcome_dm: str = Field("", validation_alias="FEISHU_WELCOME_DM")
+    """What the bot says once to a user who opens its direct chat for the first time
+    (empty: nothing)."""
     typing: bool = Field(True, validation_alias="FEISHU_TYPING")
     """A reaction on the user's message while its turn runs (and a mark when it failed)."""
     typing_emoji: str = Field("Typing", validation_alias="FEISHU_TYPING_EMOJI", min_length=1)

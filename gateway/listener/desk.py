@@ -200,6 +200,9 @@ class ControlDesk:
 
     def _perform(self, job: ControlJob) -> bool:
         """A job's first step; False when it was parked (a running turn is stopping)."""
+        if job.kind == "stopping":  # nobody to tell: the sender withdrew it, or the bot left
+            return self._park(job, self._canceller.watch(
+                job.chat_id, int(job.target), job.task, job.why or "stopped"))
         message = job.message
         if message is None:
             logger.error("control job %s dropped: its message cannot be read", job.job_id)
@@ -216,9 +219,7 @@ class ControlDesk:
                                           new_session=job.command == "new", target=job.target,
                                           renewed=job.renewed)
             if isinstance(begun, Waiting):
-                with self._guard:
-                    self._parked[job.job_id] = (job, begun)
-                return False
+                return self._park(job, begun)
             self._say(message, begun.user_reply(), "command")
         elif job.kind == "inbox-full":
             self._say(message, full_inbox_notice(job.waiting), "inbox-full")
@@ -230,10 +231,18 @@ class ControlDesk:
             logger.error("control job %s dropped: unknown kind %r", job.job_id, job.kind)
         return True
 
+    def _park(self, job: ControlJob, waiting: Waiting) -> bool:
+        """Hand the stopping turn to the watcher thread; False: the job is parked."""
+        with self._guard:
+            self._parked[job.job_id] = (job, waiting)
+        return False
+
     def _finish(self, job: ControlJob, waiting: Waiting, ended: bool) -> bool:
-        """A parked stop's last step: end the turn (fence it, if it did not end), reply."""
+        """A parked stop's last step: end the turn (fence it, if it did not end), reply to
+        a command."""
         result = self._canceller.end(waiting, ended=ended)
-        assert job.message is not None
+        if job.message is None:
+            return True
         self._say(job.message, result.user_reply(), "command")
         return True
 

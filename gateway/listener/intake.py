@@ -25,7 +25,9 @@ from gateway.core.logs import turn_context
 from gateway.core.model import Message
 from gateway.core.rules import Rules
 from gateway.feishu.inbound.admission import Arrival, admit
+from gateway.feishu.inbound.changes import CHANGES
 from gateway.feishu.inbound.events import arrival_of, parse_command, parse_message
+from gateway.listener.changes import ChatChanges
 from gateway.listener.outbox import Outbox
 from gateway.publisher import Publisher
 
@@ -64,7 +66,8 @@ class Intake:
     def __init__(self, store: ChatStore, publisher: Publisher, outbox: Outbox, *,
                  max_text_chars: int, primary_app_id: str = "", several_apps: bool = False,
                  cards: CardHandler | None = None, rules: Rules | None = None,
-                 refusal_notice_every_s: int = 86_400) -> None:
+                 refusal_notice_every_s: int = 86_400, welcome_group: str = "",
+                 welcome_dm: str = "") -> None:
         self._store = store
         self._publisher = publisher
         self._outbox = outbox
@@ -77,11 +80,14 @@ class Intake:
         self.cards = cards
         self.rules = rules or Rules(require_mention=False)
         self.refusal_notice_every_s = refusal_notice_every_s
+        self.changes = ChatChanges(store, self._publish, self._greeting, self._tag,
+                                   self.bot_open_ids, max_text_chars, welcome_group, welcome_dm)
 
     def on_frame(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
-        """A connection's frame handler: a message event is received, a card click goes to
-        `cards` (its answer is the callback's answer); anything else is ACKed and dropped
-        with one line."""
+        """A connection's frame handler: a message event is received, an event about
+        messages and chats after the fact goes to `changes`, a card click to `cards` (its
+        answer is the callback's answer); anything else is ACKed and dropped with one DEBUG
+        line, and counted by type."""
         decoded = decode_event(payload)
         if decoded is None:
             return None
@@ -97,11 +103,15 @@ class Intake:
                 finally:
                     metrics.event(outcome)
                 return None
+            if event_type in CHANGES:
+                self.changes.handle(event_type, event, app_id)
+                return None
             if event_type == CARD_EVENT and self.cards is not None:
                 return self.cards(app_id, event)
         except redis.RedisError as error:  # ACK 500: Feishu delivers it again
             raise RetryableError(f"Redis unavailable: {error}") from None
-        logger.info("event of type %r ignored (frame type %s)", event_type, kind)
+        logger.debug("event of type %r not handled (frame type %s)", event_type, kind)
+        metrics.unhandled(event_type[:100])
         return None
 
     def receive(self, payload: Mapping[str, Any], *, app_id: str = "") -> str:
@@ -128,14 +138,24 @@ class Intake:
         except MalformedEvent as error:
             logger.warning("event %s dropped: %s", event_id, error)
             return "malformed"
-        if app_id and (self.several_apps or app_id != self.primary_app_id):
-            message = replace(message, app_id=app_id)
+        message = self._tag(message, app_id)
         with turn_context(message.chat_id, message.message_id):
             return self._ingest(message)
 
-    def _ingest(self, message: Message) -> str:
+    def _tag(self, message: Message, app_id: str) -> Message:
+        """The message tagged with the app it came to, when a worker needs to know it."""
+        if app_id and (self.several_apps or app_id != self.primary_app_id):
+            return replace(message, app_id=app_id)
+        return message
+
+    def _greeting(self, message: Message) -> str:
+        with turn_context(message.chat_id, message.message_id):
+            return self._ingest(message, command="")
+
+    def _ingest(self, message: Message, command: str | None = None) -> str:
         """The admitted message's one Redis step, and its hand-off."""
-        command = parse_command(message.text) or ""
+        if command is None:
+            command = parse_command(message.text) or ""
         if self._outbox.full():  # the broker is not taking tasks: Feishu keeps the event
             raise RetryableError(f"message {message.message_id} not taken: the outbox is full "
                                  f"({self._outbox.cap} publishes wait for the broker)")

@@ -62,7 +62,8 @@ class ListenerRuntime(Runtime):
         return Intake(self.store, self.publisher, self.outbox, max_text_chars=s.max_text_chars,
                       primary_app_id=s.primary_app_id, several_apps=len(s.apps) > 1,
                       cards=self.verdicts.on_click, rules=s.admission_rules,
-                      refusal_notice_every_s=s.refusal_notice_every_s)
+                      refusal_notice_every_s=s.refusal_notice_every_s,
+                      welcome_group=s.welcome_group, welcome_dm=s.welcome_dm)
 
     @cached_property
     def sweeper(self) -> Sweeper:

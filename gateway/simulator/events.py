@@ -74,7 +74,7 @@ class EventDelivery(SimulatorCore):
             mentions=tuple(incoming.mentions)))
         if chat_type == "p2p":
             self.state.remember_p2p_chat(app.app_id, sender_open_id, chat_id)
-        event = _encode(p.message_receive_event(incoming, app_id=app.app_id))
+        event = encode_event(p.message_receive_event(incoming, app_id=app.app_id))
         if deliver:
             self._deliver(event, parts=parts, frame_type="event", message_id=incoming.message_id,
                           app_id=app.app_id)
@@ -189,7 +189,7 @@ class EventDelivery(SimulatorCore):
                 parent_id=message.get("parent_id"), thread_id=message.get("thread_id"),
                 app_id=app.app_id, sender_open_id=sender))
         if isinstance(payload, dict):
-            data = _encode(payload)
+            data = encode_event(payload)
         else:
             data = payload.encode("utf-8") if isinstance(payload, str) else payload
         return self._deliver(data, parts=parts, frame_type=frame_type, app_id=app.app_id,
@@ -210,7 +210,7 @@ class EventDelivery(SimulatorCore):
             app_id=app.app_id, chat_id=chat_id, open_message_id=open_message_id,
             operator_open_id=operator_open_id, value=value, tag=tag, form_value=form_value,
             token=token)
-        return self._deliver(_encode(event), parts=parts, frame_type="event", message_id=None,
+        return self._deliver(encode_event(event), parts=parts, frame_type="event", message_id=None,
                              app_id=app.app_id, card_message_id=open_message_id)
 
     def redeliver(self, message_id: str, *, parts: int = 1, app_id: str | None = None) -> str:
@@ -228,5 +228,5 @@ class EventDelivery(SimulatorCore):
                              app_id=target, card_message_id=frame.card_message_id)
 
 
-def _encode(payload: dict[str, Any]) -> bytes:
+def encode_event(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, ensure_ascii=False).encode("utf-8")

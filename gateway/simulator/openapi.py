@@ -1,6 +1,7 @@
 """aiohttp handlers for the open APIs the bot uses: token, bot info, messages (send,
 reply, edit, get), reactions; CardKit (cardkit.py) and message resources (downloads.py).
 
+A bot removed from a chat (Simulator.remove_bot) gets 230002 for every send to it.
 Messages that are gone: a withdrawn one answers 230011 ("The message is recalled", as the
 reply docs list it), one that never existed 231003 ("The message is not found, maybe not
 exist or deleted", as the reaction docs list it; the reply and get docs name no code).
@@ -106,6 +107,12 @@ class OpenApi:
                            f"The message is not found, maybe not exist or deleted: {message_id}")
         return rec
 
+    def _check_member(self, app: SimConfig, chat_id: str) -> None:
+        """A bot removed from a chat sends nothing there (Feishu's 230002)."""
+        if self.state.is_outside(app.app_id, chat_id):
+            raise ApiError(c.CODE_BOT_NOT_IN_CHAT, "Bot is not in the chat. The bot can not "
+                           "be outside the group.")
+
     def _bot_message(self, message_id: str, app: SimConfig) -> MessageRecord:
         rec = self._known(message_id)
         if not rec.from_bot or rec.app_id != app.app_id:
@@ -196,6 +203,7 @@ class OpenApi:
         body = await json_body(request)
         receive_id = require_str(body, "receive_id")
         chat_id = receive_id if id_type == "chat_id" else self._p2p_chat(app, receive_id)
+        self._check_member(app, chat_id)
         rec, _ = self._store(self._new_bot_message(app, body, chat_id))
         return ok(self._object(rec))
 
@@ -203,6 +211,7 @@ class OpenApi:
         app = self._authorize(request)
         body = await json_body(request)
         parent = self._known(request.match_info["message_id"])
+        self._check_member(app, parent.chat_id)
         in_thread = body.get("reply_in_thread") is True
         thread_id = parent.thread_id
         if in_thread and thread_id is None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from gateway.simulator.chat_events import ChatEventDelivery
 from gateway.simulator.controls import Controls
-from gateway.simulator.events import EventDelivery
 from gateway.simulator.userapi import user_routes
 
 
-class Simulator(EventDelivery, Controls):
+class Simulator(ChatEventDelivery, Controls):
     """A fake Feishu open platform on loopback for the real lark-oapi SDK.
 
     Events are delivered to exactly one connected client of the event's app (the primary

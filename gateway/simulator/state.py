@@ -37,6 +37,7 @@ class SimState:
         self._p2p_chats: dict[tuple[str, str], str] = {}
         self._token_generation = 0
         self._withdrawn: set[str] = set()
+        self._outside: set[tuple[str, str]] = set()  # (app_id, chat_id): the bot was removed
         self.cards = CardStore(self._cond)
         self.resources = ResourceStore()
         self.limiter = RateLimiter()
@@ -117,6 +118,22 @@ class SimState:
         """The p2p chat between a user and one app's bot."""
         with self._cond:
             self._p2p_chats[(app_id, open_id)] = chat_id
+
+    def set_member(self, app_id: str, chat_id: str, member: bool) -> None:
+        """The app's bot was added to (True) or removed from (False) the chat."""
+        with self._cond:
+            (self._outside.discard if member else self._outside.add)((app_id, chat_id))
+            self._notify()
+
+    def is_outside(self, app_id: str, chat_id: str) -> bool:
+        with self._cond:
+            return (app_id, chat_id) in self._outside
+
+    def last_message(self, chat_id: str) -> MessageRecord | None:
+        """The newest message of a chat (by create time), a user's or a bot's."""
+        with self._cond:
+            recs = [r for r in self._messages.values() if r.chat_id == chat_id]
+            return max(recs, key=lambda r: r.create_time_ms, default=None)
 
     def p2p_chat(self, app_id: str, open_id: str) -> str | None:
         with self._cond:

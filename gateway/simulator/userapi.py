@@ -15,6 +15,11 @@ simulator send`: a person sends messages and card clicks and reads what the bot 
     GET  /                      the web chat (webchat.html), built on these calls
     POST /sim/v1/card_actions   {"chat_id", "message_id", "operator_open_id", "value": {…}}
                                 → {"frame_id"} (the click went to the bot)
+    POST /sim/v1/recall         {"message_id"} → {"frame_id"} (the user withdrew it)
+    POST /sim/v1/edit           {"message_id", "text"} → {"frame_id"} (the user edited it)
+    POST /sim/v1/membership     {"chat_id", "action": "add"|"remove", "operator_open_id"}
+                                → {"frame_id"} (the bot added to / removed from a group)
+    POST /sim/v1/p2p_entered    {"open_id"} → {"frame_id"} (the user opened the bot's DM)
 
 Every call needs a Host that names a loopback address (localhost, 127.x, [::1]) or the
 address the simulator is bound to, at any port (403 otherwise): a page of another site
@@ -40,6 +45,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from aiohttp import hdrs, web
 
+from gateway.simulator.chat_events import ChatEventDelivery
 from gateway.simulator.events import EventDelivery
 from gateway.simulator.records import MessageRecord
 from gateway.simulator.server import NoBotConnected
@@ -152,7 +158,7 @@ async def _off_loop(sim: EventDelivery, call: Callable[[], T]) -> T:
         raise web.HTTPServiceUnavailable(text=f"not delivered: {reason}") from None
 
 
-def user_routes(sim: EventDelivery) -> list[web.RouteDef]:
+def user_routes(sim: ChatEventDelivery) -> list[web.RouteDef]:
     async def send(request: web.Request) -> web.Response:
         body = await _body(request)
         chat_type = _text(body, "chat_type", "p2p")
@@ -191,11 +197,35 @@ def user_routes(sim: EventDelivery) -> list[web.RouteDef]:
             _text(body, "operator_open_id", "ou_user_1"), value))
         return web.json_response({"frame_id": frame_id})
 
+    async def change(request: web.Request) -> web.Response:
+        body, what = await _body(request), request.match_info["what"]
+        call: Callable[[], object]
+        if what == "recall":
+            call = functools.partial(sim.recall, _text(body, "message_id"))
+        elif what == "edit":
+            call = functools.partial(sim.edit, _text(body, "message_id"), _text(body, "text"))
+        elif what == "p2p_entered":
+            call = functools.partial(sim.open_p2p, _text(body, "open_id", "ou_user_1"))
+        else:
+            action = _text(body, "action")
+            if action not in ("add", "remove"):
+                raise _bad("action must be add or remove")
+            call = functools.partial(sim.add_bot if action == "add" else sim.remove_bot,
+                                     _text(body, "chat_id"), operator_open_id=_text(
+                                         body, "operator_open_id", "ou_user_1"))
+        try:
+            frame_id = await _off_loop(sim, call)
+        except KeyError as error:
+            raise web.HTTPNotFound(text=str(error)) from None
+        return web.json_response({"frame_id": frame_id})
+
     def local(handler: Handler) -> Handler:
         return _for_local_host(sim.host, handler)
 
     return [web.post(f"{PREFIX}/messages", local(send)), web.get(f"{PREFIX}/messages", local(read)),
-            web.post(f"{PREFIX}/card_actions", local(click)), web.get("/", local(page))]
+            web.post(f"{PREFIX}/card_actions", local(click)),
+            web.post(PREFIX + "/{what:recall|edit|membership|p2p_entered}", local(change)),
+            web.get("/", local(page))]
 
 
 def _user_message(sim: EventDelivery, rec: MessageRecord) -> dict[str, Any]:

@@ -5,7 +5,8 @@ fixed by the answer's kind and the piece's position, so a re-run resends the sam
 (Feishu shows them once). A streamed answer grows on a card, or on a text or post message
 edited in place; its first piece closes that surface, the rest follow as replies. A piece
 Feishu refuses, or that still fails once its retries are spent, is recorded as undelivered
-(`feishu-gateway status` lists it) and the chat moves on.
+(`feishu-gateway status` lists it) and the chat moves on; so is one to a chat the bot
+was removed from (230002: never retried). A greeting is sent to its chat as a new message.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from gateway.chats.model import Answer, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.chats.streams import StreamCards
 from gateway.core.errors import GatewayError
-from gateway.core.model import Message
+from gateway.core.model import GREETING, Message
 from gateway.feishu.outbound.chunking import chunk_markdown
 from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
+from gateway.feishu.outbound.openapi import BOT_NOT_IN_CHAT
 from gateway.worker.handles import TurnHandle
 from gateway.worker.streaming import FAILED_MARK, STOPPED_MARK, Stream
 from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
@@ -109,13 +111,17 @@ class AnswerSender:
             return fresh or self.store.may_reply(turn)
 
         for index, chunk in enumerate(chunks[first:], first):
+            uuid = reply_uuid(message.reply_key, purpose, index)
             try:
+                if purpose == GREETING:  # said to the chat: there is no message to reply to
+                    self.replies.post_text(message.chat_id, chunk, uuid=uuid,
+                                           app_id=message.app_id, may_send=may_send,
+                                           stopped=handle.stopped)
+                    continue
                 self.replies.send_markdown(
                     message.message_id, chunk, mode=self.reply_format, app_id=message.app_id,
-                    chat_id=message.chat_id,
-                    uuid=reply_uuid(message.reply_key, purpose, index),
-                    in_thread=bool(message.thread_id), may_send=may_send,
-                    stopped=handle.stopped)
+                    chat_id=message.chat_id, uuid=uuid, in_thread=bool(message.thread_id),
+                    may_send=may_send, stopped=handle.stopped)
             except Leaving as error:
                 logger.info("%s", error)
                 handle.stop(SHUTDOWN)  # unless it was stopped for another reason already
@@ -124,8 +130,12 @@ class AnswerSender:
                 logger.info("%s", error)
                 return
             except GatewayError as error:
-                logger.error("reply to %s in chat %s given up: %s", message.message_id,
-                             message.chat_id, error)
+                if getattr(error, "code", None) in BOT_NOT_IN_CHAT:
+                    logger.warning("reply to %s not sent: the bot is no longer in chat %s (%s)",
+                                   message.message_id, message.chat_id, error)
+                else:
+                    logger.error("reply to %s in chat %s given up: %s", message.message_id,
+                                 message.chat_id, error)
                 self.store.record_undelivered(message.chat_id, message.message_id, answer.kind,
                                               str(error))
                 return

@@ -58,7 +58,8 @@ if not fence or target == '' or (target ~= '*' and target ~= fence) then
 end
 if state == 'running' then
   if opts.only_queued then return record('nothing', '', '') end
-  redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '', 'task', task_id)
+  redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '', 'task', task_id, 'why',
+             'stopped')
   redis.call('PEXPIRE', K.stop, ttl)
   return record('running', fence, task_id)
 end

@@ -1,11 +1,13 @@
 --!include chat.lua
 -- ingest: dedupe + admit one message, atomically.
--- KEYS: chat.lua's, then 10 seen:<message_id>  11 done (history.lua)
+-- KEYS: chat.lua's, then 10 seen:<message_id>  11 done (history.lua)  12 edit:<message_id>
+--       (an edit that arrived first, revise.lua)  13 left (when the bot was removed, evict.lua)
 -- ARGV: 1 message_id  2 chat_id  3 create_ms  4 command ('' for a message)  5 message json
 --       6 options (JSON): dedupe_ttl_s inbox_cap claim_ttl_ms control_cap (the control
 --         stream's) session_ttl_ms history_cap history_ttl_ms late_after_ms (0: never late)
 --         late_events ('note' | 'drop')
--- → {'duplicate'} | {'command'} | {'late', age_ms} | {'full', waiting} | {'queued', waiting}
+-- → {'duplicate'} | {'withdrawn'} (its sender recalled it before it came: withdraw.lua)
+--   | {'left'} (sent before the bot was removed from the chat) | {'command'} | {'late', age_ms} | {'full', waiting} | {'queued', waiting}
 --   | {'claimed', waiting, fence, entry} (the chat was idle: its turn, to be published)
 -- A message (or command) whose create_time is more than late_after_ms before now, on this
 -- server's clock (the one every host shares), is late: it is not run, and with 'note' its
@@ -17,10 +19,16 @@
 -- `renewed`: the desk does not renew it again).
 local opts = cjson.decode(ARGV[6])
 if not redis.call('SET', KEYS[10], '1', 'NX', 'EX', opts.dedupe_ttl_s) then
+  if redis.call('GET', KEYS[10]) == 'withdrawn' then return {'withdrawn'} end
   return {'duplicate'}
 end
 local now_us, now_ms = clock()
 local created, late_after = tonumber(ARGV[3]) or 0, opts.late_after_ms
+local left = tonumber(redis.call('GET', KEYS[13]) or '')
+if left and created > 0 and created <= left then return {'left'} end
+local stored = ARGV[5]
+local edited = redis.call('HGET', KEYS[12], 'json')
+if edited and edited ~= '' then stored = edited end
 if late_after > 0 and created > 0 and now_ms - created > late_after then
   if opts.late_events ~= 'drop' then
     redis.call('XADD', K.control, 'MAXLEN', '~', opts.control_cap, '*', 'kind', 'late', 'chat',
@@ -47,7 +55,7 @@ if waiting >= opts.inbox_cap then
 end
 local score = created
 if score <= 0 then score = now_ms end
-redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, ARGV[1], ARGV[5]))
+redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, ARGV[1], stored))
 if redis.call('EXISTS', K.lease) == 1 then  -- (a lease always has its sweeper deadline)
   return {'queued', waiting}
 end

@@ -129,6 +129,16 @@ class Replies:
         return self.send(message_id, "text", {"text": text}, uuid=uuid, in_thread=in_thread,
                          app_id=app_id, chat_id=chat_id, may_send=may_send, stopped=stopped)
 
+    def post_text(self, chat_id: str, text: str, *, uuid: str, app_id: str = "",
+                  may_send: Callable[[], bool] = _always,
+                  stopped: threading.Event | None = None) -> str:
+        """Send `text` to the chat as a new message (a greeting: nothing to reply to);
+        raises as `send_text`."""
+        api = self.api_for(app_id)
+        return self._retrying(f"message to {chat_id}", lambda: api.create(
+            chat_id, msg_type="text", content={"text": text}, uuid=uuid), app_id=api.app_id,
+            chat_id=chat_id, may_send=may_send, stopped=stopped)
+
     def send_markdown(self, message_id: str, text: str, *, mode: str, uuid: str,
                       in_thread: bool = False, app_id: str = "", chat_id: str = "",
                       may_send: Callable[[], bool] = _always,

@@ -32,6 +32,8 @@ BUSY_CODES = frozenset({1})
 """Feishu says it is busy or failed internally."""
 TARGET_GONE_CODES = frozenset({230011, 231003})
 """The message replied to was withdrawn or no longer exists: send to its chat instead."""
+BOT_NOT_IN_CHAT = frozenset({230002})
+"""The bot is not in the chat (it was removed): never retried, the send is given up."""
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 TOKEN_MARGIN_S = 300.0
 

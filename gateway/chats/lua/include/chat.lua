@@ -11,8 +11,9 @@
 --              (its answer, kept before it is sent): fixed fields, overwritten by each
 --              claim of a new head. (A small string for an idle chat's fence costs far
 --              less than this hash, which big fields turn into a hashtable for good.)
---   5 stop     hash: at_ms (the chat's last stop, for the debounce); fence entry task (the
---              flag of a running turn that was asked to stop)
+--   5 stop     hash: at_ms (the chat's last stop, for the debounce); fence entry task why
+--              (the flag of a running turn that was asked to stop, and why: stopped,
+--              withdrawn, removed)
 --   6 answer   (older versions kept the answer here; only deleted now)
 --   7 gen      string: the session generation (/new)
 --   8 index    zset gw:chats: chat -> when (server ms) the sweeper should look at it next
@@ -51,7 +52,9 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history)
       local fence = last_fence()
       if tonumber(redis.call('HGET', K.stop, 'fence')) == fence
          and redis.call('ZREM', K.inbox, stopped) == 1 and history then
-        remember(history[1], stopped, 'stopped', redis.call('HGET', K.stop, 'task') or '',
+        local why = redis.call('HGET', K.stop, 'why')
+        if not why or why == '' then why = 'stopped' end
+        remember(history[1], stopped, why, redis.call('HGET', K.stop, 'task') or '',
                  str(fence), redis.call('HGET', K.tries, 'n'), history[2], history[3], now_ms)
       end
     end

@@ -1,0 +1,54 @@
+--!include chat.lua
+--!include history.lua
+-- drop.lua: a message leaves its chat for good, not by a turn's end: its sender withdrew it
+-- (withdraw.lua) or the bot was removed from the chat (evict.lua).
+
+-- The entry of `message_id` in the chat's inbox (false when it waits no more).
+local function find_entry(message_id)
+  for _, e in ipairs(redis.call('ZRANGE', K.inbox, 0, -1)) do
+    if entry_id(e) == message_id then return e end
+  end
+  return false
+end
+
+-- Whether `entry` is the one a running turn holds (its lease says running).
+local function running(entry)
+  local lease = redis.call('HMGET', K.lease, 'state', 'entry')
+  return lease[1] == 'running' and lease[2] == entry
+end
+
+-- Raise the running turn's stop flag, as /stop does (cancel.lua), with `why` its outcome in
+-- the history, and write a `stopping` control job: a desk waits for the turn to end and
+-- fences it after GATEWAY_CANCEL_TIMEOUT. The flag outlives the lease, so a turn whose
+-- worker died is dropped when its lease runs out, never run again. A turn already flagged
+-- gets no second job (a /stop's desk, or this step's earlier run, ends it).
+-- → {'stopping', fence, task_id}
+local function stop_running(chat, why, opts)
+  local lease = redis.call('HMGET', K.lease, 'fence', 'task_id', 'entry')
+  local flagged = redis.call('HGET', K.stop, 'fence') == lease[1]
+  redis.call('HSET', K.stop, 'fence', lease[1], 'entry', lease[3] or '', 'task',
+             lease[2] or '', 'why', why)
+  redis.call('PEXPIRE', K.stop, opts.flag_ttl_ms)
+  if not flagged then
+    redis.call('XADD', K.control, 'MAXLEN', '~', opts.control_cap, '*', 'kind', 'stopping',
+               'chat', chat, 'fence', lease[1], 'task', lease[2] or '', 'why', why)
+  end
+  return {'stopping', lease[1], lease[2] or ''}
+end
+
+-- Take `entry` (not a running turn's) out of the inbox and record it as `why`. When a lease
+-- holds it (claimed or queued: not started, or pinned after its worker died) the chat is
+-- claimed again under a new fence, so the turn already published finds itself stale.
+-- → {'dropped'} | {'claimed', fence, entry} (the chat's next turn, to be published)
+--   | {'idle'} (nothing waits any more)
+local function drop_waiting(chat, entry, why, opts, done_key, now_us, now_ms)
+  local lease = redis.call('HMGET', K.lease, 'fence', 'entry', 'task_id')
+  local fence = lease[1] or redis.call('HGET', K.tries, 'fence') or ''
+  redis.call('ZREM', K.inbox, entry)
+  remember(done_key, entry, why, lease[2] == entry and lease[3] or '', fence,
+           redis.call('HGET', K.tries, 'n'), opts.history_cap, opts.history_ttl_ms, now_ms)
+  if not lease[1] or lease[2] ~= entry then return {'dropped'} end
+  local c = claim(chat, now_us, now_ms, opts.claim_ttl_ms, true)
+  if not c then return {'idle'} end
+  return {'claimed', c[1], c[2]}
+end

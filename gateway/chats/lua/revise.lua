@@ -1,0 +1,41 @@
+--!include chat.lua
+-- revise: the sender edited a message. Waiting (no turn started it), it is replaced by the
+-- new version in its place; once started or answered it stays as it was (no second
+-- answer). An edit arriving before its message (events come out of order) is kept, and
+-- ingest.lua admits the message as edited. Only a newer edit (by Feishu's update_time)
+-- replaces an older one, so a redelivered or late edit changes nothing.
+-- KEYS: chat.lua's, then 10 seen:<message_id>  11 edit:<message_id>
+-- ARGV: 1 message_id  2 update_ms  3 the edited message json  4 dedupe_ttl_s
+-- → {'revised'} | {'kept'} (before its message) | {'started'} (it runs or ran: unchanged)
+--   | {'answered'} (it waits no more) | {'older'} (a newer edit was applied already)
+local at = tonumber(ARGV[2]) or 0
+local prior = tonumber(redis.call('HGET', KEYS[11], 'at') or '')
+if prior and prior >= at then return {'older'} end
+local function record(json)
+  redis.call('HSET', KEYS[11], 'at', str(at), 'json', json)
+  redis.call('EXPIRE', KEYS[11], ARGV[4])
+end
+local found = false
+for _, e in ipairs(redis.call('ZRANGE', K.inbox, 0, -1)) do
+  if entry_id(e) == ARGV[1] then found = e break end
+end
+if not found then
+  if redis.call('EXISTS', KEYS[10]) == 1 then return {'answered'} end
+  record(ARGV[3])
+  return {'kept'}
+end
+local lease = redis.call('HMGET', K.lease, 'state', 'entry')
+local tries = redis.call('HMGET', K.tries, 'head', 'n')
+if (lease[2] == found and lease[1] == 'running')
+   or (tries[1] == found and tonumber(tries[2] or '0') > 0) then
+  return {'started'}
+end
+local b = string.find(found, '|', string.find(found, '|', 1, true) + 1, true)
+local edited = string.sub(found, 1, b) .. ARGV[3]
+local score = redis.call('ZSCORE', K.inbox, found)
+redis.call('ZREM', K.inbox, found)
+redis.call('ZADD', K.inbox, score, edited)
+if lease[2] == found then redis.call('HSET', K.lease, 'entry', edited) end
+if tries[1] == found then redis.call('HSET', K.tries, 'head', edited) end
+record('')
+return {'revised'}

@@ -1,0 +1,20 @@
+--!include drop.lua
+-- withdraw: the sender withdrew (recalled) a message. It is never answered: waiting, it is
+-- dropped; held by a turn that did not start, it is dropped and the chat claimed again;
+-- running, its turn is stopped as /stop stops one (drop.lua). Its dedupe mark becomes a
+-- tombstone ('withdrawn', GATEWAY_DEDUPE_TTL_S), so the message arriving after its recall
+-- (events come out of order, and again) is never admitted. Running it again changes
+-- nothing more.
+-- KEYS: chat.lua's, then 10 seen:<message_id>  11 done (history.lua)
+-- ARGV: 1 message_id  2 chat_id
+--       3 options (JSON): dedupe_ttl_s claim_ttl_ms control_cap history_cap history_ttl_ms
+--         flag_ttl_ms
+-- → {'unknown'} (not waiting: not admitted yet, or answered already; the tombstone is set)
+--   | drop_waiting's or stop_running's reply (drop.lua)
+local opts = cjson.decode(ARGV[3])
+redis.call('SET', KEYS[10], 'withdrawn', 'EX', opts.dedupe_ttl_s)
+local entry = find_entry(ARGV[1])
+if not entry then return {'unknown'} end
+if running(entry) then return stop_running(ARGV[2], 'withdrawn', opts) end
+local now_us, now_ms = clock()
+return drop_waiting(ARGV[2], entry, 'withdrawn', opts, KEYS[11], now_us, now_ms)

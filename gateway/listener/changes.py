@@ -1,0 +1,105 @@
+"""The listener's step for an event about messages and chats after the fact: a message
+withdrawn or edited by its sender, the bot added to or removed from a group, a user opening
+its direct chat. One Redis step each (gateway/chats/changes.py), on the ingest thread like a
+message's; a greeting enters the chat's inbox as a message does (dedupe by event id, the
+turn path sends it: a worker, through the send quota), never from here."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.chats.changes import Change
+from gateway.chats.model import TurnRef
+from gateway.chats.store import ChatStore
+from gateway.core import metrics
+from gateway.core.errors import MalformedEvent
+from gateway.core.model import Message
+from gateway.feishu.inbound import changes as ev
+
+logger = logging.getLogger(__name__)
+
+Ingest = Callable[[Message], str]
+"""Admit a message to its chat's inbox (Intake's step); returns what happened."""
+Tag = Callable[[Message, str], Message]
+"""The message as tagged with the app it came to (Intake's rule)."""
+
+
+@dataclass
+class ChatChanges:
+    store: ChatStore
+    publish: Callable[[TurnRef], None]
+    ingest: Ingest
+    tag: Tag
+    bot_open_ids: Mapping[str, str]
+    max_text_chars: int = 16_000
+    welcome_group: str = ""
+    welcome_dm: str = ""
+
+    def handle(self, event_type: str, payload: Mapping[str, Any], app_id: str) -> str:
+        """One such event, judged and stored; returns what was done (the metric's outcome).
+        A malformed one is one line and dropped (ACKed); a Redis failure propagates (ACK
+        500: Feishu delivers it again, and every step is idempotent)."""
+        event_id = str((payload.get("header") or {}).get("event_id", "?"))
+        try:
+            if event_type == ev.UPDATED:
+                outcome = self._edited(payload, app_id)
+            else:
+                outcome = self._chat_event(event_type, ev.parse_chat_event(payload), app_id)
+        except MalformedEvent as error:
+            logger.warning("event %s dropped: %s", event_id, error)
+            outcome = "malformed"
+        metrics.changed(event_type.removeprefix("im."), outcome)
+        return outcome
+
+    def _chat_event(self, event_type: str, chat: ev.ChatEvent, app_id: str) -> str:
+        if event_type == ev.RECALLED:
+            change = self.store.withdraw(chat.chat_id, chat.message_id)
+            logger.info("message %s of chat %s withdrawn by its sender: %s", chat.message_id,
+                        chat.chat_id, _said(change))
+            return self._went_on(change)
+        if event_type == ev.BOT_REMOVED:
+            change = self.store.evict(chat.chat_id, chat.at_ms)
+            logger.info("bot removed from chat %s: %d waiting message(s) dropped, turn %s",
+                        chat.chat_id, change.dropped, change.how)
+            return self._went_on(change)
+        if event_type == ev.BOT_ADDED:
+            return self._greet(chat, self.welcome_group, "group", app_id)
+        if chat.last_message_id:  # (P2P_ENTERED) not a first visit
+            logger.debug("direct chat %s opened again: no greeting", chat.chat_id)
+            return "returning"
+        return self._greet(chat, self.welcome_dm, "p2p", app_id)
+
+    def _went_on(self, change: Change) -> str:
+        if change.following is not None:
+            self.publish(change.following)
+        return change.how
+
+    def _greet(self, chat: ev.ChatEvent, text: str, chat_type: str, app_id: str) -> str:
+        what = "added to group" if chat_type == "group" else "direct chat opened:"
+        if not text:
+            logger.info("bot %s %s (no greeting set)", what, chat.chat_id)
+            return "no-greeting"
+        logger.info("bot %s %s: greeting queued", what, chat.chat_id)
+        return self.ingest(self.tag(ev.greeting(chat, text, chat_type), app_id))
+
+    def _edited(self, payload: Mapping[str, Any], app_id: str) -> str:
+        message, update_ms = ev.parse_edit(payload, bot_open_id=self.bot_open_ids.get(app_id, ""),
+                                           max_text_chars=self.max_text_chars)
+        outcome = self.store.revise(self.tag(message, app_id), update_ms)
+        line = {"revised": "its new text will be answered", "kept": "kept for when it comes",
+                "started": "already answered or being answered: no second answer",
+                "answered": "already answered or being answered: no second answer",
+                "older": "an older edit: ignored"}.get(outcome, outcome)
+        logger.info("message %s of chat %s edited by its sender: %s", message.message_id,
+                    message.chat_id, line)
+        return outcome
+
+
+def _said(change: Change) -> str:
+    return {"dropped": "dropped from the inbox", "claimed": "dropped before its turn started",
+            "idle": "dropped before its turn started", "stopping": "its running turn stops",
+            "unknown": "not waiting (it will never be answered if it comes)"}.get(
+        change.how, change.how)

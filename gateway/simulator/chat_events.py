@@ -1,0 +1,86 @@
+"""What a person does on the fake Feishu after a message went out, and to the bot's
+membership: recall or edit a message, add the bot to a group or remove it, open its direct
+chat. Each changes the platform as Feishu does and delivers Feishu's event for it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gateway.simulator import change_payloads as cp
+from gateway.simulator import payloads as p
+from gateway.simulator.events import EventDelivery, encode_event
+
+
+class ChatEventDelivery(EventDelivery):
+    def recall(self, message_id: str, *, deliver: bool = True) -> str | None:
+        """The user withdraws a message (see `withdraw`: replies to it get 230011 from now
+        on) and im.message.recalled_v1 goes to the app it was sent to; returns the frame
+        id (None with deliver=False: only the platform knows)."""
+        rec = self.state.get_message(message_id)
+        if rec is None:
+            raise KeyError(f"simulator: no message {message_id!r} to recall")
+        self.withdraw(message_id)
+        if not deliver:
+            return None
+        app = self.apps.get(rec.app_id)
+        return self._deliver(encode_event(cp.recalled_event(message_id, rec.chat_id,
+                                                       app_id=app.app_id)),
+                             parts=1, frame_type="event", message_id=None, app_id=app.app_id)
+
+    def edit(self, message_id: str, text: str) -> str:
+        """The user edits a text message: it reads `text` from now on (GET shows it
+        updated) and im.message.updated_v1 goes to its app; returns the frame id."""
+        rec = self.state.get_message(message_id)
+        if rec is None or rec.from_bot:
+            raise KeyError(f"simulator: no user message {message_id!r} to edit")
+        content = json.dumps({"text": text}, ensure_ascii=False)
+        edited = self.state.edit_message(message_id, "text", content) or rec
+        incoming = p.IncomingMessage(
+            message_id=message_id, chat_id=rec.chat_id, chat_type=rec.chat_type or "p2p",
+            message_type="text", content=content, sender_open_id=rec.sender_open_id or "",
+            create_time_ms=rec.create_time_ms, mentions=tuple(rec.mentions),
+            root_id=rec.root_id, parent_id=rec.parent_id, thread_id=rec.thread_id)
+        app = self.apps.get(rec.app_id)
+        event = cp.updated_event(incoming, app_id=app.app_id, update_ms=edited.update_time_ms)
+        return self._deliver(encode_event(event), parts=1, frame_type="event", message_id=None,
+                             app_id=app.app_id)
+
+    def add_bot(self, chat_id: str, *, operator_open_id: str = "ou_user_1",
+                app_id: str | None = None, name: str = "") -> str:
+        """A user adds the bot (of `app_id`, default the primary app) to a group: it may
+        send there again; im.chat.member.bot.added_v1 goes to it. Returns the frame id."""
+        app = self.apps.get(app_id)
+        self.state.set_member(app.app_id, chat_id, True)
+        return self._chat_event(cp.member_event("im.chat.member.bot.added_v1", chat_id,
+                                                app_id=app.app_id, name=name,
+                                                operator_open_id=operator_open_id), app.app_id)
+
+    def remove_bot(self, chat_id: str, *, operator_open_id: str = "ou_user_1",
+                   app_id: str | None = None) -> str:
+        """A user removes the bot from a group: from now on its sends to the chat (create,
+        reply) get code 230002, as Feishu answers a bot outside the group, and
+        im.chat.member.bot.deleted_v1 goes to it. Returns the frame id."""
+        app = self.apps.get(app_id)
+        self.state.set_member(app.app_id, chat_id, False)
+        return self._chat_event(cp.member_event("im.chat.member.bot.deleted_v1", chat_id,
+                                                app_id=app.app_id,
+                                                operator_open_id=operator_open_id), app.app_id)
+
+    def open_p2p(self, open_id: str = "ou_user_1", *, chat_id: str | None = None,
+                 app_id: str | None = None) -> str:
+        """A user opens the bot's direct chat: im.chat.access_event.bot_p2p_chat_entered_v1
+        goes to the app, naming the chat's last message when it has one (none: a first
+        visit). Returns the frame id."""
+        app = self.apps.get(app_id)
+        chat = chat_id or self.state.p2p_chat(app.app_id, open_id) or f"oc_p2p_{open_id}"
+        self.state.remember_p2p_chat(app.app_id, open_id, chat)
+        last = self.state.last_message(chat)
+        return self._chat_event(cp.p2p_entered_event(
+            chat, app_id=app.app_id, operator_open_id=open_id,
+            last_message_id=last.message_id if last else "",
+            last_create_ms=last.create_time_ms if last else 0), app.app_id)
+
+    def _chat_event(self, event: dict[str, Any], app_id: str) -> str:
+        return self._deliver(encode_event(event), parts=1, frame_type="event", message_id=None,
+                             app_id=app_id)

@@ -1,0 +1,175 @@
+"""Withdrawn and edited messages, and the bot removed from a chat: the scripts against a real
+redis-server (lua/withdraw.lua, revise.lua, evict.lua)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from gateway.chats.history import read_history
+from gateway.chats.keys import CONTROL_KEY
+from gateway.chats.model import Answer
+from gateway.chats.store import ChatStore
+from gateway.ops.embedded_redis import EmbeddedRedis
+from tests.support.rig import client_of
+from tests.support.store import first_turn, lease_gone, msg, pending_ids, store_for
+
+
+@pytest.fixture
+def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
+    yield from client_of(private_redis)
+
+
+def outcomes(store: ChatStore, chat_id: str) -> list[tuple[str, str]]:
+    return [(r.message_id, r.outcome) for r in read_history(store.redis, store.keys(chat_id))]
+
+
+def stopping_jobs(client: redis.Redis, chat_id: str) -> list[dict[str, str]]:
+    entries: list[tuple[str, dict[str, str]]] = client.xrange(CONTROL_KEY)  # type: ignore[assignment]
+    return [fields for _, fields in entries
+            if fields.get("kind") == "stopping" and fields.get("chat") == chat_id]
+
+
+def test_a_withdrawn_waiting_message_is_dropped_and_the_chat_goes_on(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = first_turn(store, chat_id, messages=3)
+    assert store.withdraw(chat_id, "om_2").how == "dropped"
+    assert store.withdraw(chat_id, "om_2").how == "unknown", "a redelivered recall: no-op"
+    assert pending_ids(store, chat_id) == ["om_1", "om_3"]
+    assert store.start(turn, "t1", "w") is not None
+    following = store.complete(turn, outcome="replied").following
+    assert following is not None and following.message_id == "om_3"
+    assert outcomes(store, chat_id) == [("om_1", "replied"), ("om_2", "withdrawn")]
+    assert not read_history(redis_client, store.keys(chat_id))[1].entry, "not retryable"
+
+
+def test_a_withdrawn_head_not_started_is_dropped_and_the_next_claimed(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = first_turn(store, chat_id, messages=2)
+    change = store.withdraw(chat_id, "om_1")
+    assert change.how == "claimed" and change.following is not None
+    assert change.following.message_id == "om_2" and change.following.fence > turn.fence
+    assert store.start(turn, "old", "w") is None, "the published turn is stale"
+    started = store.start(change.following, "t2", "w")
+    assert started is not None and started.message_id == "om_2"
+    lone = f"{chat_id}_lone"
+    alone = first_turn(store, lone)
+    assert store.withdraw(lone, "om_1").how == "idle"
+    assert store.start(alone, "t", "w") is None and store.lease(lone) == {}
+
+
+def test_a_withdrawn_running_turn_is_flagged_once_and_recorded_as_withdrawn(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = first_turn(store, chat_id, messages=2)
+    assert store.start(turn, "t1", "w") is not None
+    assert store.withdraw(chat_id, "om_1").how == "stopping"
+    assert store.withdraw(chat_id, "om_1").how == "stopping"
+    [job] = stopping_jobs(redis_client, chat_id)
+    assert (job["fence"], job["task"], job["why"]) == (str(turn.fence), "t1", "withdrawn")
+    assert store.heartbeat([turn]) == ["stopped"]
+    assert not store.keep_answer(turn, Answer("reply", ("too late",))), "a withdrawn turn is mute"
+    following = store.complete(turn, outcome="stopped").following
+    assert following is not None and following.message_id == "om_2"
+    assert outcomes(store, chat_id) == [("om_1", "withdrawn")]
+
+
+def test_a_withdrawn_running_turn_whose_worker_died_is_never_run_again(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client, running_ttl_ms=200)
+    turn = first_turn(store, chat_id, messages=2)
+    assert store.start(turn, "t1", "w") is not None
+    assert store.withdraw(chat_id, "om_1").how == "stopping"
+    lease_gone(store, chat_id)  # its worker was killed: nobody completes it
+    found = store.recover(chat_id)
+    assert found is not None and found[1].message_id == "om_2"
+    assert pending_ids(store, chat_id) == ["om_2"]
+    assert outcomes(store, chat_id) == [("om_1", "withdrawn")]
+
+
+def test_a_message_recalled_before_it_arrives_is_never_admitted(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    assert store.withdraw(chat_id, "om_1").how == "unknown"
+    assert store.ingest(msg(chat_id, 1)).outcome == "withdrawn"
+    assert store.ingest(msg(chat_id, 1)).outcome == "withdrawn", "redelivered: still not"
+    assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
+    assert store.ingest(msg(chat_id, 2)).outcome == "dispatch"
+
+
+def test_an_edited_waiting_message_keeps_its_place_with_the_new_text(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = first_turn(store, chat_id, messages=3)
+    assert store.revise(msg(chat_id, 2, text="edited"), 2000) == "revised"
+    assert store.revise(msg(chat_id, 2, text="older edit"), 1000) == "older"
+    assert store.revise(msg(chat_id, 2, text="edited"), 2000) == "older", "redelivered"
+    assert pending_ids(store, chat_id) == ["om_1", "om_2", "om_3"]
+    assert store.start(turn, "t1", "w") is not None
+    following = store.complete(turn).following
+    assert following is not None
+    started = store.start(following, "t2", "w")
+    assert started is not None and started.message is not None
+    assert started.message.text == "edited"
+
+
+def test_an_edited_head_not_started_runs_edited_a_started_one_stays(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = first_turn(store, chat_id)
+    assert store.revise(msg(chat_id, 1, text="first edit"), 1000) == "revised"
+    started = store.start(turn, "t1", "w")
+    assert started is not None and started.message is not None
+    assert started.message.text == "first edit"
+    assert store.revise(msg(chat_id, 1, text="while it runs"), 2000) == "started"
+    store.complete(turn, outcome="replied")
+    assert store.revise(msg(chat_id, 1, text="after its answer"), 3000) == "answered"
+    assert store.pending(chat_id) == []
+
+
+def test_an_edit_arriving_before_its_message_is_kept_for_it(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    assert store.revise(msg(chat_id, 1, text="edited first"), 2000) == "kept"
+    turn = store.ingest(msg(chat_id, 1, text="original")).claimed
+    assert turn is not None
+    started = store.start(turn, "t1", "w")
+    assert started is not None and started.message is not None
+    assert started.message.text == "edited first"
+
+
+def test_the_bot_removed_drops_everything_and_stops_the_running_turn(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = first_turn(store, chat_id, messages=3)
+    assert store.start(turn, "t1", "w") is not None
+    change = store.evict(chat_id, store.server_ms())
+    assert (change.how, change.dropped) == ("stopping", 2)
+    assert store.evict(chat_id, 0).how == "stopping", "redelivered: nothing more"
+    assert len(stopping_jobs(redis_client, chat_id)) == 1
+    assert store.heartbeat([turn]) == ["stopped"]
+    assert store.complete(turn, outcome="stopped").outcome == "idle"
+    assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
+    assert sorted(outcomes(store, chat_id)) == [
+        ("om_1", "removed"), ("om_2", "removed"), ("om_3", "removed")]
+    late = dataclasses.replace(msg(chat_id, 4), create_time_ms=store.server_ms() - 5000)
+    assert store.ingest(late).outcome == "left", "sent before the removal, arriving late"
+    back = dataclasses.replace(msg(chat_id, 5), create_time_ms=store.server_ms() + 1000)
+    assert store.ingest(back).outcome == "dispatch", "sent once the bot was back"
+
+
+def test_the_bot_removed_before_a_turn_started_leaves_the_chat_idle(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    turn = first_turn(store, chat_id, messages=2)
+    change = store.evict(chat_id, 0)
+    assert (change.how, change.dropped) == ("idle", 2)
+    assert store.start(turn, "t1", "w") is None
+    assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
+    assert store.recover(chat_id) is None
+    assert store.evict(f"{chat_id}_never", 0).how == "none"
