@@ -57,12 +57,15 @@ class ChatEventDelivery(EventDelivery):
                                                 operator_open_id=operator_open_id), app.app_id)
 
     def remove_bot(self, chat_id: str, *, operator_open_id: str = "ou_user_1",
-                   app_id: str | None = None) -> str:
+                   app_id: str | None = None, deliver: bool = True) -> str | None:
         """A user removes the bot from a group: from now on its sends to the chat (create,
         reply) get code 230002, as Feishu answers a bot outside the group, and
-        im.chat.member.bot.deleted_v1 goes to it. Returns the frame id."""
+        im.chat.member.bot.deleted_v1 goes to it. Returns the frame id (None with
+        deliver=False: the event is lost, only the platform knows)."""
         app = self.apps.get(app_id)
         self.state.set_member(app.app_id, chat_id, False)
+        if not deliver:
+            return None
         return self._chat_event(cp.member_event("im.chat.member.bot.deleted_v1", chat_id,
                                                 app_id=app.app_id,
                                                 operator_open_id=operator_open_id), app.app_id)

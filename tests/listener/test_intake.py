@@ -1,12 +1,12 @@
 """The listener's step on a real Redis: late messages (noted once, or dropped), frames that
-are not messages, and the app a message came to."""
+are not messages (greetings, events of other types), and the app a message came to."""
 
 from __future__ import annotations
 
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pytest
 import redis
@@ -14,11 +14,13 @@ import redis
 from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
 from gateway.core.errors import RetryableError
+from gateway.core.model import GREETING
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.publisher import Publisher
+from gateway.simulator.change_payloads import member_event
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
 from tests.support.rig import client_of
 
@@ -123,3 +125,37 @@ def test_a_full_outbox_refuses_events_without_recording_them(client: redis.Redis
     wait_until(lambda: not outbox.full(), 10, "the outbox to drain")
     assert take.receive(refused) == "dispatch", "the redelivery is taken"
     outbox.stop()
+
+
+def frame(payload: Mapping[str, object]) -> bytes:
+    return json.dumps(payload).encode()
+
+
+def test_the_bot_added_to_a_group_greets_once_only_when_a_welcome_is_set(
+        client: redis.Redis) -> None:
+    quiet, store = intake(client, "note")
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    added = member_event("im.chat.member.bot.added_v1", chat, app_id="cli_a",
+                         operator_open_id="ou_user")
+    assert quiet.on_frame("cli_a", "event", frame(added)) is None
+    assert store.pending(chat) == [], "no welcome set: nothing to send"
+    welcoming = Intake(store, quiet._publisher, Outbox(), max_text_chars=100,
+                       primary_app_id="cli_a", welcome_group="Hello, team")
+    welcoming.on_frame("cli_a", "event", frame(added))
+    welcoming.on_frame("cli_a", "event", frame(added))  # redelivered: the same event id
+    [(greeting_id, greeting)] = store.pending(chat)
+    assert greeting is not None and greeting_id == added["header"]["event_id"]
+    assert (greeting.message_type, greeting.text, greeting.chat_type) == (
+        GREETING, "Hello, team", "group")
+
+
+def test_events_of_other_types_are_acked_and_counted_by_type(client: redis.Redis) -> None:
+    take, store = intake(client, "note")
+    unknown = {"schema": "2.0", "header": {"event_id": "ev_1", "event_type": "im.chat.updated_v1"},
+               "event": {"chat_id": "oc_x"}}
+    assert take.on_frame("cli_a", "event", frame(unknown)) is None
+    recall_without_chat = {"schema": "2.0", "header": {
+        "event_id": "ev_2", "event_type": "im.message.recalled_v1"}, "event": {}}
+    assert take.on_frame("cli_a", "event", frame(recall_without_chat)) is None
+    assert take.changes.handle("im.message.recalled_v1", recall_without_chat, "cli_a") == \
+        "malformed"
