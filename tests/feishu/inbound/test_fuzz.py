@@ -32,6 +32,7 @@ from gateway.core.errors import MalformedEvent
 from gateway.core.model import Message
 from gateway.core.rules import DM_POLICIES, GROUP_POLICIES, GroupRule, Rules
 from gateway.feishu.inbound.admission import Arrival, admit
+from gateway.feishu.inbound.changes import CHANGES, parse_chat_event
 from gateway.feishu.inbound.events import arrival_of, message_text, parse_command, parse_message
 from gateway.listener.intake import CARD_EVENT, MESSAGE_EVENT, Intake
 from gateway.listener.outbox import Outbox
@@ -393,6 +394,11 @@ def expected_outcome(frame: bytes, seen: set[tuple[str, str]]) -> tuple[str, Any
     kind = header.get("event_type") if isinstance(header, dict) else None
     if not isinstance(event, dict) or not isinstance(kind, str):
         return "dropped", ""
+    if kind in CHANGES:  # (the bot added, with no welcome set: said, nothing stored)
+        try:
+            return "changed", parse_chat_event(event)
+        except MalformedEvent as error:
+            return "malformed", str(error)
     if kind != MESSAGE_EVENT:
         return "ignored", kind
     verdict = admit(arrival_of(event), RULES, BOT)
@@ -470,7 +476,9 @@ def test_ingest_keeps_every_valid_message_and_says_why_it_drops_the_rest(
         elif outcome == "refused":
             assert said.endswith(f"refused: {detail}")
         elif outcome == "ignored":
-            assert "ignored" in said
+            assert "not handled" in said
+        elif outcome == "changed":
+            assert f"bot added to group {detail.chat_id}" in said
         elif outcome == "command":
             commands += 1
             assert said.startswith("command /")
