@@ -21,7 +21,8 @@ RETRYABLE = frozenset({"failed", "stopped", "gave-up"})
 class TurnRecord:
     message_id: str
     outcome: str
-    """replied, resent, silent, failed, stopped, gave-up or unreadable."""
+    """replied, resent, silent, failed, stopped, gave-up, unreadable, greeted (a greeting
+    sent), withdrawn (its sender recalled it) or removed (the bot left the chat)."""
     at_ms: int
     task_id: str
     fence: str

@@ -145,8 +145,8 @@ class TurnRunner:
     def run_one(self, turn: TurnRef, started: Started, *,
                 run_next: tuple[str, str] | None = None) -> tuple[str, Completion | None]:
         """Run one started turn; returns how it ended (replied, resent, silent, failed,
-        stopped, gave-up, unreadable, timed-out, handed-back) and what `ChatStore.complete`
-        gave: the chat's next turn (claimed, or started when `run_next` asked for it), or
+        stopped, gave-up, unreadable, greeted, timed-out, handed-back) and what
+        `ChatStore.complete` gave: the chat's next turn (claimed, or started when `run_next` asked for it), or
         nothing."""
         clock = time.monotonic()
         following: Completion | None = None
