@@ -146,8 +146,8 @@ class TurnRunner:
                 run_next: tuple[str, str] | None = None) -> tuple[str, Completion | None]:
         """Run one started turn; returns how it ended (replied, resent, silent, failed,
         stopped, gave-up, unreadable, greeted, timed-out, handed-back) and what
-        `ChatStore.complete` gave: the chat's next turn (claimed, or started when `run_next` asked for it), or
-        nothing."""
+        `ChatStore.complete` gave: the chat's next turn (claimed, or started when `run_next`
+        asked for it), or nothing."""
         clock = time.monotonic()
         following: Completion | None = None
         with turn_context(turn.chat_id, turn.message_id,
