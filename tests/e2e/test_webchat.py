@@ -146,3 +146,37 @@ def test_a_message_no_bot_can_take_is_shown_as_not_sent_and_given_back(
         "export lines `feishu-gateway simulator` printed)")
     assert browser.find_element(By.ID, "text").get_property("value") == "words worth keeping"
     assert texts(browser, ".msg.user") == [], "no message shown as sent"
+
+
+def act_on(driver: WebDriver, text: str, action: str) -> bool:
+    """Click `action` (edit, withdraw) under the user's own message that reads `text`."""
+    path = (f"//div[contains(@class, 'user')][div[@class='text' and normalize-space()='{text}']]"
+            f"//div[@class='acts']/button[text()='{action}']")
+    try:
+        buttons = driver.find_elements(By.XPATH, path)
+        if not buttons:
+            return False
+        buttons[0].click()
+    except StaleElementReferenceException:  # redrawn meanwhile: look again
+        return False
+    return True
+
+
+@one_pool
+def test_a_person_edits_and_withdraws_waiting_messages_in_the_browser(
+        feishu: Simulator, listener: GatewayProcess, browser: WebDriver) -> None:
+    browser.get(feishu.url + "/")
+    browser.find_element(By.CSS_SELECTOR, "nav button[data-chat='oc_web_team']").click()
+    say(browser, "sleep 3")
+    say(browser, "to be edited")
+    say(browser, "to be withdrawn")
+    wait_until(lambda: act_on(browser, "to be edited", "edit"), 10, "the edit button")
+    alert = browser.switch_to.alert
+    alert.send_keys("edited in the browser")
+    alert.accept()
+    wait_until(lambda: act_on(browser, "to be withdrawn", "withdraw"), 10, "withdraw")
+    bot_says(browser, "echo: edited in the browser")
+    bot_says(browser, "echo: sleep 3")
+    shown = conversation(browser)
+    assert ("you", "to be withdrawn") not in shown and ("you", "edited in the browser") in shown
+    assert not any(who == "bot" and "to be withdrawn" in t for who, t in shown), shown
