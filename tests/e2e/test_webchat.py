@@ -165,8 +165,7 @@ def act_on(driver: WebDriver, text: str, action: str) -> bool:
 @one_pool
 def test_a_person_edits_and_withdraws_waiting_messages_in_the_browser(
         feishu: Simulator, listener: GatewayProcess, browser: WebDriver) -> None:
-    browser.get(feishu.url + "/")
-    browser.find_element(By.CSS_SELECTOR, "nav button[data-chat='oc_web_team']").click()
+    browser.get(feishu.url + "/")  # the direct chat
     say(browser, "sleep 3")
     say(browser, "to be edited")
     say(browser, "to be withdrawn")
