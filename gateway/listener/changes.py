@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.chats.changes import Change
@@ -17,7 +17,9 @@ from gateway.chats.store import ChatStore
 from gateway.core import metrics
 from gateway.core.errors import MalformedEvent
 from gateway.core.model import Message
+from gateway.core.rules import Rules
 from gateway.feishu.inbound import changes as ev
+from gateway.feishu.inbound.admission import may_greet
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,8 @@ class ChatChanges:
     max_text_chars: int = 16_000
     welcome_group: str = ""
     welcome_dm: str = ""
+    rules: Rules = field(default_factory=Rules)
+    """Who may talk to the bot: no greeting where it would answer nobody."""
 
     def handle(self, event_type: str, payload: Mapping[str, Any], app_id: str) -> str:
         """One such event, judged and stored; returns what was done (the metric's outcome).
@@ -82,6 +86,10 @@ class ChatChanges:
         if not text:
             logger.info("bot %s %s (no greeting set)", what, chat.chat_id)
             return "no-greeting"
+        if not may_greet(self.rules, chat_type, chat.chat_id, chat.operator_open_id):
+            logger.info("bot %s %s (not greeted: its policy lets nobody talk there)", what,
+                        chat.chat_id)
+            return "not-greeted"
         logger.info("bot %s %s: greeting queued", what, chat.chat_id)
         return self.ingest(self.tag(ev.greeting(chat, text, chat_type), app_id))
 

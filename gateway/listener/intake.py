@@ -81,7 +81,8 @@ class Intake:
         self.rules = rules or Rules(require_mention=False)
         self.refusal_notice_every_s = refusal_notice_every_s
         self.changes = ChatChanges(store, self._publish, self._greeting, self._tag,
-                                   self.bot_open_ids, max_text_chars, welcome_group, welcome_dm)
+                                   self.bot_open_ids, max_text_chars, welcome_group, welcome_dm,
+                                   self.rules)
 
     def on_frame(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
         """A connection's frame handler: a message event is received, an event about

@@ -15,12 +15,13 @@ from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
 from gateway.core.errors import RetryableError
 from gateway.core.model import GREETING
+from gateway.core.rules import Rules
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.publisher import Publisher
-from gateway.simulator.change_payloads import member_event
+from gateway.simulator.change_payloads import member_event, p2p_entered_event
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
 from tests.support.rig import client_of
 
@@ -131,7 +132,7 @@ def frame(payload: Mapping[str, object]) -> bytes:
     return json.dumps(payload).encode()
 
 
-def test_the_bot_added_to_a_group_greets_once_only_when_a_welcome_is_set(
+def test_greetings_once_only_when_set_and_only_where_someone_may_talk(
         client: redis.Redis) -> None:
     quiet, store = intake(client, "note")
     chat = f"oc_{uuid.uuid4().hex[:8]}"
@@ -147,6 +148,20 @@ def test_the_bot_added_to_a_group_greets_once_only_when_a_welcome_is_set(
     assert greeting is not None and greeting_id == added["header"]["event_id"]
     assert (greeting.message_type, greeting.text, greeting.chat_type) == (
         GREETING, "Hello, team", "group")
+    closed = Intake(store, quiet._publisher, Outbox(), max_text_chars=100, primary_app_id="cli_a",
+                    welcome_group="Hello", welcome_dm="Hi",
+                    rules=Rules(group_policy="disabled", dm_policy="allowlist",
+                                allowed=frozenset({"ou_friend"})))
+    shut = f"oc_{uuid.uuid4().hex[:8]}"
+    closed.on_frame("cli_a", "event", frame(member_event(
+        "im.chat.member.bot.added_v1", shut, app_id="cli_a", operator_open_id="ou_user")))
+    for user in ("ou_stranger", "ou_friend"):
+        closed.on_frame("cli_a", "event", frame(p2p_entered_event(
+            f"oc_p2p_{user}", app_id="cli_a", operator_open_id=user)))
+    assert store.pending(shut) == [] and store.pending("oc_p2p_ou_stranger") == [], \
+        "no greeting where the bot answers nobody"
+    [(_, hello)] = store.pending("oc_p2p_ou_friend")
+    assert hello is not None and (hello.text, hello.chat_type) == ("Hi", "p2p")
 
 
 def test_events_of_other_types_are_acked_and_counted_by_type(client: redis.Redis) -> None:

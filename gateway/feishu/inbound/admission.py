@@ -81,3 +81,13 @@ def _dm(a: Arrival, rules: Rules, admin: bool) -> Verdict:
     if rules.dm_policy == "allowlist" and not (admin or a.sender_open_id in rules.allowed):
         return Verdict(False, "sender not in the allowlist", code="allowlist", tell=person)
     return IN
+
+
+def may_greet(rules: Rules, chat_type: str, chat_id: str, open_id: str) -> bool:
+    """Whether the bot greets a group it was added to, or a user who opened its direct chat:
+    not where it would answer nobody (groups disabled for the chat; direct messages
+    disabled, or the user not allowed to send them)."""
+    if chat_type == "p2p":
+        return _dm(Arrival(chat_id, "p2p", open_id, "user"), rules,
+                   open_id in rules.admins).admitted
+    return (rules.groups.get(chat_id, GroupRule()).policy or rules.group_policy) != "disabled"
