@@ -1,4 +1,5 @@
-"""The control-job stream: commands (/stop, /new) and notices, durable until done.
+"""The control-job stream: commands (/stop, /new), notices and stops of withdrawn turns,
+durable until done.
 
 The ingest script adds a job in the same step that marks its message seen, so a listener
 that dies right after leaves the job behind; any listener's control desk takes it up: new

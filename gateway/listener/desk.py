@@ -1,4 +1,5 @@
-"""The listener's control desk: commands and notices from the control-job stream.
+"""The listener's control desk: commands, notices and `stopping` jobs (a running turn whose
+message was withdrawn, or whose chat the bot left) from the control-job stream.
 
 Cancelling waits up to GATEWAY_CANCEL_TIMEOUT for a running turn to end, so it runs here, in
 the listener: never on the SDK loop, never in a Celery worker slot (which a busy pool may not

@@ -1,13 +1,18 @@
 """What a person does on the fake Feishu after a message went out, and to the bot's
 membership: recall or edit a message, add the bot to a group or remove it, open its direct
-chat. Each changes the platform as Feishu does and delivers Feishu's event for it."""
+chat. Each changes the platform as Feishu does and delivers Feishu's event for it.
+
+The events are built (pure functions below) in the shapes lark-oapi's models read
+(P2ImMessageRecalledV1, P2ImChatMemberBotAddedV1, P2ImChatMemberBotDeletedV1,
+P2ImChatAccessEventBotP2pChatEnteredV1). lark-oapi 1.7.5 has no model for
+`im.message.updated_v1`: its event is built as `im.message.receive_v1`'s (sender and
+message, the content as it is now) with update_time past create_time."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from gateway.simulator import change_payloads as cp
 from gateway.simulator import payloads as p
 from gateway.simulator.events import EventDelivery, encode_event
 
@@ -24,7 +29,7 @@ class ChatEventDelivery(EventDelivery):
         if not deliver:
             return None
         app = self.apps.get(rec.app_id)
-        return self._deliver(encode_event(cp.recalled_event(message_id, rec.chat_id,
+        return self._deliver(encode_event(recalled_event(message_id, rec.chat_id,
                                                        app_id=app.app_id)),
                              parts=1, frame_type="event", message_id=None, app_id=app.app_id)
 
@@ -42,7 +47,7 @@ class ChatEventDelivery(EventDelivery):
             create_time_ms=rec.create_time_ms, mentions=tuple(rec.mentions),
             root_id=rec.root_id, parent_id=rec.parent_id, thread_id=rec.thread_id)
         app = self.apps.get(rec.app_id)
-        event = cp.updated_event(incoming, app_id=app.app_id, update_ms=edited.update_time_ms)
+        event = updated_event(incoming, app_id=app.app_id, update_ms=edited.update_time_ms)
         return self._deliver(encode_event(event), parts=1, frame_type="event", message_id=None,
                              app_id=app.app_id)
 
@@ -52,7 +57,7 @@ class ChatEventDelivery(EventDelivery):
         send there again; im.chat.member.bot.added_v1 goes to it. Returns the frame id."""
         app = self.apps.get(app_id)
         self.state.set_member(app.app_id, chat_id, True)
-        return self._chat_event(cp.member_event("im.chat.member.bot.added_v1", chat_id,
+        return self._chat_event(member_event("im.chat.member.bot.added_v1", chat_id,
                                                 app_id=app.app_id, name=name,
                                                 operator_open_id=operator_open_id), app.app_id)
 
@@ -66,7 +71,7 @@ class ChatEventDelivery(EventDelivery):
         self.state.set_member(app.app_id, chat_id, False)
         if not deliver:
             return None
-        return self._chat_event(cp.member_event("im.chat.member.bot.deleted_v1", chat_id,
+        return self._chat_event(member_event("im.chat.member.bot.deleted_v1", chat_id,
                                                 app_id=app.app_id,
                                                 operator_open_id=operator_open_id), app.app_id)
 
@@ -79,7 +84,7 @@ class ChatEventDelivery(EventDelivery):
         chat = chat_id or self.state.p2p_chat(app.app_id, open_id) or f"oc_p2p_{open_id}"
         self.state.remember_p2p_chat(app.app_id, open_id, chat)
         last = self.state.last_message(chat)
-        return self._chat_event(cp.p2p_entered_event(
+        return self._chat_event(p2p_entered_event(
             chat, app_id=app.app_id, operator_open_id=open_id,
             last_message_id=last.message_id if last else "",
             last_create_ms=last.create_time_ms if last else 0), app.app_id)
@@ -87,3 +92,37 @@ class ChatEventDelivery(EventDelivery):
     def _chat_event(self, event: dict[str, Any], app_id: str) -> str:
         return self._deliver(encode_event(event), parts=1, frame_type="event", message_id=None,
                              app_id=app_id)
+
+
+def recalled_event(message_id: str, chat_id: str, *, app_id: str,
+                   recall_type: str = "message_owner") -> dict[str, Any]:
+    return {"schema": "2.0", "header": p.event_header("im.message.recalled_v1", app_id),
+            "event": {"message_id": message_id, "chat_id": chat_id,
+                      "recall_time": str(p.now_ms()), "recall_type": recall_type}}
+
+
+def updated_event(msg: p.IncomingMessage, *, app_id: str, update_ms: int) -> dict[str, Any]:
+    event = p.message_receive_event(msg, app_id=app_id)
+    event["header"]["event_type"] = "im.message.updated_v1"
+    event["event"]["message"]["update_time"] = str(update_ms)
+    return event
+
+
+def member_event(event_type: str, chat_id: str, *, app_id: str, operator_open_id: str,
+                 name: str = "") -> dict[str, Any]:
+    """im.chat.member.bot.added_v1 or .deleted_v1."""
+    return {"schema": "2.0", "header": p.event_header(event_type, app_id),
+            "event": {"chat_id": chat_id, "operator_id": p.user_ids(operator_open_id),
+                      "external": False, "operator_tenant_key": p.TENANT_KEY,
+                      "name": name or chat_id, "i18n_names": {"zh_cn": name or chat_id}}}
+
+
+def p2p_entered_event(chat_id: str, *, app_id: str, operator_open_id: str,
+                      last_message_id: str = "", last_create_ms: int = 0) -> dict[str, Any]:
+    event: dict[str, Any] = {"chat_id": chat_id, "operator_id": p.user_ids(operator_open_id)}
+    if last_message_id:
+        event["last_message_id"] = last_message_id
+        event["last_message_create_time"] = str(last_create_ms)
+    return {"schema": "2.0",
+            "header": p.event_header("im.chat.access_event.bot_p2p_chat_entered_v1", app_id),
+            "event": event}

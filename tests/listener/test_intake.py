@@ -21,7 +21,7 @@ from gateway.listener.outbox import Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.publisher import Publisher
-from gateway.simulator.change_payloads import member_event, p2p_entered_event
+from gateway.simulator.chat_events import member_event, p2p_entered_event
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
 from tests.support.rig import client_of
 
