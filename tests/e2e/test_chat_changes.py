@@ -17,16 +17,19 @@ from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.embedded_redis import free_port
 from gateway.ops.processes import wait_until
 from tests.support.replies import agent_events, replies_to, reply_of, started
-from tests.support.rig import TEST_CANCEL_TIMEOUT_S, Rig, rig_up
+from tests.support.rig import POOLS, TEST_CANCEL_TIMEOUT_S, Rig, rig_up
 
 WELCOME = "Hello, team: @mention me to ask anything."
 GREETING = "Hi! Ask me anything."
 
 
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    with rig_up(tmp_path_factory, FEISHU_WELCOME_GROUP=WELCOME, FEISHU_WELCOME_DM=GREETING,
-                GATEWAY_METRICS_PORT=str(free_port()), FEISHU_TYPING="false") as rig:
+@pytest.fixture(scope="module", params=POOLS)
+def rig(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Rig]:
+    """A gateway per Celery pool (a killed worker: a prefork pool process, or the whole
+    threads worker, restarted by its supervisor)."""
+    with rig_up(tmp_path_factory, pool=str(request.param), FEISHU_WELCOME_GROUP=WELCOME,
+                FEISHU_WELCOME_DM=GREETING, GATEWAY_METRICS_PORT=str(free_port()),
+                FEISHU_TYPING="false") as rig:
         yield rig
 
 
@@ -163,7 +166,7 @@ def test_the_bot_added_to_a_group_says_its_welcome_once(rig: Rig, chat_id: str) 
 
 def test_a_user_opening_the_direct_chat_the_first_time_is_greeted_once(rig: Rig) -> None:
     sim = rig.sim
-    chat_id = "oc_p2p_ou_newcomer"
+    chat_id = "oc_p2p_ou_newcomer"  # (a simulator and a Redis per rig)
     sim.open_p2p("ou_newcomer", chat_id=chat_id)
     wait_until(lambda: sim.sent_messages(chat_id), 20, "the greeting")
     assert [m.text for m in sim.sent_messages(chat_id)] == [GREETING]
