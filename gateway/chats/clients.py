@@ -19,7 +19,7 @@ def store_config(s: Settings) -> StoreConfig:
         max_attempts=s.max_attempts, durable_ack=s.durable_ack,
         durable_ack_timeout_ms=s.durable_ack_timeout_ms, history_cap=s.history_turns,
         history_ttl_ms=s.retry_retention_s * 1000, late_after_ms=int(s.late_after_s * 1000),
-        late_events=s.late_events,
+        late_events=s.late_events, merge_window_ms=s.merge_window_ms,
         # the mark (set as a turn starts) outlives any agent that ran it: the longest turn,
         # the idle TTL, a sweep round and a minute
         ran_ttl_ms=int((s.turn_time_limit_s + s.agent_idle_ttl_s

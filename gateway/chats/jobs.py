@@ -31,7 +31,8 @@ GROUP = "gw-desks"
 class ControlJob:
     job_id: str
     kind: str
-    """`command` or `inbox-full`."""
+    """`command`, `interrupt` (busy mode interrupt: stop the turn of `target`),
+    `inbox-full`, `late` or `refused`."""
     chat_id: str
     message: Message | None
     command: str = ""

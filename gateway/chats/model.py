@@ -41,6 +41,8 @@ class StoreConfig:
     sweep)."""
     ran_cap: int = 1000
     """The sessions of one chat whose marks are kept (past it, the oldest go)."""
+    merge_window_ms: int = 1500
+    """Busy mode merge: a turn starts once the chat's newest waiting message is this old."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,19 @@ class Started:
     attempt: int
     exhausted: bool = False
     answer: Answer | None = None
+    merged: tuple[Message, ...] = ()
+    """Busy mode merge: every message the turn answers, oldest first (`message` the first),
+    when it took more than one; the reply goes to the last. Unreadable ones are left out."""
+    merged_ids: tuple[str, ...] = ()
+    """The message ids of the merged messages, readable or not."""
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A turn asked to come back in `ms` (busy mode merge: its chat's newest message is
+    younger than the merge window); nothing was changed."""
+
+    ms: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,15 +8,26 @@
 --       session_ttl_ms history_cap history_ttl_ms
 --       5 task_id  6 worker (only when the caller runs the next turn itself)
 -- → {'stale'} | {'idle'} | {'claimed', fence, entry} (the next turn, to be published)
---   | {'started', fence, outcome, entry, generation, attempt, answer_kind, answer_chunks}
+--   | {'started', fence, outcome, entry, generation, attempt, answer_kind, answer_chunks,
+--      batch}
+-- A merged turn (busy mode merge) drops every message of its batch, each recorded with the
+-- turn's outcome; under busy mode merge or interrupt the next turn is only claimed
+-- (published), so that start.lua fixes its batch. A turn an interrupt stopped drops nothing:
+-- its messages are recorded `interrupted` and the next turn answers them with the new ones.
 local lease = redis.call('HMGET', K.lease, 'fence', 'entry', 'task_id')
 if lease[1] ~= ARGV[1] then return {'stale'} end
 local opts = cjson.decode(ARGV[4])
-if lease[2] then redis.call('ZREM', K.inbox, lease[2]) end
 local now_us, now_ms = clock()
-remember(KEYS[10], lease[2], ARGV[3], lease[3], lease[1], redis.call('HGET', K.tries, 'n'),
-         opts.history_cap, opts.history_ttl_ms, now_ms)
-if not ARGV[5] then
+local kept = interrupted(lease[1])  -- its messages go into the next turn, with the new ones
+if lease[2] then
+  local attempts = redis.call('HGET', K.tries, 'n')
+  for _, e in ipairs(turn_entries(lease[2])) do
+    if not kept then redis.call('ZREM', K.inbox, e) end
+    remember(KEYS[10], e, kept and 'interrupted' or ARGV[3], lease[3], lease[1], attempts,
+             opts.history_cap, opts.history_ttl_ms, now_ms)
+  end
+end
+if not ARGV[5] or merging() then
   local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true)
   if not c then return {'idle'} end
   return {'claimed', c[1], c[2]}
@@ -24,4 +35,4 @@ end
 local c = claim(ARGV[2], now_us, now_ms, opts.running_ttl_ms, true, {ARGV[5], ARGV[6]})
 if not c then return {'idle'} end
 local s = begin(c[2], opts.max_attempts, opts.session_ttl_ms, 1)  -- a fresh head, counted
-return {'started', c[1], s[1], s[2], s[3], s[4], s[5], s[6]}
+return {'started', c[1], s[1], s[2], s[3], s[4], s[5], s[6], s[7]}
