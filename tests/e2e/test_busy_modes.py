@@ -8,6 +8,7 @@ test_cancel.py for its /stop and /new.)"""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -37,6 +38,14 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         yield rig
 
 
+def burst(sim: Simulator, chat_id: str, texts: tuple[str, ...]) -> list[str]:
+    """Messages typed in quick succession (10 ms apart by Feishu's create_time: the two
+    listeners may admit them in either order, the inbox orders them by it)."""
+    now = int(time.time() * 1000)
+    return [sim.send_text(chat_id, text, create_time_ms=now - 10 * (len(texts) - 1 - n))
+            for n, text in enumerate(texts)]
+
+
 def starts(client: redis.Redis, chat_id: str) -> list[str]:
     return [e["message_id"] for e in agent_events(client, chat_id) if e["event"] == "start"]
 
@@ -59,7 +68,7 @@ def test_a_burst_through_two_listeners_is_one_turn_answered_once(rig: Rig,
                                                                  chat_id: str) -> None:
     sim, client = rig.sim, rig.client()
     assert sim.connection_count == 2, "the burst is handed to both listeners in turn"
-    ids = [sim.send_text(chat_id, text) for text in ("so", "about the report", "is it done?")]
+    ids = burst(sim, chat_id, ("so", "about the report", "is it done?"))
     reply = reply_of(sim, chat_id, ids[-1])
     assert lines_of(reply) == merged_echo("so", "about the report", "is it done?")
     assert starts(client, chat_id) == [ids[-1]], "one turn for the three"
@@ -80,7 +89,7 @@ def test_messages_sent_while_a_turn_runs_are_answered_together_next(rig: Rig,
     sim, client = rig.sim, rig.client()
     first = sim.send_text(chat_id, "sleep 4")
     wait_until(lambda: started(client, chat_id, first), 20, "the first turn")
-    later = [sim.send_text(chat_id, text) for text in ("one", "two", "three")]
+    later = burst(sim, chat_id, ("one", "two", "three"))
     assert reply_of(sim, chat_id, first) == "echo: sleep 4"
     assert lines_of(reply_of(sim, chat_id, later[-1])) == merged_echo("one", "two", "three")
     assert starts(client, chat_id) == [first, later[-1]]
@@ -93,7 +102,7 @@ def test_a_merged_turn_whose_worker_is_killed_is_answered_once_by_its_rerun(
     messages sent after the turn first started (before its re-run or during it) wait and
     are answered together next."""
     sim, client = rig.sim, rig.client()
-    ids = [sim.send_text(chat_id, text) for text in ("first", f"crashonce {chat_id}")]
+    ids = burst(sim, chat_id, ("first", f"crashonce {chat_id}"))
     wait_until(lambda: len(starts(client, chat_id)) >= 1, 20, "the merged turn to start")
     fence = client.hget(ChatKeys(chat_id).lease, "fence")
     late = [sim.send_text(chat_id, "meanwhile")]
@@ -116,7 +125,7 @@ def test_a_merged_turn_whose_worker_is_killed_is_answered_once_by_its_rerun(
 def test_stop_while_a_merged_turn_runs_drops_its_messages_and_answers_the_next(
         rig: Rig, chat_id: str) -> None:
     sim, client = rig.sim, rig.client()
-    ids = [sim.send_text(chat_id, text) for text in ("context", "sleep 30")]
+    ids = burst(sim, chat_id, ("context", "sleep 30"))
     wait_until(lambda: started(client, chat_id, ids[-1]), 20, "the merged turn")
     later = sim.send_text(chat_id, "next question")
     stop = sim.send_text(chat_id, "/stop")
@@ -131,7 +140,7 @@ def test_stop_while_a_merged_turn_runs_drops_its_messages_and_answers_the_next(
 def test_new_before_a_merged_turn_starts_drops_what_was_typed_before_it(
         rig: Rig, chat_id: str) -> None:
     sim, client = rig.sim, rig.client()
-    typed = [sim.send_text(chat_id, text) for text in ("old topic", "more of it")]
+    typed = burst(sim, chat_id, ("old topic", "more of it"))
     reset = sim.send_text(chat_id, "/new")
     assert reply_of(sim, chat_id, reset).startswith("Stopped. New conversation started")
     fresh = sim.send_text(chat_id, "new topic")
@@ -185,7 +194,7 @@ def test_interrupt_mode_under_a_sigkill_and_stop(rig: Rig) -> None:
     """A merged turn whose worker is killed is answered once by its re-run; /stop stops a
     running turn (a command never interrupts: it is the stop)."""
     sim, client, chat_id = rig.sim, rig.client(), HASTY[3]
-    ids = [sim.send_text(chat_id, text) for text in ("first", f"crashonce {chat_id}")]
+    ids = burst(sim, chat_id, ("first", f"crashonce {chat_id}"))
     reply = reply_of(sim, chat_id, ids[-1], timeout_s=TEST_LEASE_TTL_S + 30)
     assert lines_of(reply) == merged_echo("first", f"crashonce {chat_id}")
     assert starts(client, chat_id) == [ids[-1], ids[-1]]
