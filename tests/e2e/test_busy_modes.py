@@ -162,6 +162,11 @@ def test_a_new_message_interrupts_the_running_turn_and_the_next_answers_both(
     assert only_replies(sim, chat_id) == {second: [reply]}
     outcomes = [(r.message_id, r.outcome) for r in read_history(client, ChatKeys(chat_id))]
     assert (first, "interrupted") in outcomes and (first, "replied") in outcomes
+    for message_id in (first, second):  # Feishu delivers them again: duplicates
+        sim.redeliver(message_id)
+    after = sim.send_text(chat_id, "bye")
+    assert reply_of(sim, chat_id, after) == "echo: bye"
+    assert starts(client, chat_id) == [first, second, after]
 
 
 def test_an_interrupted_stream_is_marked_interrupted(rig: Rig) -> None:

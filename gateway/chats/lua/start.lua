@@ -36,9 +36,15 @@ if merge and first then
   local not_before = math.min(newest + window, (earliest or 0) + 4 * window)
   if now_us < not_before then
     local left = math.ceil((not_before - now_us) / 1000)
+    local until_ms = now_ms + left + opts.running_ttl_ms
     if redis.call('PTTL', K.lease) < left + opts.running_ttl_ms then  -- outlive the wait
       redis.call('PEXPIRE', K.lease, left + opts.running_ttl_ms)
-      redis.call('ZADD', K.index, 'GT', str(now_ms + left + opts.running_ttl_ms), ARGV[2])
+      redis.call('ZADD', K.index, 'GT', str(until_ms), ARGV[2])
+    end
+    local at = tonumber(redis.call('HGET', K.lease, 'requeue_at_ms') or '')
+    if at and at < until_ms then  -- a worker has it: no sweeper publishes it again meanwhile
+      redis.call('HSET', K.lease, 'requeue_at_ms', str(until_ms))
+      redis.call('ZADD', K.index, 'GT', str(until_ms), ARGV[2])
     end
     return {'wait', str(left)}
   end
