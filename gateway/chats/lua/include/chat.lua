@@ -8,11 +8,14 @@
 --   4 tries    hash, while the chat is active: fence (the last fence issued; never goes
 --              backwards: max(last + 1, server us)); head (the dispatched entry: it keeps
 --              its place, even after a crash), n (turns started for it), aid kind chunks
---              (its answer, kept before it is sent): fixed fields, overwritten by each
---              claim of a new head. (A small string for an idle chat's fence costs far
---              less than this hash, which big fields turn into a hashtable for good.)
+--              (its answer, kept before it is sent), batch (a merged turn's entries, JSON,
+--              fixed by start.lua): fixed fields, overwritten by each claim of a new head;
+--              busy (the chat's busy mode, 'merge' or 'interrupt', written by ingest.lua).
+--              (A small string for an idle chat's fence costs far less than this hash,
+--              which big fields turn into a hashtable for good.)
 --   5 stop     hash: at_ms (the chat's last stop, for the debounce); fence entry task (the
---              flag of a running turn that was asked to stop)
+--              flag of a running turn that was asked to stop); keep ('1': an interrupt
+--              stopped it, its messages go into the next turn)
 --   6 answer   (older versions kept the answer here; only deleted now)
 --   7 gen      string: the session generation (/new)
 --   8 index    zset gw:chats: chat -> when (server ms) the sweeper should look at it next
