@@ -128,8 +128,8 @@ class Canceller:
         control desk watches many of them at once). `renewed`: the /new's session was
         already renewed when it was admitted. `only_queued`: a running turn is left alone
         ("nothing"), decided in the same step as the rest. `sent_ms`: the command's
-        create_time (under busy mode merge, a turn not started yet drops the messages sent
-        up to it; 0: every waiting one). `interrupt`: busy mode interrupt, a new message
+        create_time (merging, a turn not started yet drops the messages sent up to it; 0:
+        every waiting one). `interrupt`: busy mode interrupt, a new message
         stops the running turn and its messages go into the next turn (a turn not running
         is left alone: "nothing")."""
         clock = time.monotonic()

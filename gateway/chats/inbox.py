@@ -27,7 +27,7 @@ class InboxSteps(ChatScripts):
     def ingest(self, message: Message, command: str = "", *, busy: str = "queue") -> Admission:
         """Dedupe + admit (or record a command / a "not queued" or "late" notice) in one
         atomic step; with durable ACKs on, also wait until that step is durable. `busy`: the
-        chat's busy mode (queue, merge), written into its state for the workers."""
+        chat's busy mode (queue, merge, interrupt), written into its state for the workers."""
         c = self.config
         k = self.keys(message.chat_id)
         keys = [*k.all, k.seen(message.message_id), k.done]

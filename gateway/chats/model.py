@@ -42,7 +42,8 @@ class StoreConfig:
     ran_cap: int = 1000
     """The sessions of one chat whose marks are kept (past it, the oldest go)."""
     merge_window_ms: int = 1500
-    """Busy mode merge: a turn starts once the chat's newest waiting message is this old."""
+    """Busy modes merge and interrupt: a turn starts once the chat's newest waiting message
+    is this old."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +92,17 @@ class Started:
     exhausted: bool = False
     answer: Answer | None = None
     merged: tuple[Message, ...] = ()
-    """Busy mode merge: every message the turn answers, oldest first (`message` the first),
-    when it took more than one; the reply goes to the last. Unreadable ones are left out."""
+    """Busy modes merge and interrupt: every message the turn answers, oldest first
+    (`message` the first), when it took more than one; the reply goes to the last.
+    Unreadable ones are left out."""
     merged_ids: tuple[str, ...] = ()
     """The message ids of the merged messages, readable or not."""
 
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """A turn asked to come back in `ms` (busy mode merge: its chat's newest message is
-    younger than the merge window); nothing was changed."""
+    """A turn asked to come back in `ms` (busy modes merge and interrupt: its chat's newest
+    message is younger than the merge window); nothing was changed."""
 
     ms: int
 

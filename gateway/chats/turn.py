@@ -46,7 +46,8 @@ class TurnSteps(ChatScripts):
         """Mark the turn running; None when its fence is stale or it already started. On
         a first attempt it runs the oldest waiting message (`Started.message_id`), which is
         not `turn.message_id` when an older one arrived after the claim. For a chat that
-        may merge (busy mode merge) use `start_or_wait`: here a wait is an error."""
+        may merge (busy modes merge, interrupt) use `start_or_wait`: here a wait is an
+        error."""
         started = self.start_or_wait(turn, task_id, worker)
         if isinstance(started, Waiting):
             raise RuntimeError(f"turn of chat {turn.chat_id} waits {started.ms} ms to merge")
@@ -54,9 +55,9 @@ class TurnSteps(ChatScripts):
 
     def start_or_wait(self, turn: TurnRef, task_id: str,
                       worker: str) -> Started | Waiting | None:
-        """`start`; under busy mode merge, `Waiting` while the chat's newest message is
-        younger than the merge window (call again after it: nothing changed), then every
-        waiting message as one turn (`Started.merged`), fixed for its re-runs."""
+        """`start`; under busy modes merge and interrupt, `Waiting` while the chat's newest
+        message is younger than the merge window (call again after it: nothing changed),
+        then every waiting message as one turn (`Started.merged`), fixed for its re-runs."""
         reply = self._run("start", turn.chat_id, turn.fence, turn.chat_id, task_id, worker,
                           self.options("start"))
         how = text_of(reply[0])

@@ -107,14 +107,15 @@ class Turn:
     way to learn it was cancelled."""
 
     message: Message
-    """The message the turn answers: under busy mode merge, the last of `messages`."""
+    """The message the turn answers: merged (busy modes merge, interrupt), the last of
+    `messages`."""
     fence: int
     cancelled: Callable[[], bool] = field(default=_never)
     approver: Approver = field(default=_no_approver)
     fetcher: Fetcher = field(default=_no_fetcher)
     messages: tuple[Message, ...] = ()
-    """Every message the turn answers, oldest first (busy mode merge: those sent while the
-    chat was busy or in quick succession); `(message,)` when it is one."""
+    """Every message the turn answers, oldest first (busy modes merge and interrupt: those
+    sent while the chat was busy or in quick succession); `(message,)` when it is one."""
 
     def __post_init__(self) -> None:
         if not self.messages:

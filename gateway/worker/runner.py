@@ -147,8 +147,8 @@ class TurnRunner:
             turn, started = completion.following, completion.started
 
     def _start(self, turn: TurnRef, task_id: str, worker: str) -> Started | None:
-        """Start the turn; under busy mode merge, first wait as long as Redis says (the
-        chat's newest message is younger than the merge window, so more may join)."""
+        """Start the turn; merging (busy modes merge, interrupt), first wait as long as Redis
+        says (the chat's newest message is younger than the merge window: more may join)."""
         while True:
             started = self.store.start_or_wait(turn, task_id, worker)
             if not isinstance(started, Waiting):

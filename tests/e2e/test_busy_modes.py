@@ -195,9 +195,9 @@ def test_a_turn_ignoring_the_interrupt_is_fenced_after_the_cancel_timeout(rig: R
     assert only_replies(sim, chat_id) == {second: [reply]}, "the fenced turn never replied"
 
 
-def test_interrupt_mode_under_a_sigkill_and_stop(rig: Rig) -> None:
-    """A merged turn whose worker is killed is answered once by its re-run; /stop stops a
-    running turn (a command never interrupts: it is the stop)."""
+def test_interrupt_mode_under_a_sigkill_stop_and_new(rig: Rig) -> None:
+    """A merged turn whose worker is killed is answered once by its re-run; /stop and /new
+    stop a running turn (a command never interrupts: it is the stop)."""
     sim, client, chat_id = rig.sim, rig.client(), HASTY[3]
     ids = burst(sim, chat_id, ("first", f"crashonce {chat_id}"))
     reply = reply_of(sim, chat_id, ids[-1], timeout_s=TEST_LEASE_TTL_S + 30)
@@ -209,4 +209,10 @@ def test_interrupt_mode_under_a_sigkill_and_stop(rig: Rig) -> None:
     assert reply_of(sim, chat_id, stop) == "Stopped."
     after = sim.send_text(chat_id, "hi again")
     assert reply_of(sim, chat_id, after) == "echo: hi again"
-    assert set(only_replies(sim, chat_id)) == {ids[-1], stop, after}
+    another = sim.send_text(chat_id, "sleep 30")
+    wait_until(lambda: started(client, chat_id, another), 20, "another long turn")
+    reset = sim.send_text(chat_id, "/new")
+    assert reply_of(sim, chat_id, reset) == "Stopped. New conversation started."
+    fresh = sim.send_text(chat_id, "new topic")
+    assert reply_of(sim, chat_id, fresh) == "echo: new topic"
+    assert set(only_replies(sim, chat_id)) == {ids[-1], stop, after, reset, fresh}

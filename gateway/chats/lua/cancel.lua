@@ -10,8 +10,8 @@
 --         of the /new already did)
 --         only_queued (true: a running turn is left to run: 'nothing'; a revoked copy of it)
 --         claim_ttl_ms session_ttl_ms history_cap history_ttl_ms
---         sent_ms (the command's create_time: under busy mode merge a turn that had not
---         started drops the waiting messages sent up to it; 0 or absent: all of them)
+--         sent_ms (the command's create_time: under busy mode merge or interrupt a turn not
+--         yet started drops the waiting messages sent up to it; 0 or absent: all of them)
 --         interrupt (true: busy mode interrupt, a new message stops the running turn and
 --         its messages are kept for the next turn (stop `keep`); a turn not running is
 --         left alone: 'nothing')
@@ -66,7 +66,7 @@ if state == 'running' then
   redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '', 'task', task_id, 'keep',
              opts.interrupt and '1' or '')
   redis.call('PEXPIRE', K.stop, ttl)
-  if entry then  -- a merged turn (busy mode merge) holds several of them
+  if entry then  -- a merged turn holds several of them
     behind = redis.call('ZCARD', K.inbox) - #turn_entries(entry)
   end
   return record('running', fence, task_id)
@@ -79,7 +79,7 @@ if entry then
   local n = redis.call('HGET', K.tries, 'n')
   if n == '0' then
     -- never started: it would run the oldest waiting message (start.lua), so that one goes;
-    -- under busy mode merge it would take every waiting message sent before the command
+    -- merging, it would take every waiting message sent before the command
     entry = redis.call('ZRANGE', K.inbox, 0, 0)[1] or entry
     dropped = {entry}
     if merging() then

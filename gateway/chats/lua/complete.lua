@@ -10,7 +10,7 @@
 -- → {'stale'} | {'idle'} | {'claimed', fence, entry} (the next turn, to be published)
 --   | {'started', fence, outcome, entry, generation, attempt, answer_kind, answer_chunks,
 --      batch}
--- A merged turn (busy mode merge) drops every message of its batch, each recorded with the
+-- A merged turn (busy modes merge, interrupt) drops every message of its batch, each recorded with the
 -- turn's outcome; under busy mode merge or interrupt the next turn is only claimed
 -- (published), so that start.lua fixes its batch. A turn an interrupt stopped drops nothing:
 -- its messages are recorded `interrupted` and the next turn answers them with the new ones.

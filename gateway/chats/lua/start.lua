@@ -3,16 +3,18 @@
 -- KEYS: chat.lua's
 -- ARGV: 1 fence  2 chat_id  3 task_id  4 worker
 --       5 options (JSON): running_ttl_ms max_attempts session_ttl_ms merge_window_ms
--- → {'stale'} | {'wait', ms} (busy mode merge: come back in ms, nothing changed)
+-- → {'stale'} | {'wait', ms} (busy mode merge or interrupt: come back in ms, nothing
+--   changed)
 --   | {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks, batch}
 -- The order is fixed here, not at the claim: on its first attempt the turn runs the chat's
 -- oldest waiting message, which is not the claimed one when an older message arrived late
 -- (refused during a blip, redelivered) between the claim and now. A message that already
 -- started once keeps its place.
--- Busy mode merge or interrupt (tries `busy`, written by ingest): a first attempt waits until the chat's
--- newest waiting message is merge_window_ms old (at most 4 windows after the oldest one
--- arrived), then takes every waiting message as one turn: the batch, fixed here, so a re-run
--- answers the same messages and what arrives meanwhile waits for the next turn.
+-- Busy mode merge or interrupt (tries `busy`, written by ingest): a first attempt waits
+-- until the chat's newest waiting message is merge_window_ms old (at most 4 windows after
+-- the oldest one arrived), then takes every waiting message as one turn: the batch, fixed
+-- here, so a re-run answers the same messages and what arrives meanwhile waits for the next
+-- turn.
 local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'entry')
 if lease[1] ~= ARGV[1] or lease[2] == 'running' then return {'stale'} end
 local entry = lease[3]

@@ -49,7 +49,7 @@ local function interrupted(fence)
 end
 
 -- The entries a turn of `head` answers: the merged batch its start fixed (tries `batch`,
--- busy mode merge), else the head alone.
+-- busy modes merge and interrupt), else the head alone.
 local function turn_entries(head)
   local batch = redis.call('HGET', K.tries, 'batch')
   if batch and batch ~= '' then
