@@ -26,13 +26,15 @@ class CancelStep:
 class CancelSteps(ChatScripts):
     def cancel(self, chat_id: str, command_id: str, *, debounce_ms: int, flag_ttl_ms: int,
                target_fence: int | str = "*", new_session: bool = False,
-               only_queued: bool = False) -> CancelStep:
+               only_queued: bool = False, sent_ms: int = 0,
+               interrupt: bool = False) -> CancelStep:
         """The state change of a stop (see lua/cancel.lua). `target_fence`: the turn the
         command is about ("" none held the chat when it was sent, "*" whatever holds it);
         `only_queued`: a running turn is left alone ('nothing')."""
         k = self.keys(chat_id)
         options = self.options("cancel", debounce_ms=debounce_ms, record_ttl_ms=flag_ttl_ms,
-                               new_session=new_session, only_queued=only_queued)
+                               new_session=new_session, only_queued=only_queued,
+                               sent_ms=sent_ms, interrupt=interrupt)
         reply = [text_of(v) for v in self._scripts["cancel"](
             keys=[*k.all, k.command(command_id), k.done],
             args=[command_id, chat_id, target_fence, options])]

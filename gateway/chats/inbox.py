@@ -24,14 +24,17 @@ def _admission(chat_id: str, reply: Any) -> Admission:
 
 
 class InboxSteps(ChatScripts):
-    def ingest(self, message: Message, command: str = "") -> Admission:
+    def ingest(self, message: Message, command: str = "", *, busy: str = "queue") -> Admission:
         """Dedupe + admit (or record a command / a "not queued" or "late" notice) in one
-        atomic step; with durable ACKs on, also wait until that step is durable."""
+        atomic step; with durable ACKs on, also wait until that step is durable. `busy`: the
+        chat's busy mode (queue, merge, interrupt), written into its state for the workers."""
         c = self.config
         k = self.keys(message.chat_id)
         keys = [*k.all, k.seen(message.message_id), k.done, k.edit(message.message_id), k.left]
         args: list[Any] = [message.message_id, message.chat_id, message.create_time_ms,
-                           command, message.to_json(), self.options("ingest")]
+                           command, message.to_json(),
+                           self.options("ingest", busy=busy) if busy != "queue"
+                           else self.options("ingest")]
         if c.durable_ack == "none":
             return _admission(message.chat_id, self._scripts["ingest"](keys=keys, args=args))
         with self.redis.pipeline(transaction=False) as pipe:

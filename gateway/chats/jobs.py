@@ -32,8 +32,9 @@ GROUP = "gw-desks"
 class ControlJob:
     job_id: str
     kind: str
-    """`command`, `inbox-full`, `late`, `refused`, or `stopping` (a running turn whose
-    message was withdrawn, or whose chat the bot left, was flagged: end it)."""
+    """`command`, `interrupt` (busy mode interrupt: stop the turn of `target`),
+    `inbox-full`, `late`, `refused`, or `stopping` (a running turn whose message was
+    withdrawn, or whose chat the bot left, was flagged: end it)."""
     chat_id: str
     message: Message | None
     command: str = ""

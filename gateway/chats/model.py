@@ -44,6 +44,9 @@ class StoreConfig:
     flag_ttl_ms: int = 300_000
     """How long the stop flag of a turn whose message was withdrawn (or whose chat the bot
     left) lives: past its cancel timeout and its lease, as a /stop's does."""
+    merge_window_ms: int = 1500
+    """Busy modes merge and interrupt: a turn starts once the chat's newest waiting message
+    is this old."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,20 @@ class Started:
     attempt: int
     exhausted: bool = False
     answer: Answer | None = None
+    merged: tuple[Message, ...] = ()
+    """Busy modes merge and interrupt: every message the turn answers, oldest first
+    (`message` the first), when it took more than one; the reply goes to the last.
+    Unreadable ones are left out."""
+    merged_ids: tuple[str, ...] = ()
+    """The message ids of the merged messages, readable or not."""
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A turn asked to come back in `ms` (busy modes merge and interrupt: its chat's newest
+    message is younger than the merge window); nothing was changed."""
+
+    ms: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from gateway.chats.model import (
     Completion,
     Started,
     TurnRef,
+    Waiting,
     claimed_turn,
     entry_message,
     entry_parts,
@@ -25,23 +26,44 @@ _BEATS: tuple[HeartbeatState, ...] = ("lost", "held", "stopped")
 
 
 def _started(reply: Sequence[Any]) -> Started:
-    """start.lua's (and chat.lua's `begin`) reply: outcome, entry, gen, attempt, answer."""
+    """start.lua's (and chat.lua's `begin`) reply: outcome, entry, gen, attempt, answer,
+    and the merged batch (a JSON list of entries) when the turn took several messages."""
     outcome, entry = text_of(reply[0]), text_of(reply[1])
     answer = None
     if reply[4] is not None and reply[5] is not None:
         answer = Answer(text_of(reply[4]), tuple(json.loads(text_of(reply[5]))))
+    batch: list[str] = []
+    if len(reply) > 6 and reply[6] is not None:
+        batch = [str(e) for e in json.loads(text_of(reply[6]))]
+    merged = tuple(m for m in (entry_message(e) for e in batch) if m is not None)
     return Started(entry_parts(entry)[0], entry_message(entry), int(reply[2]), int(reply[3]),
-                   exhausted=outcome == "poison", answer=answer)
+                   exhausted=outcome == "poison", answer=answer, merged=merged,
+                   merged_ids=tuple(entry_parts(e)[0] for e in batch))
 
 
 class TurnSteps(ChatScripts):
     def start(self, turn: TurnRef, task_id: str, worker: str) -> Started | None:
         """Mark the turn running; None when its fence is stale or it already started. On
         a first attempt it runs the oldest waiting message (`Started.message_id`), which is
-        not `turn.message_id` when an older one arrived after the claim."""
+        not `turn.message_id` when an older one arrived after the claim. For a chat that
+        may merge (busy modes merge, interrupt) use `start_or_wait`: here a wait is an
+        error."""
+        started = self.start_or_wait(turn, task_id, worker)
+        if isinstance(started, Waiting):
+            raise RuntimeError(f"turn of chat {turn.chat_id} waits {started.ms} ms to merge")
+        return started
+
+    def start_or_wait(self, turn: TurnRef, task_id: str,
+                      worker: str) -> Started | Waiting | None:
+        """`start`; under busy modes merge and interrupt, `Waiting` while the chat's newest
+        message is younger than the merge window (call again after it: nothing changed),
+        then every waiting message as one turn (`Started.merged`), fixed for its re-runs."""
         reply = self._run("start", turn.chat_id, turn.fence, turn.chat_id, task_id, worker,
                           self.options("start"))
-        return None if text_of(reply[0]) == "stale" else _started(reply)
+        how = text_of(reply[0])
+        if how == "wait":
+            return Waiting(int(reply[1]))
+        return None if how == "stale" else _started(reply)
 
     def mark_runner(self, chat_id: str, session: str) -> str:
         """This process starts a turn of the chat's `session` (an agent cache key): the mark
@@ -115,6 +137,13 @@ class TurnSteps(ChatScripts):
                 pipe.hget(self.keys(turn.chat_id).lease, "fence")
             fences = pipe.execute()
         return [f is not None and int(f) == t.fence for f, t in zip(fences, turns, strict=True)]
+
+    def interrupted(self, turn: TurnRef) -> bool:
+        """True when the turn was stopped by a new message (busy mode interrupt): its
+        messages go into the chat's next turn."""
+        fence, keep = self.redis.hmget(self.keys(turn.chat_id).stop, ["fence", "keep"])
+        return fence is not None and text_of(fence) == str(turn.fence) and \
+            keep is not None and text_of(keep) == "1"
 
     def may_reply(self, turn: TurnRef) -> bool:
         """True while this turn holds the chat and was not asked to stop (one round trip)."""

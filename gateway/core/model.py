@@ -4,8 +4,9 @@ factory is handed."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
 from typing import Protocol
 
 import redis
@@ -93,15 +94,36 @@ def _no_fetcher(file_key: str, kind: str) -> bytes:
     raise LookupError("this turn cannot fetch attachments")
 
 
+def merged_text(messages: Sequence[Message]) -> str:
+    """Several messages as one text, oldest first, each on its own line(s) with its sender and
+    its time (UTC): `[10:01:02 UTC] ou_…: text` (pure)."""
+    lines = []
+    for m in messages:
+        at = datetime.fromtimestamp(m.create_time_ms / 1000, UTC).strftime("%H:%M:%S UTC") \
+            if m.create_time_ms > 0 else "?"
+        lines.append(f"[{at}] {m.sender_open_id or '?'}: {m.text}")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """What an agent sees: one message of one chat, and a way to learn it was cancelled."""
+    """What an agent sees: one message of one chat (or, merged, several: `messages`), and a
+    way to learn it was cancelled."""
 
     message: Message
+    """The message the turn answers: merged (busy modes merge, interrupt), the last of
+    `messages`."""
     fence: int
     cancelled: Callable[[], bool] = field(default=_never)
     approver: Approver = field(default=_no_approver)
     fetcher: Fetcher = field(default=_no_fetcher)
+    messages: tuple[Message, ...] = ()
+    """Every message the turn answers, oldest first (busy modes merge and interrupt: those
+    sent while the chat was busy or in quick succession); `(message,)` when it is one."""
+
+    def __post_init__(self) -> None:
+        if not self.messages:
+            object.__setattr__(self, "messages", (self.message,))
 
     def fetch(self, file_key: str, kind: str = "file") -> bytes:
         """Download an attachment of this turn's message (`kind`: "image" for an image_key,
@@ -132,6 +154,9 @@ class Turn:
 
     @property
     def text(self) -> str:
+        """The message's text; merged, every message's, each with its sender and time."""
+        if len(self.messages) > 1:
+            return merged_text(self.messages)
         return self.message.text
 
 

@@ -1,6 +1,7 @@
 """What a DM or a group may do, as the settings say it (FEISHU_DM_POLICY,
-FEISHU_GROUP_POLICY, FEISHU_GROUP_RULES, the allowlists): the policies, each group's own rule,
-and the parser of FEISHU_GROUP_RULES. Pure values; admission applies them to a message.
+FEISHU_GROUP_POLICY, FEISHU_GROUP_RULES, the allowlists, GATEWAY_BUSY_MODE): the policies,
+what a chat does with messages that come while its turn runs, each group's own rule, and the
+parser of FEISHU_GROUP_RULES. Pure values; admission applies them to a message.
 """
 
 from __future__ import annotations
@@ -14,6 +15,15 @@ DmPolicy = Literal["open", "allowlist", "disabled"]
 GroupPolicy = Literal["open", "allowlist", "admin_only", "disabled"]
 DM_POLICIES: tuple[DmPolicy, ...] = ("open", "allowlist", "disabled")
 GROUP_POLICIES: tuple[GroupPolicy, ...] = ("open", "allowlist", "admin_only", "disabled")
+BusyMode = Literal["queue", "merge", "interrupt"]
+BUSY_MODES: tuple[BusyMode, ...] = ("queue", "merge", "interrupt")
+
+
+def busy_mode(value: object) -> BusyMode:
+    """A busy mode as the settings spell it; ValueError saying what is wrong (pure)."""
+    if value not in BUSY_MODES:
+        raise ValueError(f"busy mode must be one of {', '.join(BUSY_MODES)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,8 @@ class GroupRule:
     require_mention: bool | None = None
     allowed: frozenset[str] | None = None
     """Who may talk to the bot in this group under `allowlist`, instead of the global list."""
+    busy: BusyMode | None = None
+    """What the group does with messages sent while its turn runs, instead of the default."""
 
 
 @dataclass(frozen=True)
@@ -37,11 +49,18 @@ class Rules:
     """Whether `@_all` (@everyone) counts as a mention of the bot."""
     allow_bots: bool = False
     groups: Mapping[str, GroupRule] = field(default_factory=dict)
+    busy: BusyMode = "queue"
+    """What a chat does with messages sent while its turn runs (GATEWAY_BUSY_MODE)."""
+
+    def busy_of(self, chat_id: str) -> BusyMode:
+        """The chat's busy mode: its group's own, else the default."""
+        rule = self.groups.get(chat_id)
+        return rule.busy if rule is not None and rule.busy is not None else self.busy
 
 
 def parse_group_rules(raw: str) -> dict[str, GroupRule]:
     """FEISHU_GROUP_RULES, a JSON object: chat id → {"policy", "require_mention",
-    "allowed"} (each optional). ValueError saying what is wrong (pure)."""
+    "allowed", "busy"} (each optional). ValueError saying what is wrong (pure)."""
     if not raw.strip():
         return {}
     try:
@@ -52,9 +71,10 @@ def parse_group_rules(raw: str) -> dict[str, GroupRule]:
         raise ValueError('expected a JSON object such as {"oc_…": {"policy": "admin_only"}}')
     rules = {}
     for chat_id, spec in data.items():
-        if not isinstance(spec, dict) or set(spec) - {"policy", "require_mention", "allowed"}:
+        if not isinstance(spec, dict) or set(spec) - {"policy", "require_mention", "allowed",
+                                                       "busy"}:
             raise ValueError(f"{chat_id}: expected an object with policy, require_mention, "
-                             "allowed")
+                             "allowed, busy")
         policy = spec.get("policy")
         if policy is not None and policy not in GROUP_POLICIES:
             raise ValueError(f"{chat_id}: policy must be one of {', '.join(GROUP_POLICIES)}")
@@ -65,6 +85,12 @@ def parse_group_rules(raw: str) -> dict[str, GroupRule]:
         if allowed is not None and not (isinstance(allowed, list)
                                         and all(isinstance(x, str) for x in allowed)):
             raise ValueError(f"{chat_id}: allowed must be a list of open ids")
+        busy = spec.get("busy")
+        if busy is not None:
+            try:
+                busy = busy_mode(busy)
+            except ValueError as error:
+                raise ValueError(f"{chat_id}: {error}") from None
         rules[str(chat_id)] = GroupRule(policy, mention,
-                                        None if allowed is None else frozenset(allowed))
+                                        None if allowed is None else frozenset(allowed), busy)
     return rules

@@ -10,7 +10,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.core.errors import SettingsError
 from gateway.core.logs import masked_url
-from gateway.core.rules import DmPolicy, GroupPolicy, Rules, parse_group_rules
+from gateway.core.rules import (
+    BusyMode,
+    DmPolicy,
+    GroupPolicy,
+    Rules,
+    busy_mode,
+    parse_group_rules,
+)
 
 DEFAULT_DOMAIN = "https://open.feishu.cn"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -75,7 +82,18 @@ class Settings(BaseSettings):
     group_policy: GroupPolicy = Field("open", validation_alias="FEISHU_GROUP_POLICY")
     """Who may talk to the bot in a group (FEISHU_GROUP_RULES may say otherwise)."""
     group_rules: str = Field("", validation_alias="FEISHU_GROUP_RULES")
-    """Per-group rules, JSON: {"oc_…": {"policy": …, "require_mention": …, "allowed": […]}}."""
+    """Per-group rules, JSON: {"oc_…": {"policy": …, "require_mention": …, "allowed": […],
+    "busy": …}}."""
+    busy_mode: BusyMode = Field("queue", validation_alias="GATEWAY_BUSY_MODE")
+    """What a chat does with messages sent while its turn runs: `queue` (each waits and gets
+    its own turn), `merge` (they become one turn, answered once) or `interrupt` (as merge,
+    and a new message stops the running turn; the next answers both); see
+    docs/replies-and-access.md. FEISHU_GROUP_RULES' `busy` sets it per group."""
+    merge_window_ms: int = Field(1500, validation_alias="GATEWAY_MERGE_WINDOW_MS", ge=0,
+                                 le=10_000)
+    """Busy modes merge and interrupt: a turn of an idle chat starts once its newest message
+    is this old (at most 4 times this after its first), so messages typed in quick
+    succession join it."""
     require_mention: bool = Field(True, validation_alias="FEISHU_REQUIRE_MENTION")
     """In groups, only messages that @mention the bot are taken."""
     mention_all: bool = Field(False, validation_alias="FEISHU_MENTION_ALL")
@@ -264,6 +282,11 @@ class Settings(BaseSettings):
         parse_apps(value.get_secret_value())
         return value
 
+    @field_validator("busy_mode", mode="before")
+    @classmethod
+    def _check_busy_mode(cls, value: object) -> BusyMode:
+        return busy_mode(value)
+
     @field_validator("group_rules")
     @classmethod
     def _check_group_rules(cls, value: str) -> str:
@@ -335,7 +358,8 @@ class Settings(BaseSettings):
         return Rules(dm_policy=self.dm_policy, group_policy=self.group_policy,
                      allowed=self.allowed_user_ids, admins=self.admin_ids,
                      require_mention=self.require_mention, mention_all=self.mention_all,
-                     allow_bots=self.allow_bots, groups=parse_group_rules(self.group_rules))
+                     allow_bots=self.allow_bots, groups=parse_group_rules(self.group_rules),
+                     busy=self.busy_mode)
 
     @property
     def has_credentials(self) -> bool:

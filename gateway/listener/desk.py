@@ -218,10 +218,18 @@ class ControlDesk:
         elif job.kind == "command":
             begun = self._canceller.begin(job.chat_id, message.message_id,
                                           new_session=job.command == "new", target=job.target,
-                                          renewed=job.renewed)
+                                          renewed=job.renewed,
+                                          sent_ms=message.create_time_ms)
             if isinstance(begun, Waiting):
                 return self._park(job, begun)
             self._say(message, begun.user_reply(), "command")
+        elif job.kind == "interrupt":  # busy mode interrupt: stop the turn, say nothing
+            begun = self._canceller.begin(job.chat_id, f"interrupt:{message.message_id}",
+                                          target=job.target, debounce=False, interrupt=True)
+            if isinstance(begun, Waiting):
+                with self._guard:
+                    self._parked[job.job_id] = (job, begun)
+                return False
         elif job.kind == "inbox-full":
             self._say(message, full_inbox_notice(job.waiting), "inbox-full")
         elif job.kind == "late":
@@ -242,9 +250,8 @@ class ControlDesk:
         """A parked stop's last step: end the turn (fence it, if it did not end), reply to
         a command."""
         result = self._canceller.end(waiting, ended=ended)
-        if job.message is None:
-            return True
-        self._say(job.message, result.user_reply(), "command")
+        if job.message is not None and job.kind == "command":
+            self._say(job.message, result.user_reply(), "command")
         return True
 
     def _say(self, message: Message, text: str, purpose: str) -> None:

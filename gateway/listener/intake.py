@@ -161,7 +161,8 @@ class Intake:
             raise RetryableError(f"message {message.message_id} not taken: the outbox is full "
                                  f"({self._outbox.cap} publishes wait for the broker)")
         try:
-            admission = self._store.ingest(message, command)
+            admission = self._store.ingest(message, command,
+                                           busy=self.rules.busy_of(message.chat_id))
         except NotDurable as error:  # ACK 500 (Feishu redelivers), but publish what it did
             if error.admission.claimed is not None:
                 self._publish(error.admission.claimed)

@@ -22,7 +22,7 @@ import redis
 
 from gateway.agents.cache import AgentCache, conversation_of, session_key
 from gateway.approvals.asking import Asker
-from gateway.chats.model import Answer, Completion, Started, TurnRef
+from gateway.chats.model import Answer, Completion, Started, TurnRef, Waiting
 from gateway.chats.store import ChatStore
 from gateway.chats.streams import StreamCards
 from gateway.core import metrics
@@ -92,10 +92,14 @@ class TurnRunner:
         piece. No turn of the chat is started after the one running."""
         self.replies.leave()
 
-    def _agent_turn(self, message: Message, fence: int, stopped: threading.Event) -> Turn:
+    def _agent_turn(self, message: Message, fence: int, stopped: threading.Event,
+                    merged: tuple[Message, ...] = ()) -> Turn:
+        """The agent's view; `merged`: every message it answers, `message` the last."""
         asker, api = self.asker, self.replies.api_for(message.app_id)
         if self.enricher is not None:
-            message = self.enricher.enrich(message)
+            enricher = self.enricher
+            merged = tuple(enricher.enrich(m) for m in merged)
+            message = merged[-1] if merged else enricher.enrich(message)
 
         asks = itertools.count()  # the n-th question of the turn: the same on a run again
 
@@ -108,7 +112,7 @@ class TurnRunner:
             return api.download(message.message_id, file_key, kind=kind,
                                 max_bytes=self.fetch_max_bytes)
 
-        return Turn(message, fence, stopped.is_set, approve, fetch)
+        return Turn(message, fence, stopped.is_set, approve, fetch, merged)
 
     def run(self, turn: TurnRef, *, task_id: str, worker: str) -> str:
         """Run `turn`, then the chat's next ones while they are already waiting (up to
@@ -117,7 +121,7 @@ class TurnRunner:
         is fenced and completed on its own, exactly as if it had its own task; ending one
         and starting the next is one script. Returns how the first turn ended (see
         `run_one`)."""
-        started = self.store.start(turn, task_id, worker)
+        started = self._start(turn, task_id, worker)
         if started is None:
             logger.info("turn %s of chat %s skipped: fence %d is stale",
                         turn.message_id, turn.chat_id, turn.fence)
@@ -141,6 +145,15 @@ class TurnRunner:
                 self.publisher.publish(completion.following)
                 return first
             turn, started = completion.following, completion.started
+
+    def _start(self, turn: TurnRef, task_id: str, worker: str) -> Started | None:
+        """Start the turn; merging (busy modes merge, interrupt), first wait as long as Redis
+        says (the chat's newest message is younger than the merge window: more may join)."""
+        while True:
+            started = self.store.start_or_wait(turn, task_id, worker)
+            if not isinstance(started, Waiting):
+                return started
+            time.sleep(min(started.ms, 10_000) / 1000)
 
     def run_one(self, turn: TurnRef, started: Started, *,
                 run_next: tuple[str, str] | None = None) -> tuple[str, Completion | None]:
@@ -187,7 +200,12 @@ class TurnRunner:
         return outcome, following
 
     def _turn(self, turn: TurnRef, started: Started, handle: TurnHandle) -> str:
-        message, answer = started.message, started.answer
+        message, answer, merged = started.message, started.answer, started.merged
+        if merged:  # several messages, one turn: the reply answers the last
+            message = merged[-1]
+            logger.info("turn %s of chat %s answers %d messages together: %s",
+                        turn.message_id, turn.chat_id, len(started.merged_ids),
+                        " ".join(started.merged_ids))
         session = session_key(conversation_of(
             turn.chat_id, self.session_scope, chat_type=message.chat_type,
             sender=message.sender_open_id, thread_id=message.thread_id)
@@ -216,12 +234,12 @@ class TurnRunner:
                 try:
                     answer, outcome = self._ask(
                         lambda t: self._run_agent(session, t, missed, stream),
-                        self._agent_turn(message, turn.fence, handle.stopped))
+                        self._agent_turn(message, turn.fence, handle.stopped, merged))
                 finally:
                     if typing is not None and self.typist is not None:
                         self.typist.end(typing, failed=outcome == "failed")
                 if stream is not None and stream.live:
-                    answer = self.sender.streamed(stream, answer, outcome, handle)
+                    answer = self.sender.streamed(turn, stream, answer, outcome, handle)
             if answer is None:
                 return "stopped" if handle.stopped.is_set() else outcome
             if handle.stopped.is_set() or not self.store.keep_answer(turn, answer):

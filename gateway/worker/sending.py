@@ -23,7 +23,7 @@ from gateway.feishu.outbound.chunking import chunk_markdown
 from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
 from gateway.feishu.outbound.openapi import BOT_NOT_IN_CHAT
 from gateway.worker.handles import TurnHandle
-from gateway.worker.streaming import FAILED_MARK, STOPPED_MARK, Stream
+from gateway.worker.streaming import FAILED_MARK, INTERRUPTED_MARK, STOPPED_MARK, Stream
 from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
 
 logger = logging.getLogger(__name__)
@@ -68,14 +68,15 @@ class AnswerSender:
                       interval_s=self.stream_interval_s, limit_chars=self.chunk_chars,
                       stopped=handle.stopped)
 
-    @staticmethod
-    def streamed(stream: Stream, answer: Answer | None, outcome: str,
+    def streamed(self, turn: TurnRef, stream: Stream, answer: Answer | None, outcome: str,
                  handle: TurnHandle) -> Answer | None:
         """The answer of a turn whose card streamed: closed at once with a mark when the
-        turn was stopped or failed, else kept as a "stream" answer (its first chunk closes
-        the card, the rest follow as replies)."""
+        turn was stopped (interrupted by a new message, busy mode interrupt) or failed,
+        else kept as a "stream" answer (its first chunk closes the card, the rest follow as
+        replies)."""
         if handle.stopped.is_set():
-            stream.close(stream.text, STOPPED_MARK)
+            stream.close(stream.text, INTERRUPTED_MARK if self.store.interrupted(turn)
+                         else STOPPED_MARK)
             return None
         if outcome == "failed":
             stream.close(stream.text, FAILED_MARK)

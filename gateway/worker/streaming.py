@@ -22,6 +22,7 @@ from gateway.worker.surfaces import Surface
 logger = logging.getLogger(__name__)
 
 STOPPED_MARK = "⏹ Stopped."
+INTERRUPTED_MARK = "⏹ Interrupted by your next message: answering them together."
 FAILED_MARK = "⚠ The answer broke off here."
 
 

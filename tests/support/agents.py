@@ -3,6 +3,7 @@
 - `sleep S ...`  sleeps S seconds, returning early once the turn is cancelled
 - `hang S ...`   sleeps S seconds and ignores cancellation
 - `crash`        kills its own process (SIGKILL), like an out-of-memory kill
+- `crashonce T`  the same, only the first time token T is seen (in Redis)
 - `whoami`       replies with its session key and how many turns this agent object saw
 - `long N`       replies N characters that start with a nonce new on every run (an LLM
                  never answers the same twice): a stitched answer shows two nonces
@@ -18,6 +19,8 @@
 - `flaky T`      raises the first time token T is seen (in Redis), echoes after that
 - `silent ...`   returns None
 - anything else  replies `echo: <text>`
+A merged turn (busy mode merge) does what its last message says; `echo:` repeats the
+turn's whole text.
 Every start and end is recorded in Redis (`test:events:<chat_id>`, through the client the
 worker process hands the factory) with the pid.
 """
@@ -74,14 +77,16 @@ class ScriptedAgent:
         self.turns = 0
 
     def run(self, turn: Turn) -> str | Iterator[str] | None:
-        if turn.text.startswith("stream "):
+        said = turn.message.text  # merged turns (busy mode merge): the last message says
+        if said.startswith("stream "):
             _record(self.redis, turn, "start")
-            return _pieces(self.redis, turn, *turn.text.split()[1:])
+            return _pieces(self.redis, turn, *said.split()[1:])
         _record(self.redis, turn, "start")
         self.turns += 1
         try:
-            word, _, rest = turn.text.partition(" ")
-            if word == "crash":
+            word, _, rest = said.partition(" ")
+            if word == "crash" or word == "crashonce" and self.redis.set(
+                    f"test:crashonce:{rest}", "1", nx=True, ex=600):
                 os.kill(os.getpid(), signal.SIGKILL)
             if word == "approve":
                 timeout_s, key, prompt = rest.split(" ", 2)

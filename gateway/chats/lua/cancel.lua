@@ -10,6 +10,11 @@
 --         of the /new already did)
 --         only_queued (true: a running turn is left to run: 'nothing'; a revoked copy of it)
 --         claim_ttl_ms session_ttl_ms history_cap history_ttl_ms
+--         sent_ms (the command's create_time: under busy mode merge or interrupt a turn not
+--         yet started drops the waiting messages sent up to it; 0 or absent: all of them)
+--         interrupt (true: busy mode interrupt, a new message stops the running turn and
+--         its messages are kept for the next turn (stop `keep`); a turn not running is
+--         left alone: 'nothing')
 -- → {how, fence, task_id, waiting[, next_fence, next_entry]} (next: the turn claimed after
 --   the dropped one, to be published) where how is
 --   'again'       this command ran before: how/fence/task_id/waiting as recorded
@@ -59,18 +64,38 @@ end
 if state == 'running' then
   if opts.only_queued then return record('nothing', '', '') end
   redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '', 'task', task_id, 'why',
-             'stopped')
+             'stopped', 'keep', opts.interrupt and '1' or '')
   redis.call('PEXPIRE', K.stop, ttl)
+  if entry then  -- a merged turn holds several of them
+    behind = redis.call('ZCARD', K.inbox) - #turn_entries(entry)
+  end
   return record('running', fence, task_id)
 end
-if entry and redis.call('HGET', K.tries, 'n') == '0' then
-  -- never started: it would run the oldest waiting message (start.lua), so that one goes
-  entry = redis.call('ZRANGE', K.inbox, 0, 0)[1] or entry
+if opts.interrupt then  -- not running yet: the new message joins the turn when it starts
+  return record('nothing', '', '')
 end
+local dropped = {}
 if entry then
-  redis.call('ZREM', K.inbox, entry)
-  remember(KEYS[11], entry, 'stopped', task_id, fence, redis.call('HGET', K.tries, 'n'),
-           opts.history_cap, opts.history_ttl_ms, now_ms)
+  local n = redis.call('HGET', K.tries, 'n')
+  if n == '0' then
+    -- never started: it would run the oldest waiting message (start.lua), so that one goes;
+    -- merging, it would take every waiting message sent before the command
+    entry = redis.call('ZRANGE', K.inbox, 0, 0)[1] or entry
+    dropped = {entry}
+    if merging() then
+      local sent = opts.sent_ms and opts.sent_ms > 0 and str(opts.sent_ms) or '+inf'
+      dropped = redis.call('ZRANGEBYSCORE', K.inbox, '-inf', sent)
+      if #dropped == 0 then dropped = {entry} end
+    end
+  else
+    dropped = turn_entries(entry)  -- started before (a crash): its batch
+  end
+  for _, e in ipairs(dropped) do
+    redis.call('ZREM', K.inbox, e)
+    remember(KEYS[11], e, 'stopped', task_id, fence, n, opts.history_cap,
+             opts.history_ttl_ms, now_ms)
+  end
+  behind = redis.call('ZCARD', K.inbox)
 end
 local r = record('not-started', fence, task_id)
 local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true)  -- its head was dropped

@@ -7,23 +7,40 @@
 --       records nothing)  4 options (JSON): claim_ttl_ms running_ttl_ms max_attempts
 --       session_ttl_ms history_cap history_ttl_ms
 --       5 task_id  6 worker (only when the caller runs the next turn itself)
+-- → {'stale'} | {'idle'} | {'claimed', fence, entry} (the next turn, to be published)
+--   | {'started', fence, outcome, entry, generation, attempt, answer_kind, answer_chunks,
+--      batch}
 -- A turn whose stop flag names why it was stopped (`why` of the stop hash: withdrawn,
 -- removed) is recorded so instead of 'stopped'.
--- → {'stale'} | {'idle'} | {'claimed', fence, entry} (the next turn, to be published)
---   | {'started', fence, outcome, entry, generation, attempt, answer_kind, answer_chunks}
+-- A merged turn (busy modes merge, interrupt) drops every message of its batch, each recorded with the
+-- turn's outcome; under busy mode merge or interrupt the next turn is only claimed
+-- (published), so that start.lua fixes its batch. A turn an interrupt stopped drops nothing:
+-- its messages are recorded `interrupted` and the next turn answers them with the new ones.
 local lease = redis.call('HMGET', K.lease, 'fence', 'entry', 'task_id')
 if lease[1] ~= ARGV[1] then return {'stale'} end
 local opts = cjson.decode(ARGV[4])
-if lease[2] then redis.call('ZREM', K.inbox, lease[2]) end
 local now_us, now_ms = clock()
+local kept = interrupted(lease[1])  -- its messages go into the next turn, with the new ones
 local outcome = ARGV[3]
 if outcome == 'stopped' and redis.call('HGET', K.stop, 'fence') == ARGV[1] then
   -- a turn stopped because its message was withdrawn or the bot removed says so
   outcome = redis.call('HGET', K.stop, 'why') or outcome
+  if outcome == '' then outcome = 'stopped' end
 end
-remember(KEYS[10], lease[2], outcome, lease[3], lease[1], redis.call('HGET', K.tries, 'n'),
-         opts.history_cap, opts.history_ttl_ms, now_ms)
-if not ARGV[5] then
+if lease[2] then
+  local attempts = redis.call('HGET', K.tries, 'n')
+  for _, e in ipairs(turn_entries(lease[2])) do
+    if not kept then
+      redis.call('ZREM', K.inbox, e)
+      remember(KEYS[10], e, outcome, lease[3], lease[1], attempts, opts.history_cap,
+               opts.history_ttl_ms, now_ms)
+    elseif redis.call('ZSCORE', K.inbox, e) then  -- (not one withdrawn meanwhile)
+      remember(KEYS[10], e, 'interrupted', lease[3], lease[1], attempts, opts.history_cap,
+               opts.history_ttl_ms, now_ms)
+    end
+  end
+end
+if not ARGV[5] or merging() then
   local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true)
   if not c then return {'idle'} end
   return {'claimed', c[1], c[2]}
@@ -31,4 +48,4 @@ end
 local c = claim(ARGV[2], now_us, now_ms, opts.running_ttl_ms, true, {ARGV[5], ARGV[6]})
 if not c then return {'idle'} end
 local s = begin(c[2], opts.max_attempts, opts.session_ttl_ms, 1)  -- a fresh head, counted
-return {'started', c[1], s[1], s[2], s[3], s[4], s[5], s[6]}
+return {'started', c[1], s[1], s[2], s[3], s[4], s[5], s[6], s[7]}

@@ -5,9 +5,13 @@
 -- ARGV: 1 message_id  2 chat_id  3 create_ms  4 command ('' for a message)  5 message json
 --       6 options (JSON): dedupe_ttl_s inbox_cap claim_ttl_ms control_cap (the control
 --         stream's) session_ttl_ms history_cap history_ttl_ms late_after_ms (0: never late)
---         late_events ('note' | 'drop')
+--         late_events ('note' | 'drop') busy (the chat's busy mode: 'merge' | 'interrupt';
+--         absent: queue)
+-- Busy mode interrupt: a message for a chat whose turn runs also writes an 'interrupt' job
+-- (the running turn's fence) for the control desk, unless that turn was asked to stop.
 -- → {'duplicate'} | {'withdrawn'} (its sender recalled it before it came: withdraw.lua)
---   | {'left'} (sent before the bot was removed from the chat) | {'command'} | {'late', age_ms} | {'full', waiting} | {'queued', waiting}
+--   | {'left'} (sent before the bot was removed from the chat) | {'command'} | {'late', age_ms}
+--   | {'full', waiting} | {'queued', waiting}
 --   | {'claimed', waiting, fence, entry} (the chat was idle: its turn, to be published)
 -- A message (or command) whose create_time is more than late_after_ms before now, on this
 -- server's clock (the one every host shares), is late: it is not run, and with 'note' its
@@ -56,9 +60,29 @@ end
 local score = created
 if score <= 0 then score = now_ms end
 redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, ARGV[1], stored))
+-- the chat's busy mode lives in its state (tries, while the chat is active), read by every
+-- worker's start and complete: the latest message's setting wins
+local function mark_busy()
+  if opts.busy and redis.call('EXISTS', K.tries) == 1 then  -- (claim gave it its TTL)
+    redis.call('HSET', K.tries, 'busy', opts.busy)
+  else
+    redis.call('HDEL', K.tries, 'busy')
+  end
+end
 if redis.call('EXISTS', K.lease) == 1 then  -- (a lease always has its sweeper deadline)
+  mark_busy()
+  local lease = redis.call('HMGET', K.lease, 'fence', 'state')
+  if opts.busy == 'interrupt' and lease[2] == 'running'
+     and redis.call('HGET', K.stop, 'fence') ~= lease[1]
+     and (redis.call('HGET', K.tries, 'aid') or '') == '' then
+    -- stop the running turn (the control desk, as /stop), unless it is sending an answer
+    -- it already kept
+    redis.call('XADD', K.control, 'MAXLEN', '~', opts.control_cap, '*', 'kind', 'interrupt',
+               'chat', ARGV[2], 'fence', lease[1], 'message', ARGV[5])
+  end
   return {'queued', waiting}
 end
 local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, false, nil,
                 {KEYS[11], opts.history_cap, opts.history_ttl_ms})
+mark_busy()
 return {'claimed', waiting, c[1], c[2]}

@@ -1,7 +1,8 @@
 --!include drop.lua
 -- withdraw: the sender withdrew (recalled) a message. It is never answered: waiting, it is
 -- dropped; held by a turn that did not start, it is dropped and the chat claimed again;
--- running, its turn is stopped as /stop stops one (drop.lua). Its dedupe mark becomes a
+-- running, its turn is stopped as /stop stops one (drop.lua); one of a running merged
+-- turn's messages stops that turn too, and the next turn answers the others. Its dedupe mark becomes a
 -- tombstone ('withdrawn', GATEWAY_DEDUPE_TTL_S), so the message arriving after its recall
 -- (events come out of order, and again) is never admitted. Running it again changes
 -- nothing more.
@@ -15,6 +16,14 @@ local opts = cjson.decode(ARGV[3])
 redis.call('SET', KEYS[10], 'withdrawn', 'EX', opts.dedupe_ttl_s)
 local entry = find_entry(ARGV[1])
 if not entry then return {'unknown'} end
-if running(entry) then return stop_running(ARGV[2], 'withdrawn', opts) end
+local held = held_batch(entry)
 local now_us, now_ms = clock()
-return drop_waiting(ARGV[2], entry, 'withdrawn', opts, KEYS[11], now_us, now_ms)
+if held and running(held[1]) then
+  if #held == 1 then return stop_running(ARGV[2], 'withdrawn', opts) end
+  -- one message of a running merged turn: the turn stops, the next answers the others
+  redis.call('ZREM', K.inbox, entry)
+  remember(KEYS[11], entry, 'withdrawn', '', redis.call('HGET', K.lease, 'fence') or '',
+           redis.call('HGET', K.tries, 'n'), opts.history_cap, opts.history_ttl_ms, now_ms)
+  return stop_running(ARGV[2], 'withdrawn', opts, true)
+end
+return drop_waiting(ARGV[2], entry, 'withdrawn', opts, KEYS[11], now_us, now_ms, held)

@@ -161,13 +161,16 @@ def chats(as_json: bool, limit: int, page: int) -> None:
 @click.option("--first", default=5, show_default=True, type=click.IntRange(min=0),
               help="Waiting messages to list.")
 def chat(as_json: bool, chat_id: str, first: int) -> None:
-    """One chat's whole state: its turn (task, since, worker, fence, attempt), waiting
-    messages, lease TTL, session generation and last turns with their outcome.
+    """One chat's whole state: its busy mode, its turn (task, since, worker, fence, attempt,
+    the messages it merges), waiting messages, lease TTL, session generation and last turns
+    with their outcome.
 
-    Reads REDIS_URL and GATEWAY_HISTORY_TURNS; no broker needed."""
+    Reads REDIS_URL, GATEWAY_HISTORY_TURNS, GATEWAY_BUSY_MODE and FEISHU_GROUP_RULES; no
+    broker needed."""
     o = ops()
     o.require_chat(chat_id)
-    emit(views.chat_view(o.store, chat_id, first=first), as_json, show.chat)
+    emit(views.chat_view(o.store, chat_id, first=first,
+                         busy=o.settings.admission_rules.busy_of(chat_id)), as_json, show.chat)
 
 
 @cli.command()

@@ -35,6 +35,7 @@ def _when(at_ms: int) -> str:
 def chat(console: Console, view: dict[str, Any]) -> None:
     turn = view["turn"]
     console.print(f"[bold]chat {view['chat_id']}[/bold]")
+    console.print(f"  busy mode: {view['busy']}")
     if turn is None:
         console.print("  turn: idle")
     else:
@@ -46,6 +47,11 @@ def chat(console: Console, view: dict[str, Any]) -> None:
                       f"{turn['worker'] or '-'}, for {_duration(turn['for_s'])}, attempt "
                       f"{turn['attempt']}, published {turn['requeues'] + 1}x, lease "
                       f"{turn['lease_ttl_s']:.1f}s left")
+        if turn["busy"] != view["busy"]:
+            console.print(f"        busy mode of this turn: {turn['busy']}")
+        if turn["merged"]:
+            console.print(f"        answers {len(turn['merged'])} messages together: "
+                          f"{' '.join(turn['merged'])}")
     pending = view["pending"]
     console.print(f"  pending: {pending['count']}")
     for m in pending["first"]:

@@ -3,12 +3,13 @@ gateway/ops/cli/show.py renders them for people)."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from gateway.agents.report import view
 from gateway.chats.history import read_history
-from gateway.chats.model import text_of
+from gateway.chats.model import entry_parts, text_of
 from gateway.chats.store import ChatStore
 from gateway.core.names import turn_task_id
 
@@ -30,7 +31,8 @@ def turn_view(store: ChatStore, chat_id: str, now_ms: int) -> dict[str, Any] | N
         pipe.pttl(k.lease)
         pipe.hget(k.tries, "n")
         pipe.hget(k.stop, "fence")
-        raw, ttl_ms, attempt, stop_fence = pipe.execute()
+        pipe.hmget(k.tries, "busy", "batch")
+        raw, ttl_ms, attempt, stop_fence, (busy, batch) = pipe.execute()
     lease = {text_of(a): text_of(b) for a, b in raw.items()}
     if not lease:
         return None
@@ -43,11 +45,17 @@ def turn_view(store: ChatStore, chat_id: str, now_ms: int) -> dict[str, Any] | N
             "for_s": round(max(0, now_ms - since_ms) / 1000, 1),
             "attempt": int(attempt or 0), "requeues": int(lease.get("requeues") or 0),
             "lease_ttl_s": round(max(0, int(ttl_ms)) / 1000, 1),
-            "stopping": stop_fence is not None and text_of(stop_fence) == lease.get("fence")}
+            "stopping": stop_fence is not None and text_of(stop_fence) == lease.get("fence"),
+            "busy": text_of(busy) if busy else "queue",
+            "merged": [entry_parts(str(e))[0] for e in json.loads(text_of(batch))]
+            if batch else []}
 
 
-def chat_view(store: ChatStore, chat_id: str, *, first: int = 5) -> dict[str, Any]:
-    """One chat's whole state: its turn, what waits, its session and its last turns."""
+def chat_view(store: ChatStore, chat_id: str, *, first: int = 5,
+              busy: str = "queue") -> dict[str, Any]:
+    """One chat's whole state: its turn, what waits, its session and its last turns.
+    `busy`: the chat's busy mode as the settings say it (the turn's `busy` is the one its
+    state holds, written by its last message's admission)."""
     now_ms = store.server_ms()
     k = store.keys(chat_id)
     pending = store.pending(chat_id)
@@ -55,6 +63,7 @@ def chat_view(store: ChatStore, chat_id: str, *, first: int = 5) -> dict[str, An
     session_ttl_ms = int(store.redis.pttl(k.generation))
     return {
         "chat_id": chat_id,
+        "busy": busy,
         "turn": turn_view(store, chat_id, now_ms),
         "pending": {"count": len(pending), "first": [
             {"message_id": mid, "sender": m.sender_open_id if m else None,

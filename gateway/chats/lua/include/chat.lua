@@ -8,12 +8,15 @@
 --   4 tries    hash, while the chat is active: fence (the last fence issued; never goes
 --              backwards: max(last + 1, server us)); head (the dispatched entry: it keeps
 --              its place, even after a crash), n (turns started for it), aid kind chunks
---              (its answer, kept before it is sent): fixed fields, overwritten by each
---              claim of a new head. (A small string for an idle chat's fence costs far
---              less than this hash, which big fields turn into a hashtable for good.)
+--              (its answer, kept before it is sent), batch (a merged turn's entries, JSON,
+--              fixed by start.lua): fixed fields, overwritten by each claim of a new head;
+--              busy (the chat's busy mode, 'merge' or 'interrupt', written by ingest.lua).
+--              (A small string for an idle chat's fence costs far less than this hash,
+--              which big fields turn into a hashtable for good.)
 --   5 stop     hash: at_ms (the chat's last stop, for the debounce); fence entry task why
 --              (the flag of a running turn that was asked to stop, and why: stopped,
---              withdrawn, removed)
+--              withdrawn, removed); keep ('1': an interrupt stopped it, its messages go
+--              into the next turn)
 --   6 answer   (older versions kept the answer here; only deleted now)
 --   7 gen      string: the session generation (/new)
 --   8 index    zset gw:chats: chat -> when (server ms) the sweeper should look at it next
@@ -33,6 +36,30 @@ local function entry_id(entry)
   return string.sub(entry, a + 1, b - 1)
 end
 
+-- Whether the chat merges what waits into one turn: busy mode merge, or interrupt (which
+-- merges too, and stops a running turn when a message comes: ingest.lua).
+local function merging()
+  local busy = redis.call('HGET', K.tries, 'busy')
+  return busy == 'merge' or busy == 'interrupt'
+end
+
+-- Whether the turn of `fence` was stopped by an interrupt (busy mode interrupt): its
+-- messages are not dropped, the next turn answers them with the new ones.
+local function interrupted(fence)
+  return redis.call('HGET', K.stop, 'fence') == fence and redis.call('HGET', K.stop, 'keep') == '1'
+end
+
+-- The entries a turn of `head` answers: the merged batch its start fixed (tries `batch`,
+-- busy modes merge and interrupt), else the head alone.
+local function turn_entries(head)
+  local batch = redis.call('HGET', K.tries, 'batch')
+  if batch and batch ~= '' then
+    local entries = cjson.decode(batch)
+    if entries[1] == head then return entries end
+  end
+  return {head}
+end
+
 -- Give the dispatched message (if it is still waiting: its turn crashed) or else the oldest
 -- one a fresh lease under a new fence, or end the chat's activity when nothing waits.
 -- `done` says the head just finished (complete): then the pin is known stale, not read.
@@ -48,17 +75,24 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history)
     -- a stopped turn whose lease ran out (its worker and its canceller gone): its message
     -- is done, not to be run again (the flag outlives the lease)
     local stopped = redis.call('HGET', K.stop, 'entry')
+    local anew = false  -- an interrupted turn: its messages go into a fresh turn
     if stopped and stopped ~= '' then
       local fence = last_fence()
-      if tonumber(redis.call('HGET', K.stop, 'fence')) == fence
-         and redis.call('ZREM', K.inbox, stopped) == 1 and history then
+      if interrupted(str(fence)) then
+        anew = true
+      elseif tonumber(redis.call('HGET', K.stop, 'fence')) == fence then
         local why = redis.call('HGET', K.stop, 'why')
         if not why or why == '' then why = 'stopped' end
-        remember(history[1], stopped, why, redis.call('HGET', K.stop, 'task') or '',
-                 str(fence), redis.call('HGET', K.tries, 'n'), history[2], history[3], now_ms)
+        for _, e in ipairs(turn_entries(stopped)) do
+          if redis.call('ZREM', K.inbox, e) == 1 and history then
+            remember(history[1], e, why, redis.call('HGET', K.stop, 'task') or '',
+                     str(fence), redis.call('HGET', K.tries, 'n'), history[2], history[3],
+                     now_ms)
+          end
+        end
       end
     end
-    first = redis.call('HGET', K.tries, 'head')
+    if not anew then first = redis.call('HGET', K.tries, 'head') end
     if first and not redis.call('ZSCORE', K.inbox, first) then first = false end
   end
   local fresh = not first
@@ -73,7 +107,7 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history)
   local f = str(math.max(last_fence() + 1, now_us))
   if fresh then
     redis.call('HSET', K.tries, 'fence', f, 'head', first, 'n', run and '1' or '0', 'aid', '',
-               'chunks', '')
+               'chunks', '', 'batch', '')
   else
     redis.call('HSET', K.tries, 'fence', f)
   end
@@ -95,7 +129,8 @@ end
 
 -- The turn of `entry` starts now (its lease says running): read the session generation and
 -- any answer an earlier attempt kept. `attempt`: this one's number, already counted.
--- Returns {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks}.
+-- Returns {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks, batch}
+-- (batch: the JSON list of the merged entries, oldest first, or false: the entry alone).
 local function begin(entry, max_attempts, session_ttl_ms, attempt)
   local gen = redis.call('GET', K.gen) or '0'
   if gen ~= '0' then redis.call('PEXPIRE', K.gen, session_ttl_ms) end
@@ -106,5 +141,7 @@ local function begin(entry, max_attempts, session_ttl_ms, attempt)
   end
   local outcome = 'run'
   if attempt > tonumber(max_attempts) then outcome = 'poison' end
-  return {outcome, entry, gen, attempt, kind, chunks}
+  local batch = redis.call('HGET', K.tries, 'batch')
+  if batch == '' then batch = false end
+  return {outcome, entry, gen, attempt, kind, chunks, batch}
 end

@@ -11,6 +11,18 @@ local function find_entry(message_id)
   return false
 end
 
+-- The entries of the turn whose lease holds `entry` (its head, or one of the batch a merged
+-- turn fixed at its start: busy modes merge, interrupt); false when no turn holds it.
+local function held_batch(entry)
+  local head = redis.call('HGET', K.lease, 'entry')
+  if not head then return false end
+  local entries = turn_entries(head)
+  for _, e in ipairs(entries) do
+    if e == entry then return entries end
+  end
+  return false
+end
+
 -- Whether `entry` is the one a running turn holds (its lease says running).
 local function running(entry)
   local lease = redis.call('HMGET', K.lease, 'state', 'entry')
@@ -21,13 +33,16 @@ end
 -- the history, and write a `stopping` control job: a desk waits for the turn to end and
 -- fences it after GATEWAY_CANCEL_TIMEOUT. The flag outlives the lease, so a turn whose
 -- worker died is dropped when its lease runs out, never run again. A turn already flagged
--- gets no second job (a /stop's desk, or this step's earlier run, ends it).
+-- gets no second job (a /stop's desk, or this step's earlier run, ends it). `keep`: the
+-- turn's other messages stay for the next turn (a merged turn lost one of its messages),
+-- unless a /stop already dropped them all.
 -- → {'stopping', fence, task_id}
-local function stop_running(chat, why, opts)
+local function stop_running(chat, why, opts, keep)
   local lease = redis.call('HMGET', K.lease, 'fence', 'task_id', 'entry')
   local flagged = redis.call('HGET', K.stop, 'fence') == lease[1]
+  if flagged and redis.call('HGET', K.stop, 'keep') ~= '1' then keep = false end
   redis.call('HSET', K.stop, 'fence', lease[1], 'entry', lease[3] or '', 'task',
-             lease[2] or '', 'why', why)
+             lease[2] or '', 'why', why, 'keep', keep and '1' or '')
   redis.call('PEXPIRE', K.stop, opts.flag_ttl_ms)
   if not flagged then
     redis.call('XADD', K.control, 'MAXLEN', '~', opts.control_cap, '*', 'kind', 'stopping',
@@ -37,17 +52,18 @@ local function stop_running(chat, why, opts)
 end
 
 -- Take `entry` (not a running turn's) out of the inbox and record it as `why`. When a lease
--- holds it (claimed or queued: not started, or pinned after its worker died) the chat is
--- claimed again under a new fence, so the turn already published finds itself stale.
+-- holds it (`held`: claimed or queued, not started or pinned after its worker died; in a
+-- merged turn's batch too) the chat is claimed again under a new fence, so the turn already
+-- published finds itself stale and the next one leaves the entry out.
 -- → {'dropped'} | {'claimed', fence, entry} (the chat's next turn, to be published)
 --   | {'idle'} (nothing waits any more)
-local function drop_waiting(chat, entry, why, opts, done_key, now_us, now_ms)
+local function drop_waiting(chat, entry, why, opts, done_key, now_us, now_ms, held)
   local lease = redis.call('HMGET', K.lease, 'fence', 'entry', 'task_id')
   local fence = lease[1] or redis.call('HGET', K.tries, 'fence') or ''
   redis.call('ZREM', K.inbox, entry)
   remember(done_key, entry, why, lease[2] == entry and lease[3] or '', fence,
            redis.call('HGET', K.tries, 'n'), opts.history_cap, opts.history_ttl_ms, now_ms)
-  if not lease[1] or lease[2] ~= entry then return {'dropped'} end
+  if not lease[1] or not held then return {'dropped'} end
   local c = claim(chat, now_us, now_ms, opts.claim_ttl_ms, true)
   if not c then return {'idle'} end
   return {'claimed', c[1], c[2]}

@@ -1,0 +1,132 @@
+"""Busy mode interrupt in the chat's scripts against a real redis-server: a message for a
+running turn asks the control desk to stop it, the stopped turn's messages are kept and the
+next turn answers them with the new ones; after a timeout, a lease that ran out, /stop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from gateway.chats.history import read_history
+from gateway.chats.jobs import parse_job
+from gateway.chats.keys import CONTROL_KEY
+from gateway.chats.model import Answer, Started, TurnRef, Waiting
+from gateway.chats.store import ChatStore
+from gateway.ops.embedded_redis import EmbeddedRedis
+from gateway.ops.processes import wait_until
+from tests.support.rig import client_of
+from tests.support.store import lease_gone, msg, pending_ids, store_for
+
+
+@pytest.fixture
+def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
+    yield from client_of(private_redis)
+
+
+def interrupting(client: redis.Redis, **overrides: int) -> ChatStore:
+    return store_for(client, **{"inbox_cap": 10, "merge_window_ms": 100, **overrides})
+
+
+def admit(store: ChatStore, chat_id: str, n: int) -> TurnRef | None:
+    return store.ingest(msg(chat_id, n, create_ms=n * 1000), busy="interrupt").claimed
+
+
+def started(store: ChatStore, turn: TurnRef) -> Started:
+    out: list[Started | Waiting | None] = []
+
+    def go() -> bool:
+        out.append(store.start_or_wait(turn, "task", "w"))
+        return not isinstance(out[-1], Waiting)
+
+    wait_until(go, 10, "the merge window to pass", interval_s=0.02)
+    assert isinstance(out[-1], Started)
+    return out[-1]
+
+
+def interrupts(client: redis.Redis, chat_id: str) -> list[str]:
+    """The fences of the interrupt jobs written for the chat."""
+    jobs = [parse_job(i, f) for i, f in client.xrange(CONTROL_KEY) or ()]
+    return [j.target for j in jobs if j.kind == "interrupt" and j.chat_id == chat_id]
+
+
+def interrupt(store: ChatStore, chat_id: str, n: int) -> str:
+    step = store.cancel(chat_id, f"interrupt:om_{n}", debounce_ms=0, flag_ttl_ms=60_000,
+                        target_fence=interrupts(store.redis, chat_id)[-1], interrupt=True)
+    return step.how
+
+
+def test_a_message_for_a_running_turn_stops_it_and_the_next_turn_answers_both(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = interrupting(redis_client)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None and started(store, turn).message_id == "om_1"
+    assert admit(store, chat_id, 2) is None
+    assert interrupts(redis_client, chat_id) == [str(turn.fence)]
+    assert interrupt(store, chat_id, 2) == "running"
+    assert store.heartbeat([turn]) == ["stopped"] and store.interrupted(turn)
+    admit(store, chat_id, 3)  # asked to stop already: no second job
+    assert interrupts(redis_client, chat_id) == [str(turn.fence)]
+    following = store.complete(turn, outcome="stopped").following
+    assert following is not None and following.message_id == "om_1"
+    assert pending_ids(store, chat_id) == ["om_1", "om_2", "om_3"], "nothing said is lost"
+    rerun = started(store, following)
+    assert rerun.attempt == 1 and rerun.merged_ids == ("om_1", "om_2", "om_3")
+    assert not store.interrupted(following)
+    assert store.complete(following, outcome="replied").outcome == "idle"
+    outcomes = [(r.message_id, r.outcome) for r in read_history(redis_client,
+                                                                store.keys(chat_id))]
+    assert outcomes[:3] == [("om_3", "replied"), ("om_2", "replied"), ("om_1", "replied")]
+    assert ("om_1", "interrupted") in outcomes
+
+
+def test_a_turn_sending_its_kept_answer_or_not_running_is_not_interrupted(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = interrupting(redis_client)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None
+    admit(store, chat_id, 2)  # the turn has not started: the message joins it
+    assert interrupts(redis_client, chat_id) == []
+    assert started(store, turn).merged_ids == ("om_1", "om_2")
+    assert store.keep_answer(turn, Answer("reply", ("done",)))
+    admit(store, chat_id, 3)
+    assert interrupts(redis_client, chat_id) == [], "an answer being sent goes out whole"
+
+
+def test_an_interrupted_turn_ignoring_the_flag_is_completed_after_the_timeout(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = interrupting(redis_client)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None and started(store, turn) is not None
+    admit(store, chat_id, 2)
+    assert interrupt(store, chat_id, 2) == "running"
+    # the desk's timeout path: it completes the turn under its fence, as for /stop
+    following = store.complete(turn, outcome="stopped").following
+    assert following is not None and pending_ids(store, chat_id) == ["om_1", "om_2"]
+    assert store.keep_answer(turn, Answer("reply", ("late",))) is False
+
+
+def test_an_interrupted_turn_whose_lease_ran_out_keeps_its_messages(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = interrupting(redis_client, running_ttl_ms=200)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None and started(store, turn) is not None
+    admit(store, chat_id, 2)
+    assert interrupt(store, chat_id, 2) == "running"
+    lease_gone(store, chat_id)  # the worker and the desk died
+    found = store.recover(chat_id)
+    assert found is not None and found[0] == "claimed"
+    again = started(store, found[1])
+    assert again.attempt == 1 and again.merged_ids == ("om_1", "om_2")
+
+
+def test_stop_in_interrupt_mode_drops_the_running_turn(redis_client: redis.Redis,
+                                                      chat_id: str) -> None:
+    store = interrupting(redis_client)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None and started(store, turn) is not None
+    step = store.cancel(chat_id, "stop", debounce_ms=0, flag_ttl_ms=60_000)
+    assert step.how == "running" and not store.interrupted(turn)
+    assert store.complete(turn, outcome="stopped").outcome == "idle"
+    assert pending_ids(store, chat_id) == []
