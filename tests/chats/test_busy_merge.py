@@ -198,3 +198,14 @@ def test_a_message_withdrawn_from_a_running_merged_turn_leaves_the_others_to_the
     for record in read_history(redis_client, store.keys(chat_id)):  # newest first
         latest.setdefault(record.message_id, record.outcome)
     assert latest == {"om_1": "replied", "om_2": "withdrawn", "om_3": "replied"}
+
+
+def test_an_edit_to_a_message_of_a_started_merged_turn_gets_no_second_answer(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = merging(redis_client)
+    turn = admit(store, chat_id, 1, 2, 3)
+    assert turn is not None
+    assert started(store, turn).merged_ids == ("om_1", "om_2", "om_3")
+    assert store.revise(msg(chat_id, 2, text="edited"), 5000) == "started"
+    assert store.complete(turn, outcome="replied").outcome == "idle"
+    assert pending_ids(store, chat_id) == [], "nothing of the merged turn waits again"

@@ -1,9 +1,10 @@
 --!include chat.lua
 -- revise: the sender edited a message. Waiting (no turn started it), it is replaced by the
--- new version in its place; once started or answered it stays as it was (no second
--- answer). An edit arriving before its message (events come out of order) is kept, and
--- ingest.lua admits the message as edited. Only a newer edit (by Feishu's update_time)
--- replaces an older one, so a redelivered or late edit changes nothing.
+-- new version in its place; once started (alone, or in a merged turn's batch) or answered
+-- it stays as it was (no second answer). An edit arriving before its message (events come
+-- out of order) is kept, and ingest.lua admits the message as edited. Only a newer edit (by
+-- Feishu's update_time) replaces an older one, so a redelivered or late edit changes
+-- nothing.
 -- KEYS: chat.lua's, then 10 seen:<message_id>  11 edit:<message_id>
 -- ARGV: 1 message_id  2 update_ms  3 the edited message json  4 dedupe_ttl_s
 -- → {'revised'} | {'kept'} (before its message) | {'started'} (it runs or ran: unchanged)
@@ -26,8 +27,15 @@ if not found then
 end
 local lease = redis.call('HMGET', K.lease, 'state', 'entry')
 local tries = redis.call('HMGET', K.tries, 'head', 'n')
+local function in_started_batch()  -- one of the messages a merged turn fixed at its start
+  if not tries[1] then return false end
+  for _, e in ipairs(turn_entries(tries[1])) do
+    if e == found then return e ~= tries[1] end
+  end
+  return false
+end
 if (lease[2] == found and lease[1] == 'running')
-   or (tries[1] == found and tonumber(tries[2] or '0') > 0) then
+   or (tries[1] == found and tonumber(tries[2] or '0') > 0) or in_started_batch() then
   return {'started'}
 end
 local b = string.find(found, '|', string.find(found, '|', 1, true) + 1, true)
