@@ -141,9 +141,11 @@ class TurnSteps(ChatScripts):
     def interrupted(self, turn: TurnRef) -> bool:
         """True when the turn was stopped by a new message (busy mode interrupt): its
         messages go into the chat's next turn."""
-        fence, keep = self.redis.hmget(self.keys(turn.chat_id).stop, ["fence", "keep"])
+        fence, keep, why = self.redis.hmget(self.keys(turn.chat_id).stop,
+                                            ["fence", "keep", "why"])
         return fence is not None and text_of(fence) == str(turn.fence) and \
-            keep is not None and text_of(keep) == "1"
+            keep is not None and text_of(keep) == "1" and \
+            (why is None or text_of(why) == "stopped")  # (not a withdrawn merged message)
 
     def may_reply(self, turn: TurnRef) -> bool:
         """True while this turn holds the chat and was not asked to stop (one round trip)."""

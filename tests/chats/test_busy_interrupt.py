@@ -130,3 +130,50 @@ def test_stop_in_interrupt_mode_drops_the_running_turn(redis_client: redis.Redis
     assert step.how == "running" and not store.interrupted(turn)
     assert store.complete(turn, outcome="stopped").outcome == "idle"
     assert pending_ids(store, chat_id) == []
+
+
+def test_an_interrupt_never_undoes_a_withdraw_that_came_first(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = interrupting(redis_client)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None and started(store, turn).message_id == "om_1"
+    assert admit(store, chat_id, 2) is None  # the interrupt job waits for the desk
+    assert store.withdraw(chat_id, "om_1").how == "stopping"
+    assert interrupt(store, chat_id, 2) == "nothing", "the withdraw's stop stands"
+    assert not store.interrupted(turn)
+    following = store.complete(turn, outcome="stopped").following
+    assert following is not None and following.message_id == "om_2"
+    rerun = started(store, following)
+    assert rerun.message_id == "om_2" and "om_1" not in rerun.merged_ids, "never runs"
+    latest: dict[str, str] = {}
+    for record in read_history(redis_client, store.keys(chat_id)):  # newest first
+        latest.setdefault(record.message_id, record.outcome)
+    assert latest == {"om_1": "withdrawn"}
+
+
+def test_an_interrupt_after_the_answer_was_written_lets_the_turn_end_as_it_is(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = interrupting(redis_client)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None and started(store, turn).message_id == "om_1"
+    assert admit(store, chat_id, 2) is None  # the interrupt job waits for the desk
+    assert store.keep_answer(turn, Answer("reply", ("the answer",)))
+    assert interrupt(store, chat_id, 2) == "nothing"
+    following = store.complete(turn, outcome="replied").following
+    assert following is not None and following.message_id == "om_2"
+    rerun = started(store, following)
+    assert rerun.message_id == "om_2" and "om_1" not in rerun.merged_ids, "not answered again"
+
+
+def test_a_stop_after_a_withdraw_keeps_the_withdraw_in_the_history(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = interrupting(redis_client)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None and started(store, turn).message_id == "om_1"
+    assert store.withdraw(chat_id, "om_1").how == "stopping"
+    step = store.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
+                        target_fence=str(turn.fence))
+    assert step.how == "running"
+    assert store.complete(turn, outcome="stopped").outcome == "idle"
+    records = read_history(redis_client, store.keys(chat_id))
+    assert [(r.message_id, r.outcome) for r in records] == [("om_1", "withdrawn")]

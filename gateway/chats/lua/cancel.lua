@@ -63,8 +63,21 @@ if not fence or target == '' or (target ~= '*' and target ~= fence) then
 end
 if state == 'running' then
   if opts.only_queued then return record('nothing', '', '') end
-  redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '', 'task', task_id, 'why',
-             'stopped', 'keep', opts.interrupt and '1' or '')
+  local flagged = redis.call('HGET', K.stop, 'fence') == fence
+  if opts.interrupt then
+    -- an interrupt never undoes another stop (a /stop, a withdraw, the bot removed), nor
+    -- cuts a turn whose answer is written (it is being sent)
+    if flagged or (redis.call('HGET', K.tries, 'aid') or '') ~= '' then
+      return record('nothing', '', '')
+    end
+    redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '', 'task', task_id, 'why',
+               'stopped', 'keep', '1')
+  elseif flagged then  -- flagged before: its messages go now, the first stop's why stays
+    redis.call('HSET', K.stop, 'keep', '')
+  else
+    redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '', 'task', task_id, 'why',
+               'stopped', 'keep', '')
+  end
   redis.call('PEXPIRE', K.stop, ttl)
   if entry then  -- a merged turn holds several of them
     behind = redis.call('ZCARD', K.inbox) - #turn_entries(entry)

@@ -31,9 +31,10 @@ if lease[2] then
   local attempts = redis.call('HGET', K.tries, 'n')
   for _, e in ipairs(turn_entries(lease[2])) do
     if not kept then
-      redis.call('ZREM', K.inbox, e)
-      remember(KEYS[10], e, outcome, lease[3], lease[1], attempts, opts.history_cap,
-               opts.history_ttl_ms, now_ms)
+      if redis.call('ZREM', K.inbox, e) == 1 then  -- (not one dropped and recorded before)
+        remember(KEYS[10], e, outcome, lease[3], lease[1], attempts, opts.history_cap,
+                 opts.history_ttl_ms, now_ms)
+      end
     elseif redis.call('ZSCORE', K.inbox, e) then  -- (not one withdrawn meanwhile)
       remember(KEYS[10], e, 'interrupted', lease[3], lease[1], attempts, opts.history_cap,
                opts.history_ttl_ms, now_ms)

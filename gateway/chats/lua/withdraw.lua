@@ -20,10 +20,12 @@ local held = held_batch(entry)
 local now_us, now_ms = clock()
 if held and running(held[1]) then
   if #held == 1 then return stop_running(ARGV[2], 'withdrawn', opts) end
-  -- one message of a running merged turn: the turn stops, the next answers the others
+  -- one message of a running merged turn: the turn stops, the next answers the others;
+  -- once the turn's answer is written (being sent) it is not unsaid: the turn ends as is
   redis.call('ZREM', K.inbox, entry)
   remember(KEYS[11], entry, 'withdrawn', '', redis.call('HGET', K.lease, 'fence') or '',
            redis.call('HGET', K.tries, 'n'), opts.history_cap, opts.history_ttl_ms, now_ms)
+  if (redis.call('HGET', K.tries, 'aid') or '') ~= '' then return {'dropped'} end
   return stop_running(ARGV[2], 'withdrawn', opts, true)
 end
 return drop_waiting(ARGV[2], entry, 'withdrawn', opts, KEYS[11], now_us, now_ms, held)

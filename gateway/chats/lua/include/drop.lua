@@ -39,8 +39,12 @@ end
 -- → {'stopping', fence, task_id}
 local function stop_running(chat, why, opts, keep)
   local lease = redis.call('HMGET', K.lease, 'fence', 'task_id', 'entry')
-  local flagged = redis.call('HGET', K.stop, 'fence') == lease[1]
-  if flagged and redis.call('HGET', K.stop, 'keep') ~= '1' then keep = false end
+  local prior = redis.call('HMGET', K.stop, 'fence', 'why', 'keep')
+  local flagged = prior[1] == lease[1]
+  if flagged and prior[3] ~= '1' then  -- a /stop, withdraw or removal came first: it stands
+    keep = false
+    if prior[2] and prior[2] ~= '' then why = prior[2] end
+  end
   redis.call('HSET', K.stop, 'fence', lease[1], 'entry', lease[3] or '', 'task',
              lease[2] or '', 'why', why, 'keep', keep and '1' or '')
   redis.call('PEXPIRE', K.stop, opts.flag_ttl_ms)
