@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from gateway.worker.streaming import FAILED_MARK, STOPPED_MARK
+from gateway.worker.streaming import FAILED_MARK, INTERRUPTED_MARK, STOPPED_MARK
 
 if TYPE_CHECKING:
     from gateway.simulator import SentMessage
@@ -47,7 +47,7 @@ def _has_request_button(node: Any) -> bool:
 
 def split_mark(text: str) -> tuple[str, str]:
     """A closed streamed answer's text and the mark under it ("" when it ended well)."""
-    for mark in (STOPPED_MARK, FAILED_MARK):
+    for mark in (STOPPED_MARK, INTERRUPTED_MARK, FAILED_MARK):
         if text.endswith(mark):
             return text[:-len(mark)].rstrip("\n"), mark
     return text, ""

@@ -177,3 +177,17 @@ def test_a_stop_after_a_withdraw_keeps_the_withdraw_in_the_history(
     assert store.complete(turn, outcome="stopped").outcome == "idle"
     records = read_history(redis_client, store.keys(chat_id))
     assert [(r.message_id, r.outcome) for r in records] == [("om_1", "withdrawn")]
+
+
+def test_an_edit_to_a_message_an_interrupt_left_to_the_next_turn_is_taken(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = interrupting(redis_client)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None and started(store, turn).message_id == "om_1"
+    assert admit(store, chat_id, 2) is None
+    assert interrupt(store, chat_id, 2) == "running"
+    assert store.revise(msg(chat_id, 1, text="first, edited"), 5000) == "revised"
+    following = store.complete(turn, outcome="stopped").following
+    assert following is not None
+    rerun = started(store, following)
+    assert [m.text for m in rerun.merged] == ["first, edited", "text 2"]

@@ -15,10 +15,10 @@ import pytest
 from gateway.approvals.card import pending_card, resolved_card
 from gateway.ops.demo import script
 from gateway.ops.processes import GatewayProcess, StartFailed, wait_ready
-from gateway.ops.transcript import Transcript
+from gateway.ops.transcript import Transcript, split_mark
 from gateway.simulator import SentMessage
 from gateway.simulator.payloads import flatten_text
-from gateway.worker.streaming import STOPPED_MARK
+from gateway.worker.streaming import INTERRUPTED_MARK, STOPPED_MARK
 
 
 def message(text: str, *, mid: str = "om_b1", streaming: bool = False,
@@ -118,3 +118,8 @@ def test_a_process_that_exits_while_starting_is_named_at_once(tmp_path: Path) ->
     finally:
         quits.stop()
         waits.stop(timeout_s=1)
+
+
+def test_an_interrupted_answer_shows_its_mark_on_a_line_of_its_own() -> None:
+    for mark in (STOPPED_MARK, INTERRUPTED_MARK):
+        assert split_mark(f"part of it\n{mark}") == ("part of it", mark)

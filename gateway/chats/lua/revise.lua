@@ -25,7 +25,7 @@ if not found then
   record(ARGV[3])
   return {'kept'}
 end
-local lease = redis.call('HMGET', K.lease, 'state', 'entry')
+local lease = redis.call('HMGET', K.lease, 'state', 'entry', 'fence')
 local tries = redis.call('HMGET', K.tries, 'head', 'n')
 local function in_started_batch()  -- one of the messages a merged turn fixed at its start
   if not tries[1] then return false end
@@ -34,8 +34,9 @@ local function in_started_batch()  -- one of the messages a merged turn fixed at
   end
   return false
 end
-if (lease[2] == found and lease[1] == 'running')
-   or (tries[1] == found and tonumber(tries[2] or '0') > 0) or in_started_batch() then
+-- (a turn an interrupt stopped leaves its messages to the next turn: they take edits still)
+if not (lease[3] and interrupted(lease[3])) and ((lease[2] == found and lease[1] == 'running')
+   or (tries[1] == found and tonumber(tries[2] or '0') > 0) or in_started_batch()) then
   return {'started'}
 end
 local b = string.find(found, '|', string.find(found, '|', 1, true) + 1, true)
