@@ -12,12 +12,11 @@ import redis
 from gateway.chats.history import read_history
 from gateway.chats.jobs import parse_job
 from gateway.chats.keys import CONTROL_KEY
-from gateway.chats.model import Answer, Started, TurnRef, Waiting
+from gateway.chats.model import Answer, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.ops.embedded_redis import EmbeddedRedis
-from gateway.ops.processes import wait_until
 from tests.support.rig import client_of
-from tests.support.store import lease_gone, msg, pending_ids, store_for
+from tests.support.store import lease_gone, msg, pending_ids, started, store_for
 
 
 @pytest.fixture
@@ -31,18 +30,6 @@ def interrupting(client: redis.Redis, **overrides: int) -> ChatStore:
 
 def admit(store: ChatStore, chat_id: str, n: int) -> TurnRef | None:
     return store.ingest(msg(chat_id, n, create_ms=n * 1000), busy="interrupt").claimed
-
-
-def started(store: ChatStore, turn: TurnRef) -> Started:
-    out: list[Started | Waiting | None] = []
-
-    def go() -> bool:
-        out.append(store.start_or_wait(turn, "task", "w"))
-        return not isinstance(out[-1], Waiting)
-
-    wait_until(go, 10, "the merge window to pass", interval_s=0.02)
-    assert isinstance(out[-1], Started)
-    return out[-1]
 
 
 def interrupts(client: redis.Redis, chat_id: str) -> list[str]:

@@ -15,7 +15,7 @@ from gateway.chats.store import ChatStore
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from tests.support.rig import client_of
-from tests.support.store import lease_gone, msg, pending_ids, store_for
+from tests.support.store import lease_gone, msg, pending_ids, started, store_for
 
 
 @pytest.fixture
@@ -34,19 +34,6 @@ def admit(store: ChatStore, chat_id: str, *numbers: int, create_ms: int = 0) -> 
         claimed = store.ingest(msg(chat_id, n, create_ms=create_ms or n * 1000),
                                busy="merge").claimed or claimed
     return claimed
-
-
-def started(store: ChatStore, turn: TurnRef) -> Started:
-    """Start the turn once its merge window passed (polled: Redis says how long to wait)."""
-    out: list[Started | Waiting | None] = []
-
-    def go() -> bool:
-        out.append(store.start_or_wait(turn, "task", "w"))
-        return not isinstance(out[-1], Waiting)
-
-    wait_until(go, 10, "the merge window to pass", interval_s=0.02)
-    assert isinstance(out[-1], Started)
-    return out[-1]
 
 
 def test_messages_in_quick_succession_become_one_turn_answered_once(

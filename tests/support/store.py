@@ -6,7 +6,7 @@ from typing import Any
 
 import redis
 
-from gateway.chats.model import StoreConfig, TurnRef
+from gateway.chats.model import Started, StoreConfig, TurnRef, Waiting
 from gateway.chats.store import ChatStore
 from gateway.core.model import Message
 from gateway.ops.processes import wait_until
@@ -38,3 +38,16 @@ def first_turn(store: ChatStore, chat_id: str, messages: int = 1) -> TurnRef:
         store.ingest(msg(chat_id, n))
     assert turn is not None
     return turn
+
+
+def started(store: ChatStore, turn: TurnRef) -> Started:
+    """Start the turn once its merge window passed (polled: Redis says how long to wait)."""
+    out: list[Started | Waiting | None] = []
+
+    def go() -> bool:
+        out.append(store.start_or_wait(turn, "task", "w"))
+        return not isinstance(out[-1], Waiting)
+
+    wait_until(go, 10, "the merge window to pass", interval_s=0.02)
+    assert isinstance(out[-1], Started)
+    return out[-1]
