@@ -16,10 +16,7 @@ local function record(json)
   redis.call('HSET', KEYS[11], 'at', str(at), 'json', json)
   redis.call('EXPIRE', KEYS[11], ARGV[4])
 end
-local found = false
-for _, e in ipairs(redis.call('ZRANGE', K.inbox, 0, -1)) do
-  if entry_id(e) == ARGV[1] then found = e break end
-end
+local found = find_entry(ARGV[1])
 if not found then
   if redis.call('EXISTS', KEYS[10]) == 1 then return {'answered'} end
   record(ARGV[3])
@@ -28,11 +25,7 @@ end
 local lease = redis.call('HMGET', K.lease, 'state', 'entry', 'fence')
 local tries = redis.call('HMGET', K.tries, 'head', 'n')
 local function in_started_batch()  -- one of the messages a merged turn fixed at its start
-  if not tries[1] then return false end
-  for _, e in ipairs(turn_entries(tries[1])) do
-    if e == found then return e ~= tries[1] end
-  end
-  return false
+  return tries[1] ~= found and turn_holding(tries[1], found)
 end
 -- (a turn an interrupt stopped leaves its messages to the next turn: they take edits still)
 if not (lease[3] and interrupted(lease[3])) and ((lease[2] == found and lease[1] == 'running')

@@ -36,6 +36,14 @@ local function entry_id(entry)
   return string.sub(entry, a + 1, b - 1)
 end
 
+-- The entry of `message_id` in the chat's inbox (false when it waits no more).
+local function find_entry(message_id)
+  for _, e in ipairs(redis.call('ZRANGE', K.inbox, 0, -1)) do
+    if entry_id(e) == message_id then return e end
+  end
+  return false
+end
+
 -- Whether the chat merges what waits into one turn: busy mode merge, or interrupt (which
 -- merges too, and stops a running turn when a message comes: ingest.lua).
 local function merging()
@@ -58,6 +66,16 @@ local function turn_entries(head)
     if entries[1] == head then return entries end
   end
   return {head}
+end
+
+-- The entries of the turn of `head` (turn_entries) when `entry` is one of them, else false.
+local function turn_holding(head, entry)
+  if not head then return false end
+  local entries = turn_entries(head)
+  for _, e in ipairs(entries) do
+    if e == entry then return entries end
+  end
+  return false
 end
 
 -- Give the dispatched message (if it is still waiting: its turn crashed) or else the oldest

@@ -3,24 +3,10 @@
 -- drop.lua: a message leaves its chat for good, not by a turn's end: its sender withdrew it
 -- (withdraw.lua) or the bot was removed from the chat (evict.lua).
 
--- The entry of `message_id` in the chat's inbox (false when it waits no more).
-local function find_entry(message_id)
-  for _, e in ipairs(redis.call('ZRANGE', K.inbox, 0, -1)) do
-    if entry_id(e) == message_id then return e end
-  end
-  return false
-end
-
 -- The entries of the turn whose lease holds `entry` (its head, or one of the batch a merged
 -- turn fixed at its start: busy modes merge, interrupt); false when no turn holds it.
 local function held_batch(entry)
-  local head = redis.call('HGET', K.lease, 'entry')
-  if not head then return false end
-  local entries = turn_entries(head)
-  for _, e in ipairs(entries) do
-    if e == entry then return entries end
-  end
-  return false
+  return turn_holding(redis.call('HGET', K.lease, 'entry'), entry)
 end
 
 -- Whether `entry` is the one a running turn holds (its lease says running).
