@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from collections import Counter, defaultdict
@@ -136,6 +137,8 @@ class Figures:
     duplicated: int = 0
     gave_up: int = 0
     failed: int = 0
+    merged: int = 0
+    """Messages answered by one reply together with others (busy mode merge)."""
     order_violations: int = 0
     late_arrivals: int = 0
     stuck_chats: int = 0
@@ -207,13 +210,29 @@ class Clicker:
         self.clicks += 1
 
 
-def count_replies(rig: Rig, sent: dict[str, list[str]], figures: Figures) -> None:
-    """One distinct bot message per input (an approval card apart): answered, lost or
-    duplicated."""
-    by_parent: dict[str, list[str]] = defaultdict(list)
+TAG = re.compile(r"<\d\d#\d+>")
+"""A message's tag in a reply's text (test_chaos.tag)."""
+
+
+def replies_by_message(rig: Rig, tags: dict[str, str]) -> dict[str, list[str]]:
+    """Each input's answers (approval cards apart): the replies to it and the replies that
+    repeat its tag (a merged turn answers its last message and echoes every one)."""
+    by_tag = {tag: message_id for message_id, tag in tags.items()}
+    answers: dict[str, list[str]] = defaultdict(list)
     for message in rig.sim.sent_messages():
         if message.reply_to and not is_approval_card(message):
-            by_parent[message.reply_to].append(message.text)
+            parents = {message.reply_to} | {by_tag[t] for t in TAG.findall(message.text)
+                                            if t in by_tag}
+            for parent in parents:
+                answers[parent].append(message.text)
+    return answers
+
+
+def count_replies(rig: Rig, sent: dict[str, list[str]], tags: dict[str, str],
+                  figures: Figures) -> None:
+    """One distinct bot message per input (an approval card apart): answered, lost or
+    duplicated; and how many were answered together with others (merged)."""
+    by_parent = replies_by_message(rig, tags)
     for message_ids in sent.values():
         for message_id in message_ids:
             texts = by_parent.get(message_id, [])
@@ -225,6 +244,7 @@ def count_replies(rig: Rig, sent: dict[str, list[str]], figures: Figures) -> Non
                 figures.examples.append(f"twice {message_id}: {texts}")
             else:
                 figures.answered += 1
+                figures.merged += len(TAG.findall(texts[0])) > 1
                 figures.gave_up += texts[0].startswith("Sorry, this message could not")
                 figures.failed += texts[0].startswith("Sorry, something went wrong")
 
@@ -243,9 +263,10 @@ def count_order(rig: Rig, client: redis.Redis, sent: dict[str, list[str]],
         fences: dict[str, int] = {}
         for raw in client.lrange(events_key(chat_id), 0, -1):
             event = json.loads(raw)
-            if event["event"] == "start":
-                first_start.setdefault(event["message_id"], event["t"])
-                fences.setdefault(event["message_id"], event.get("fence", 0))
+            if event["event"] == "start":  # a merged turn starts each of its messages
+                for message_id in event.get("message_ids") or [event["message_id"]]:
+                    first_start.setdefault(message_id, event["t"])
+                    fences.setdefault(message_id, event.get("fence", 0))
         for i, earlier in enumerate(message_ids):
             for later in message_ids[i + 1:]:
                 if earlier in first_start and later in first_start and \

@@ -1,6 +1,7 @@
 """The product's own chaos suite: >= 2,000 messages over >= 50 chats (direct messages,
-groups where two users @mention the bot under mention gating, and chats whose turns ask for
-approval, clicked by their user) with two worker processes and turns of 10-200 ms, while
+groups where two users @mention the bot under mention gating, groups in busy mode `merge`
+where they write in bursts of three, and chats whose turns ask for approval, clicked by
+their user) with two worker processes and turns of 10-200 ms, while
 workers are SIGKILLed every few seconds (approvals' waits included), the listener is
 SIGKILLed once (a second one runs for a while), the websocket drops every few seconds,
 Redis (AOF on) restarts once, 10 % of sends answer 5xx (half of them HTML), 5 % are
@@ -9,7 +10,8 @@ steps back 5 minutes, then 5 minutes ahead, then right, the listeners' host cloc
 minutes ahead, and the open API fails bot info while a listener starts. The simulator
 redelivers every event not ACKed 200, as Feishu does.
 
-After the faults stop: every admitted message answered exactly once, per-chat order kept,
+After the faults stop: every admitted message answered exactly once (a merged message by
+the one reply that repeats it), per-chat order kept,
 no chat blocked, no approval card left asking, no per-chat key without a TTL, the release
 queue within its bound. Each fault also runs alone (`-k "chaos and worker-kill"`), so a
 failure points at its cause. The figures of each run are printed at the end of the session
@@ -19,6 +21,7 @@ failure points at its cause. The figures of each run are printed at the end of t
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import time
 from collections.abc import Iterator
@@ -38,6 +41,7 @@ from tests.chaos.monkey import (
     count_leftovers,
     count_order,
     count_replies,
+    replies_by_message,
 )
 from tests.support.clocks import SteppedClock
 from tests.support.rig import Rig, rig_up
@@ -48,6 +52,10 @@ QUIESCENCE_DEADLINE_S = 150.0
 RUN_S = 40.0
 """The run with every fault at once; each fault alone runs `SINGLE_RUN_S` (CI's budget)."""
 SINGLE_RUN_S = 18.0
+MERGE_WINDOW_MS = 500
+"""The merge groups' window: a burst of three is one turn, and a turn waiting out its window
+holds a worker slot only briefly."""
+BURST = 3
 HANG_MAX_S = {"all": 0.2}
 """A turn's agent time is drawn up to this (0.06 s for a single fault: its 2,000 turns then
 drain within CI's budget; the run with every fault keeps the longer turns)."""
@@ -57,8 +65,18 @@ GROUP_USERS = ("ou_user_1", "ou_user_2")
 
 
 def kind_of(chat_index: int) -> str:
-    """Of every ten chats: six direct messages, three groups, one asking for approvals."""
-    return "approvals" if chat_index % 10 == 9 else "group" if chat_index % 10 >= 6 else "dm"
+    """Of every ten chats: six direct messages, two groups, one group merging the messages
+    that come while its turn runs, one asking for approvals."""
+    return {9: "approvals", 8: "merge", 7: "group", 6: "group"}.get(chat_index % 10, "dm")
+
+
+def chat_ids(run_id: str) -> list[str]:
+    return [f"oc_chaos_{run_id}_{n:02d}" for n in range(CHATS)]
+
+
+@pytest.fixture
+def run_id(request: pytest.FixtureRequest) -> str:
+    return f"{request.node.callspec.params['faults']}{int(time.time()) % 100000}"
 
 
 @dataclass
@@ -85,53 +103,69 @@ def clocks(request: pytest.FixtureRequest) -> Iterator[Clocks]:
 
 
 @pytest.fixture
-def chaos_rig(tmp_path_factory: pytest.TempPathFactory, clocks: Clocks) -> Iterator[Rig]:
+def chaos_rig(tmp_path_factory: pytest.TempPathFactory, clocks: Clocks,
+              run_id: str) -> Iterator[Rig]:
+    merging = {chat: {"busy": "merge"} for c, chat in enumerate(chat_ids(run_id))
+               if kind_of(c) == "merge"}
     with rig_up(tmp_path_factory, workers=2, concurrency=3,
                 listener_env=clocks.listeners.env({}) if clocks.listeners else None,
                 kill=True,  # the figures are taken: nothing more to see
                 persistent=True, redeliver_after_s=1.0,
                 server=clocks.redis.server_options() if clocks.redis else None,
                 GATEWAY_INBOX_CAP="100", GATEWAY_REPLY_RETRY_BUDGET_S="120",
-                FEISHU_REQUIRE_MENTION="true") as rig:
+                FEISHU_REQUIRE_MENTION="true", FEISHU_GROUP_RULES=json.dumps(merging),
+                GATEWAY_MERGE_WINDOW_MS=str(MERGE_WINDOW_MS)) as rig:
         yield rig
 
 
+def tag(chat: str, n: int) -> str:
+    """What marks a message in its text, and in an echo that repeats it (merged ones too)."""
+    return f"<{chat[-2:]}#{n}>"
+
+
 def send_all(rig: Rig, run_id: str, spread_s: float,
-             hang_max_s: float = 0.2) -> dict[str, list[str]]:
+             hang_max_s: float = 0.2) -> tuple[dict[str, list[str]], dict[str, str]]:
     """Every chat's messages, in the order they were sent (round robin over the chats),
-    spread over `spread_s` so the faults meet arrivals as well as turns. In a group the
-    two users take turns, each @mentioning the bot; in an approvals chat every fourth turn
-    asks."""
+    spread over `spread_s` so the faults meet arrivals as well as turns, and each message's
+    tag. In a group the two users take turns, each @mentioning the bot; a merge group's
+    users write in bursts of `BURST`; in an approvals chat every fourth turn asks."""
     rng = random.Random(run_id)
     pace_s = spread_s / (CHATS * PER_CHAT)
     began = time.monotonic()
-    chats = [f"oc_chaos_{run_id}_{n:02d}" for n in range(CHATS)]
+    chats = chat_ids(run_id)
     sent: dict[str, list[str]] = {chat: [] for chat in chats}
+    tags: dict[str, str] = {}
     for n in range(PER_CHAT):
         for c, chat in enumerate(chats):
             ahead_s = began + (n * CHATS + c) * pace_s - time.monotonic()
             if ahead_s > 0:
                 time.sleep(ahead_s)  # pacing the load, not synchronisation
-            text = f"hang {rng.uniform(0.005, hang_max_s):.3f} {chat[-2:]}#{n}"
             kind = kind_of(c)
-            if kind == "approvals" and n % 4 == 0:
-                text = f"approve 120 k{n} may I go on with {chat[-2:]}#{n}?"
-            try:
-                if kind == "group":
-                    sent[chat].append(rig.sim.send_text(
-                        chat, text, chat_type="group", sender_open_id=GROUP_USERS[n % 2],
-                        mentions=[rig.sim.mention_bot()]))
-                else:
-                    sent[chat].append(rig.sim.send_text(chat, text))
-            except TimeoutError:  # no connection for 10 s: Feishu never delivered it
-                continue
-    return sent
+            if kind == "merge" and n % BURST:
+                continue  # sent with the burst's first
+            for k in range(n, min(n + BURST, PER_CHAT)) if kind == "merge" else (n,):
+                text = f"hang {rng.uniform(0.005, hang_max_s):.3f} {tag(chat, k)}"
+                if kind == "approvals" and k % 4 == 0:
+                    text = f"approve 120 k{k} may I go on with {tag(chat, k)}?"
+                try:
+                    if kind in ("group", "merge"):
+                        message_id = rig.sim.send_text(
+                            chat, text, chat_type="group", sender_open_id=GROUP_USERS[k % 2],
+                            mentions=[rig.sim.mention_bot()])
+                    else:
+                        message_id = rig.sim.send_text(chat, text)
+                except TimeoutError:  # no connection for 10 s: Feishu never delivered it
+                    continue
+                sent[chat].append(message_id)
+                tags[message_id] = tag(chat, k)
+    return sent, tags
 
 
 @pytest.mark.chaos
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("faults", ["all", *FAULTS])
-def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, faults: str) -> None:
+def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, run_id: str,
+                                         faults: str) -> None:
     rig = chaos_rig
     enabled = set(FAULTS) if faults == "all" else {faults}
     figures = Figures(faults)
@@ -139,8 +173,7 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, faults:
     monkey = Monkey(rig, enabled, run_s=run_s, redis_clock=clocks.redis).start()
     clicker = Clicker(rig).start()
     try:
-        sent = send_all(rig, f"{faults}{int(time.time()) % 100000}", run_s * 0.8,
-                        HANG_MAX_S.get(faults, 0.06))
+        sent, tags = send_all(rig, run_id, run_s * 0.8, HANG_MAX_S.get(faults, 0.06))
     finally:
         monkey.stop()
     assert not monkey.errors, monkey.errors
@@ -149,7 +182,7 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, faults:
     clock = time.monotonic()
 
     def quiet() -> bool:
-        replied = {m.reply_to for m in rig.sim.sent_messages() if m.reply_to}
+        replied = replies_by_message(rig, tags)
         return all(m in replied for ids in sent.values() for m in ids) and not any(
             client.zscore("gw:chats", chat) is not None for chat in sent)
 
@@ -159,7 +192,7 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, faults:
     clicker.stop()
     figures.quiescence_s = round(time.monotonic() - clock, 1)
     figures.injected = {**monkey.injected, "approval clicks": clicker.clicks}
-    count_replies(rig, sent, figures)
+    count_replies(rig, sent, tags, figures)
     count_order(rig, client, sent, figures)
     count_leftovers(rig, client, list(sent), figures)
     figures.examples = figures.examples[:10]
@@ -170,3 +203,4 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, faults:
             figures.keys_without_ttl, figures.live_cards) == (0, 0, 0, 0, 0, 0), figures.line()
     assert figures.release_queue <= RELEASE_QUEUE_CAP_MESSAGES, figures.line()
     assert figures.answered == figures.sent
+    assert figures.merged > 0, figures.line()  # the merge groups' bursts were merged

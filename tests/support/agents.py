@@ -57,6 +57,7 @@ def _record(client: redis.Redis, turn: Turn, event: str) -> None:
     """Append to the chat's event list; waits out a Redis restart (up to 30 s)."""
     record = json.dumps({
         "event": event, "message_id": turn.message_id, "text": turn.text,
+        "message_ids": [m.message_id for m in turn.messages],
         "fence": turn.fence, "pid": os.getpid(), "thread": threading.get_ident(), "t": time.time(),
     })
     deadline = time.monotonic() + 30
