@@ -62,6 +62,9 @@ def _build(prom: Any, role: str) -> dict[str, Any]:
                     buckets=QUEUE_BUCKETS_S),
         "turn": h("gateway_turn_seconds", "From a turn's start to its end, by outcome",
                   ["outcome"], buckets=TURN_BUCKETS_S),
+        "merged": c("gateway_messages_merged_total", "Messages answered together with others "
+                    "in one turn (busy modes merge and interrupt), by how the turn ended",
+                    ["outcome"]),
         "retries": c("gateway_send_retries_total", "Open API calls tried again"),
         "rate_wait": c("gateway_rate_limit_wait_seconds_total",
                        "Time sends waited for the shared Feishu quota"),
@@ -226,6 +229,11 @@ def turn_started(queued_s: float) -> None:
 def turn_ended(outcome: str, seconds: float) -> None:
     if (m := _m.get("turn")) is not None:
         m.labels(outcome).observe(seconds)
+
+
+def merged(outcome: str, messages: int) -> None:
+    if (m := _m.get("merged")) is not None and messages > 1:
+        m.labels(outcome).inc(messages)
 
 
 def send_retried() -> None:

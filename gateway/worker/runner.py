@@ -194,6 +194,7 @@ class TurnRunner:
                 following = self.publisher.finish(turn, None if leaving else run_next,
                                                   outcome)
         metrics.turn_ended(outcome, time.monotonic() - clock)
+        metrics.merged(outcome, len(started.merged_ids))
         logger.info("turn %s of chat %s %s in %.2fs (attempt %d)",
                     turn_task_id(turn.chat_id, turn.message_id, turn.fence), turn.chat_id,
                     outcome, time.monotonic() - clock, started.attempt)

@@ -3,6 +3,7 @@ there and they move when traffic flows (real listener, real workers, simulator).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,6 +19,8 @@ from gateway.ops.processes import wait_until
 from tests.support.replies import agent_events, reply_of, started
 from tests.support.rig import Rig, rig_up
 
+MERGING_CHAT = "oc_metrics_merging"
+
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
@@ -26,7 +29,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     with rig_up(tmp_path_factory, worker_env={"PROMETHEUS_MULTIPROC_DIR": metrics_dir},
                 GATEWAY_METRICS_PORT=str(free_port()),
                 GATEWAY_WORKER_METRICS_PORT=str(free_port()), FEISHU_GROUP_POLICY="disabled",
-                FEISHU_TYPING="false") as rig:
+                FEISHU_TYPING="false", GATEWAY_MERGE_WINDOW_MS="300",
+                FEISHU_GROUP_RULES=json.dumps({MERGING_CHAT: {"busy": "merge"}})) as rig:
         yield rig
 
 
@@ -118,3 +122,14 @@ def test_a_worker_multiprocess_folder_that_cannot_be_used_is_one_line_not_a_cras
     assert metrics.serve_worker(free_port(), "127.0.0.1", str(a_file)) is False
     [record] = [r for r in caplog.records if r.name == "gateway.core.metrics"]
     assert f"PROMETHEUS_MULTIPROC_DIR={a_file} cannot be used" in record.getMessage()
+
+
+def test_messages_answered_together_are_counted(rig: Rig) -> None:
+    port = rig.env["GATEWAY_WORKER_METRICS_PORT"]
+    series = 'gateway_messages_merged_total{outcome="replied"}'
+    before = value(scrape(port), series)
+    sent = [rig.sim.send_text(MERGING_CHAT, f"part {n}") for n in range(3)]
+    reply = reply_of(rig.sim, MERGING_CHAT, sent[-1])
+    assert all(f"part {n}" in reply for n in range(3)), reply
+    wait_until(lambda: value(scrape(port), series) - before >= 3, 20,
+               "the three merged messages counted")
