@@ -124,16 +124,16 @@ class Canceller:
     def begin(self, chat_id: str, command_id: str, *, new_session: bool = False,
               target: str = "*", debounce: bool = True, renewed: bool = False,
               only_queued: bool = False, sent_ms: int = 0,
-              interrupt: bool = False) -> CancelResult | Waiting:
+              interrupt: str = "") -> CancelResult | Waiting:
         """The stop's first part, which never waits: the result, or the running turn that
         was flagged, to be ended with `end` once it stopped or its deadline passed (the
         control desk watches many of them at once). `renewed`: the /new's session was
         already renewed when it was admitted. `only_queued`: a running turn is left alone
         ("nothing"), decided in the same step as the rest. `sent_ms`: the command's
         create_time (merging, a turn not started yet drops the messages sent up to it; 0:
-        every waiting one). `interrupt`: busy mode interrupt, a new message
-        stops the running turn and its messages go into the next turn (a turn not running
-        is left alone: "nothing")."""
+        every waiting one). `interrupt`: busy mode interrupt, the id of the new message
+        that stops the running turn, whose messages go into the next turn (a turn not
+        running, or a new message withdrawn meanwhile, is left alone: "nothing")."""
         clock = time.monotonic()
         # the flag outlives the turn's lease, so a sweeper can still see it was stopped
         flag_ttl_ms = max(int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms, RECORD_TTL_MS)

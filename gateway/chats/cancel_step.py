@@ -27,14 +27,15 @@ class CancelSteps(ChatScripts):
     def cancel(self, chat_id: str, command_id: str, *, debounce_ms: int, flag_ttl_ms: int,
                target_fence: int | str = "*", new_session: bool = False,
                only_queued: bool = False, sent_ms: int = 0,
-               interrupt: bool = False) -> CancelStep:
+               interrupt: str = "") -> CancelStep:
         """The state change of a stop (see lua/cancel.lua). `target_fence`: the turn the
         command is about ("" none held the chat when it was sent, "*" whatever holds it);
-        `only_queued`: a running turn is left alone ('nothing')."""
+        `only_queued`: a running turn is left alone ('nothing'); `interrupt`: the id of the
+        message that interrupts the running turn (busy mode interrupt; '': a stop)."""
         k = self.keys(chat_id)
         options = self.options("cancel", debounce_ms=debounce_ms, record_ttl_ms=flag_ttl_ms,
                                new_session=new_session, only_queued=only_queued,
-                               sent_ms=sent_ms, interrupt=interrupt)
+                               sent_ms=sent_ms, interrupt=interrupt or False)
         reply = [text_of(v) for v in self._scripts["cancel"](
             keys=[*k.all, k.command(command_id), k.done],
             args=[command_id, chat_id, target_fence, options])]

@@ -225,7 +225,8 @@ class ControlDesk:
             self._say(message, begun.user_reply(), "command")
         elif job.kind == "interrupt":  # busy mode interrupt: stop the turn, say nothing
             begun = self._canceller.begin(job.chat_id, f"interrupt:{message.message_id}",
-                                          target=job.target, debounce=False, interrupt=True)
+                                          target=job.target, debounce=False,
+                                          interrupt=message.message_id)
             if isinstance(begun, Waiting):
                 with self._guard:
                     self._parked[job.job_id] = (job, begun)

@@ -40,7 +40,8 @@ def interrupts(client: redis.Redis, chat_id: str) -> list[str]:
 
 def interrupt(store: ChatStore, chat_id: str, n: int) -> str:
     step = store.cancel(chat_id, f"interrupt:om_{n}", debounce_ms=0, flag_ttl_ms=60_000,
-                        target_fence=interrupts(store.redis, chat_id)[-1], interrupt=True)
+                        target_fence=interrupts(store.redis, chat_id)[-1],
+                        interrupt=f"om_{n}")
     return step.how
 
 
@@ -136,6 +137,19 @@ def test_an_interrupt_never_undoes_a_withdraw_that_came_first(
     for record in read_history(redis_client, store.keys(chat_id)):  # newest first
         latest.setdefault(record.message_id, record.outcome)
     assert latest == {"om_1": "withdrawn"}
+
+
+def test_an_interrupt_whose_message_was_withdrawn_first_leaves_the_turn_running(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = interrupting(redis_client)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None and started(store, turn).message_id == "om_1"
+    assert admit(store, chat_id, 2) is None  # the interrupt job waits for the desk
+    assert store.withdraw(chat_id, "om_2").how == "dropped"
+    assert interrupt(store, chat_id, 2) == "nothing", "nothing new waits to be answered"
+    assert store.heartbeat([turn]) != ["stopped"] and not store.interrupted(turn)
+    assert store.complete(turn, outcome="replied").following is None
+    assert pending_ids(store, chat_id) == []
 
 
 def test_an_interrupt_after_the_answer_was_written_lets_the_turn_end_as_it_is(

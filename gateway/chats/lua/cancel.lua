@@ -12,9 +12,10 @@
 --         claim_ttl_ms session_ttl_ms history_cap history_ttl_ms
 --         sent_ms (the command's create_time: under busy mode merge or interrupt a turn not
 --         yet started drops the waiting messages sent up to it; 0 or absent: all of them)
---         interrupt (true: busy mode interrupt, a new message stops the running turn and
---         its messages are kept for the next turn (stop `keep`); a turn not running is
---         left alone: 'nothing')
+--         interrupt (busy mode interrupt: the id of the new message that stops the running
+--         turn, whose messages are kept for the next turn (stop `keep`); a turn not running,
+--         or a new message no longer waiting (withdrawn), is left alone: 'nothing'; false: a
+--         stop)
 -- → {how, fence, task_id, waiting[, next_fence, next_entry]} (next: the turn claimed after
 --   the dropped one, to be published) where how is
 --   'again'       this command ran before: how/fence/task_id/waiting as recorded
@@ -67,7 +68,8 @@ if state == 'running' then
   if opts.interrupt then
     -- an interrupt never undoes another stop (a /stop, a withdraw, the bot removed), nor
     -- cuts a turn whose answer is written (it is being sent)
-    if flagged or (redis.call('HGET', K.tries, 'aid') or '') ~= '' then
+    if flagged or (redis.call('HGET', K.tries, 'aid') or '') ~= ''
+        or not find_entry(opts.interrupt) then
       return record('nothing', '', '')
     end
     redis.call('HSET', K.stop, 'fence', fence, 'entry', entry or '', 'task', task_id, 'why',
