@@ -160,8 +160,14 @@ def test_a_new_message_interrupts_the_running_turn_and_the_next_answers_both(
     assert lines_of(reply) == merged_echo("sleep 30", "never mind, just say hi")
     assert starts(client, chat_id) == [first, second]
     assert only_replies(sim, chat_id) == {second: [reply]}
-    outcomes = [(r.message_id, r.outcome) for r in read_history(client, ChatKeys(chat_id))]
-    assert (first, "interrupted") in outcomes and (first, "replied") in outcomes
+
+
+    def outcomes() -> set[tuple[str, str]] | None:  # recorded once the reply went out
+        found = {(r.message_id, r.outcome) for r in read_history(client, ChatKeys(chat_id))}
+        return found if (first, "replied") in found else None
+
+    recorded = wait_until(outcomes, 10, "the merged turn recorded")
+    assert isinstance(recorded, set) and (first, "interrupted") in recorded
     for message_id in (first, second):  # Feishu delivers them again: duplicates
         sim.redeliver(message_id)
     after = sim.send_text(chat_id, "bye")
