@@ -29,6 +29,11 @@ class RateLimited(RetryableError):
     """Feishu's frequency control said wait (HTTP 429, code 99991400, ...)."""
 
 
+class Yielded(GatewayError):
+    """A cosmetic call (a streaming update, a reaction) skipped: replies are waiting for the
+    send quota, and they go first."""
+
+
 class RejectedError(GatewayError):
     """A permanent failure: trying again cannot succeed (Feishu said why in `code`)."""
 

@@ -66,6 +66,8 @@ def _build(prom: Any, role: str) -> dict[str, Any]:
                     "in one turn (busy modes merge and interrupt), by how the turn ended",
                     ["outcome"]),
         "retries": c("gateway_send_retries_total", "Open API calls tried again"),
+        "yielded": c("gateway_sends_yielded_total", "Cosmetic calls (streaming updates, "
+                     "reactions) skipped because replies were waiting for the send quota"),
         "rate_wait": c("gateway_rate_limit_wait_seconds_total",
                        "Time sends waited for the shared Feishu quota"),
         "undelivered": c("gateway_replies_undelivered_total", "Replies given up"),
@@ -234,6 +236,11 @@ def turn_ended(outcome: str, seconds: float) -> None:
 def merged(outcome: str, messages: int) -> None:
     if (m := _m.get("merged")) is not None and messages > 1:
         m.labels(outcome).inc(messages)
+
+
+def yielded() -> None:
+    if (m := _m.get("yielded")) is not None:
+        m.inc()
 
 
 def send_retried() -> None:

@@ -4,8 +4,10 @@ FEISHU_STREAM_INTERVAL_MS while the agent writes, then replaced by the final tex
 text so far with a "stopped" or "failed" mark).
 
 Updates while streaming draw from the quota at the low priority and a failed one is skipped
-(the next carries the whole text); when no surface can be made at all, the answer goes out
-as ordinary replies once it is complete.
+(the next carries the whole text). While replies wait for the send quota, updates yield to
+them: each skipped update doubles the time to the next (up to COARSEST times the interval),
+and one shown brings the interval back. When no surface can be made at all, the answer goes
+out as ordinary replies once it is complete.
 """
 
 from __future__ import annotations
@@ -24,20 +26,34 @@ logger = logging.getLogger(__name__)
 STOPPED_MARK = "⏹ Stopped."
 INTERRUPTED_MARK = "⏹ Interrupted by your next message: answering them together."
 FAILED_MARK = "⚠ The answer broke off here."
+COARSEST = 8
+"""Skipped updates stretch the interval to at most this many times FEISHU_STREAM_INTERVAL_MS."""
 
 
 @dataclass
 class Throttle:
-    """At most one update per `interval_s` (the first is due at once). Pure."""
+    """At most one update per `interval_s` (the first is due at once), stretched while
+    updates are skipped (`missed`) and back once one is shown (`shown`). Pure."""
 
     interval_s: float
     _last: float = field(default=float("-inf"))
+    _stretch: int = 1
+
+    @property
+    def current_s(self) -> float:
+        return self.interval_s * self._stretch
 
     def due(self, now: float) -> bool:
-        if now - self._last < self.interval_s:
+        if now - self._last < self.current_s:
             return False
         self._last = now
         return True
+
+    def missed(self) -> None:
+        self._stretch = min(self._stretch * 2, COARSEST)
+
+    def shown(self) -> None:
+        self._stretch = 1
 
 
 class Stream:
@@ -93,7 +109,10 @@ class Stream:
         if not self.opened and self._open(text):
             return  # the new surface was made with this text
         if not self.broken:
-            self.surface.update(self._visible(text))
+            if self.surface.update(self._visible(text)):
+                self._throttle.shown()
+            else:
+                self._throttle.missed()
 
     def close(self, text: str, mark: str = "") -> bool:
         """Show `text` as the final content (with `mark` under it), streaming off. True

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.chats.streams import StreamCards
-from gateway.core.errors import GatewayError
+from gateway.core.errors import GatewayError, Yielded
 from gateway.core.model import Message
 from gateway.feishu.outbound.delivery import Replies, derived_uuid, reply_uuid
 from gateway.feishu.outbound.render import card_json, render
@@ -47,8 +47,9 @@ class Surface(Protocol):
         when an earlier attempt's was found (it shows older text). Raises GatewayError when
         none can be made."""
 
-    def update(self, text: str) -> None:
-        """Show `text` (best effort: a failed update is logged and skipped)."""
+    def update(self, text: str) -> bool:
+        """Show `text` (best effort: a failed update is logged and skipped, and so is one
+        that yields to replies waiting for the send quota); whether it was shown."""
 
     def finish(self, text: str, mark: str) -> bool:
         """Show `text` (with `mark` under it) as the final content; False when it could not
@@ -103,7 +104,7 @@ class CardSurface(_Sender):
         self.card_id = card_id
         return fresh
 
-    def update(self, text: str) -> None:
+    def update(self, text: str) -> bool:
         sequence, uuid = self._next()
         m, card_id = self._message, self.card_id
         try:
@@ -111,9 +112,13 @@ class CardSurface(_Sender):
                 card_id, ELEMENT_ID, text, sequence=sequence, uuid=uuid), app_id=m.app_id,
                 chat_id=m.chat_id, low=True, budget_s=UPDATE_BUDGET_S,
                 may_send=self._may_send, stopped=self._stopped)
-            self.updates += 1
+        except Yielded:
+            return False
         except GatewayError as error:
             logger.info("streaming update of %s skipped: %s", m.message_id, error)
+            return False
+        self.updates += 1
+        return True
 
     def finish(self, text: str, mark: str) -> bool:
         sequence, uuid = self._next()
@@ -152,16 +157,21 @@ class EditedMessage(_Sender):
             may_send=self._may_send if low else _always, stopped=self._stopped if low
             else None)
 
-    def update(self, text: str) -> None:
+    def update(self, text: str) -> bool:
         if self._edits_left <= 0:
-            return
-        self._edits_left -= 1
+            return False
+        self._edits_left -= 1  # (a failed attempt may still have edited it)
         try:
             self._edit(text, low=True, budget_s=UPDATE_BUDGET_S)
-            self.updates += 1
+        except Yielded:
+            self._edits_left += 1  # nothing was sent
+            return False
         except GatewayError as error:
             logger.info("streaming edit of the answer to %s skipped: %s",
                         self._message.message_id, error)
+            return False
+        self.updates += 1
+        return True
 
     def finish(self, text: str, mark: str) -> bool:
         try:

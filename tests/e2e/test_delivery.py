@@ -331,3 +331,5 @@ def test_a_burst_over_many_chats_stays_within_feishus_quota_across_two_workers(
     assert sim.fault_counts.get("429", 0) - injected == 3
     pids = {e["pid"] for chat in chats for e in agent_events(rig.client(), chat)}
     assert len(pids) >= 3, "turns ran in both workers' pool processes"
+    wait_until(lambda: not any(sim.reactions(m) for ms in asked.values() for m in ms), 30,
+               "no typing reaction left on an answered message")

@@ -5,7 +5,9 @@ Each app has one bucket pair (per second and per minute, Feishu's documented 50/
 sized so that no second (or minute) ever sees more than its limit.
 A send waits for a token from its chat's and its app's buckets (take.lua), the chat's
 first; when the app's does not come in time, the chat's token is given back. Streaming
-updates and reactions draw at a low priority: they leave a reserve for final replies. A
+updates and reactions draw at a low priority: they leave a reserve for final replies, and
+while a reply waits for the quota they take nothing at all (they yield: `Yielded`, or they
+wait when told to be patient), so cosmetic calls never make a reply wait. A
 "rate limited" answer holds the app's whole quota until Feishu's reset time (hold.lua),
 so no worker hammers it after a refusal.
 
@@ -24,6 +26,7 @@ from typing import Protocol
 import redis
 
 from gateway.core import metrics
+from gateway.core.errors import Yielded
 from gateway.core.scripts import register
 
 logger = logging.getLogger(__name__)
@@ -93,24 +96,31 @@ class Quota:
         return int(self._take(keys=[key], args=args))
 
     def acquire(self, app_id: str, chat_id: str = "", *, low: bool = False,
-                stopped: Interrupt | None = None, timeout_s: float = 60.0) -> bool:
+                patient: bool = False, stopped: Interrupt | None = None,
+                timeout_s: float = 60.0) -> bool:
         """Wait for a send's tokens (the chat's first, then the app's); False when
-        `timeout_s` passed or `stopped` was set first. True at once when Redis fails."""
+        `timeout_s` passed or `stopped` was set first. True at once when Redis fails.
+        A `low` draw while replies wait for the quota raises `Yielded` at once, unless it
+        is `patient` (then it waits for them)."""
         began = time.monotonic()
         deadline = began + timeout_s
         interrupt = stopped if stopped is not None else threading.Event()
         try:
-            return self._acquire(app_id, chat_id, low, interrupt, deadline)
+            return self._acquire(app_id, chat_id, low, patient, interrupt, deadline)
         finally:
             metrics.rate_waited(time.monotonic() - began)
 
-    def _acquire(self, app_id: str, chat_id: str, low: bool, interrupt: Interrupt,
-                 deadline: float) -> bool:
+    def _acquire(self, app_id: str, chat_id: str, low: bool, patient: bool,
+                 interrupt: Interrupt, deadline: float) -> bool:
         keys = ([chat_key(chat_id)] if chat_id else []) + [app_key(app_id)]
         for taken, key in enumerate(keys):
             try:
-                if self._take_one(key, low, interrupt, deadline):
+                if self._take_one(key, low, patient, interrupt, deadline):
                     continue
+            except Yielded:
+                self._give_back(keys[:taken], low)
+                metrics.yielded()
+                raise
             except redis.RedisError as error:
                 logger.warning("send quota unavailable (%s); sending without it", error)
                 return True
@@ -125,14 +135,18 @@ class Quota:
             except redis.RedisError as error:
                 logger.warning("send quota token not given back (%s)", error)
 
-    def _take_one(self, key: str, low: bool, interrupt: Interrupt,
+    def _take_one(self, key: str, low: bool, patient: bool, interrupt: Interrupt,
                   deadline: float) -> bool:
         """Wait for a token of one quota; False when the deadline passed or `interrupt`
-        was set first."""
+        was set first; `Yielded` (a low draw, not patient) while replies wait for it."""
         while True:
             wait_ms = self._wait_ms(key, low)
-            if wait_ms <= 0:
+            if wait_ms == 0:
                 return True
+            if wait_ms < 0:  # replies are waiting: cosmetic calls yield
+                if not patient:
+                    raise Yielded("replies are waiting for the send quota")
+                wait_ms = -wait_ms
             left_s = deadline - time.monotonic()
             if left_s <= 0 or interrupt.wait(min(wait_ms / 1000, left_s, MAX_POLL_S)):
                 return False

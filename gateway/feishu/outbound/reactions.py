@@ -3,8 +3,10 @@ failure mark when the turn failed. Sent off the turn's path by one thread per pr
 one attempt each: a refusal or a rate limit is logged once and never retried (quota is
 for replies).
 
-Reactions draw from the send quota at the low priority: with no room soon, a "Typing"
-reaction is skipped (its removal and the failure mark wait a little longer).
+Reactions draw from the send quota at the low priority: while replies wait for the quota,
+or with no room soon, a "Typing" reaction is skipped (as is one whose turn ended before
+its turn came); its removal and the failure mark wait for room (they yield to the replies
+first).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.core.errors import GatewayError, RateLimited
+from gateway.core.errors import GatewayError, RateLimited, Yielded
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.feishu.outbound.quota import Quota
 
@@ -24,7 +26,9 @@ logger = logging.getLogger(__name__)
 QUEUE_CAP = 1000
 ADD_WAIT_S = 0.5
 """A "Typing" reaction waits at most this long for the quota (it is skipped after)."""
-REMOVE_WAIT_S = 5.0
+REMOVE_WAIT_S = 120.0
+"""A reaction's removal (and a failure mark) waits this long for the quota: a "Typing"
+left on an answered message would be a lie."""
 
 
 @dataclass
@@ -35,6 +39,8 @@ class Typing:
     app_id: str
     chat_id: str = ""
     reaction_id: str = ""
+    ended: bool = False
+    """The turn ended: a reaction not added yet is not added any more."""
 
 
 class Typist:
@@ -54,6 +60,7 @@ class Typist:
 
     def end(self, typing: Typing, *, failed: bool) -> None:
         """Remove the reaction (after it was added: one thread, in order); mark a failure."""
+        typing.ended = True
         self._submit(lambda: self._remove(typing, failed))
 
     def _submit(self, job: Callable[[], None]) -> None:
@@ -79,10 +86,16 @@ class Typist:
             except Exception:  # the thread's boundary: it must go on
                 logger.exception("typing reaction failed")
 
-    def _room(self, typing: Typing, api: OpenApi, wait_s: float) -> bool:
-        if self._quota is None or self._quota.acquire(api.app_id, typing.chat_id, low=True,
-                                                      timeout_s=wait_s):
-            return True
+    def _room(self, typing: Typing, api: OpenApi, wait_s: float, *,
+              patient: bool = False) -> bool:
+        try:
+            if self._quota is None or self._quota.acquire(
+                    api.app_id, typing.chat_id, low=True, patient=patient, timeout_s=wait_s):
+                return True
+        except Yielded:
+            logger.debug("typing reaction on %s skipped: replies are waiting for the send "
+                         "quota", typing.message_id)
+            return False
         logger.debug("typing reaction on %s skipped: the send quota is busy",
                      typing.message_id)
         return False
@@ -96,6 +109,8 @@ class Typist:
             raise
 
     def _add(self, typing: Typing) -> None:
+        if typing.ended:
+            return
         api = self._api_for(typing.app_id)
         if self._room(typing, api, ADD_WAIT_S):
             typing.reaction_id = self._react(typing, api, self.emoji)
@@ -103,8 +118,9 @@ class Typist:
     def _remove(self, typing: Typing, failed: bool) -> None:
         api = self._api_for(typing.app_id)
         try:
-            if typing.reaction_id and self._room(typing, api, REMOVE_WAIT_S):
+            if typing.reaction_id and self._room(typing, api, REMOVE_WAIT_S, patient=True):
                 api.delete_reaction(typing.message_id, typing.reaction_id)
         finally:
-            if failed and self.failure_emoji and self._room(typing, api, REMOVE_WAIT_S):
+            if failed and self.failure_emoji and self._room(typing, api, REMOVE_WAIT_S,
+                                                            patient=True):
                 self._react(typing, api, self.failure_emoji)

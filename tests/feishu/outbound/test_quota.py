@@ -10,7 +10,7 @@ import pytest
 import redis
 from pydantic import SecretStr
 
-from gateway.core.errors import RetryableError
+from gateway.core.errors import RetryableError, Yielded
 from gateway.feishu.outbound.delivery import Replies, RetryPolicy, reply_uuid
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.feishu.outbound.quota import Quota, Rates, app_key
@@ -55,6 +55,37 @@ def test_low_priority_leaves_a_reserve_for_replies(redis_client: redis.Redis) ->
     low = sum(quota.acquire("cli_a", low=True, timeout_s=0) for _ in range(20))
     high = sum(quota.acquire("cli_a", timeout_s=0) for _ in range(20))
     assert (low, high) == (8, 2)  # a burst of 10, two kept for replies
+
+
+def pressed(quota: Quota, chat_id: str = "") -> None:
+    """Drain the app's burst, then let a reply wait for a token (it marks the pressure)."""
+    while quota.acquire("cli_a", chat_id, timeout_s=0):
+        pass
+    assert quota.acquire("cli_a", chat_id, timeout_s=2), "the reply never got its token"
+
+
+def test_cosmetic_calls_yield_while_a_reply_waits_for_the_quota(
+        redis_client: redis.Redis) -> None:
+    quota = Quota(redis_client, Rates(per_s=10, per_min=100_000, chat_per_s=1000))
+    worker = Quota(redis_client, quota.rates)  # another worker process
+    redis_client.delete(app_key("cli_a"))
+    assert worker.acquire("cli_a", low=True, timeout_s=0), "no pressure yet: it takes"
+    pressed(quota)
+    with pytest.raises(Yielded):
+        worker.acquire("cli_a", low=True, timeout_s=5)
+    began = time.monotonic()
+    assert worker.acquire("cli_a", low=True, patient=True, timeout_s=5)
+    assert time.monotonic() - began >= 0.5, "a patient one waits out the pressure"
+    assert worker.acquire("cli_a", low=True, timeout_s=2), "the pressure is over"
+
+
+def test_a_yielding_call_gives_the_chats_token_back(redis_client: redis.Redis) -> None:
+    quota = Quota(redis_client, Rates(per_s=10, per_min=100_000, chat_per_s=1))
+    redis_client.delete(app_key("cli_a"), "gw:quota:chat:oc_yield")
+    pressed(quota)  # the app's quota, pressed by a reply of another chat
+    with pytest.raises(Yielded):
+        quota.acquire("cli_a", "oc_yield", low=True, timeout_s=1)
+    assert quota.acquire("cli_a", "oc_yield", timeout_s=0.5), "the chat's token was wasted"
 
 
 def test_a_hold_stops_every_draw_until_it_ends(redis_client: redis.Redis) -> None:
@@ -129,6 +160,17 @@ def test_a_hold_ends_within_its_own_length_after_a_clock_step_back(
     quota.hold("cli_a", 0.5)  # a new hold after the step is kept for its own length
     assert not quota.acquire("cli_a", timeout_s=0.2)
     assert quota.acquire("cli_a", timeout_s=2)
+
+
+def test_a_pressure_ends_within_its_own_length_after_a_clock_step_back(
+        stepped: tuple[SteppedClock, redis.Redis]) -> None:
+    clock, client = stepped
+    quota = Quota(client, Rates(per_s=10, per_min=100_000, chat_per_s=1000))
+    client.delete(app_key("cli_a"))
+    pressed(quota)
+    clock.step(-300)
+    assert quota.acquire("cli_a", low=True, patient=True, timeout_s=5)
+    assert quota.acquire("cli_a", low=True, timeout_s=5), "the pressure lasted the step"
 
 
 def test_a_reply_whose_budget_ends_in_a_hold_gives_feishus_answer_as_the_reason(

@@ -4,15 +4,21 @@
 -- replies (a bucket too small for a reserve has none). A negative cost gives tokens back
 -- (never past a bucket's capacity, whatever a hold says). A hold (Feishu answered "rate
 -- limited" with a reset time) stops every draw until it ends, whatever the tokens say.
+-- Cosmetic calls yield to replies: a reply (no reserve) that must wait marks the quota
+-- pressed until its wait and PRESS_MS more have passed, and while it is pressed a
+-- low-priority draw takes nothing and answers minus the milliseconds the pressure lasts.
 -- A step of Redis's clock delays nothing by more than a bucket's or a hold's own period:
 -- a refill or hold time ahead of now (the clock stepped back) counts from now, and is
 -- written back at once.
 -- KEYS: 1 quota (hash: t<i> tokens and ts<i> last refill in server ms per bucket; until,
 --       the hold's end in server ms, hold_ms its length and hold_end the end it is the
---       length of: an older version's hold rewrote `until` alone)
+--       length of: an older version's hold rewrote `until` alone; pressed, the end of the
+--       pressure in server ms)
 -- ARGV: 1 cost  2 reserve (0..1)  3 ttl_s  4.. rate_per_s, capacity pairs, one per bucket
--- → 0 when taken, else the milliseconds to wait before trying again
+-- → 0 when taken, else the milliseconds to wait before trying again (negative: a
+--   low-priority draw yields to waiting replies for that long)
 --!include clock.lua
+local PRESS_MS = 1000
 local _, now = clock()
 local cost, reserve = tonumber(ARGV[1]), tonumber(ARGV[2])
 local hold = redis.call('HMGET', KEYS[1], 'until', 'hold_ms', 'hold_end')
@@ -24,6 +30,14 @@ if held > now + length then  -- the clock stepped back past the hold's own lengt
   redis.call('HSET', KEYS[1], 'until', str(held), 'hold_end', str(held))
 end
 if held > now and cost > 0 then return held - now end
+if reserve > 0 and cost > 0 then
+  local pressed = tonumber(redis.call('HGET', KEYS[1], 'pressed') or '0')
+  if pressed > now + tonumber(ARGV[3]) * 1000 then  -- the clock stepped back past it
+    redis.call('HDEL', KEYS[1], 'pressed')
+  elseif pressed > now then
+    return now - pressed
+  end
+end
 local tokens, wait, stepped = {}, 0, false
 local buckets = (#ARGV - 3) / 2
 for i = 1, buckets do
@@ -36,7 +50,15 @@ for i = 1, buckets do
   local need = math.min(capacity, cost + reserve * capacity) - have
   if need > 0 and cost > 0 then wait = math.max(wait, math.ceil(need * 1000 / rate)) end
 end
-if wait > 0 and not stepped then return wait end
+if wait > 0 and not stepped then
+  if reserve == 0 and cost > 0 then
+    local until_ms = now + wait + PRESS_MS
+    if until_ms > tonumber(redis.call('HGET', KEYS[1], 'pressed') or '0') then
+      redis.call('HSET', KEYS[1], 'pressed', str(until_ms))
+    end
+  end
+  return wait
+end
 for i = 1, buckets do
   local left = tokens[i]
   if wait == 0 then left = math.min(tonumber(ARGV[3 + 2 * i]), left - cost) end
