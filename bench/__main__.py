@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import contenders, releases, report, sweep
+from bench import contenders, quota, releases, report, sweep
 from bench.stack import stack
 from gateway.ops.processes import REPO
 
@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         step("gateway")
         r["gateway"] = contenders.gateway(st, args.burst, args.singles, rates,
                                           args.ack_seconds, args.stop_trials)
+        step("replies per minute under Feishu's default quota, without / with reactions")
+        r["quota"] = quota.measure(st, args.quota_burst)
         if not args.quick:
             step("gateway, task events off / on")
             r["gateway_no_events"] = contenders.gateway_burst(st, args.burst, 2, "ev0",
@@ -73,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ack-seconds", type=float, default=4.0)
     parser.add_argument("--stop-trials", type=int, default=30)
     parser.add_argument("--sweep-chats", type=int, default=100_000)
+    parser.add_argument("--quota-burst", type=int, default=600,
+                        help="messages of the burst under Feishu's default send quota")
     parser.add_argument("--quick", action="store_true",
                         help="only the main comparison (no events, scaling, sweep, RSS)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")

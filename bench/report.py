@@ -71,6 +71,13 @@ def rows(r: dict[str, Any]) -> list[Row]:
         ("dedupe mark bytes per message", _f(gw["dedupe_bytes_per_message"]), "<= 60",
          _ok(gw["dedupe_bytes_per_message"] <= 60)),
     ]
+    if "quota" in r:
+        q = r["quota"]
+        without, with_ = q["without"]["replies_per_min"], q["with"]["replies_per_min"]
+        out.append((f"replies/min, a burst of {q['messages']} under Feishu's default quota: "
+                    "without / with typing reactions (reaction calls)",
+                    f"{_f(without)} / {_f(with_)} ({q['with']['reaction_calls']})",
+                    "with >= 0.9x without", _ok(with_ >= 0.9 * without)))
     for role, marks in r.get("rss_mb", {}).items():
         growth = marks["1000000"] - marks["10000"]
         out.append((f"{role} RSS 10k -> 1M chats", f"{_f(marks['10000'])} -> "
