@@ -60,9 +60,9 @@ class ActiveChats:
         way (one round trip per master)."""
         with self.redis.pipeline(transaction=False) as pipe:
             for key in self.keyspace.actives:
-                pipe.execute_command("ZREMRANGEBYSCORE", key, "-inf", f"({since_ms}",  # type: ignore[no-untyped-call]
+                pipe.execute_command("ZREMRANGEBYSCORE", key, "-inf", f"({since_ms}",
                                      **route(self.redis, key))
-                pipe.execute_command("ZREVRANGEBYSCORE", key, "+inf", since_ms, "WITHSCORES",  # type: ignore[no-untyped-call]
+                pipe.execute_command("ZREVRANGEBYSCORE", key, "+inf", since_ms, "WITHSCORES",
                                      withscores=True, **route(self.redis, key))
             replies = pipe.execute()
         found = [chat for members in replies[1::2] for member, score in members
