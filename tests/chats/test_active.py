@@ -63,8 +63,8 @@ def test_a_command_read_back_after_an_outage_is_late_not_run(client: redis.Redis
     assert stop.outcome == "late"
     live = store.ingest(msg("oc_cmd", 3, text="/stop"), "stop", app_id="cli_a")
     assert live.outcome == "command", "a pushed command runs as ever"
-    kinds = [fields["kind"] for _, fields in client.xrange(CONTROL_KEY)
-             if fields.get("chat") == "oc_cmd"]
+    entries: list[tuple[str, dict[str, str]]] = client.xrange(CONTROL_KEY)  # type: ignore[assignment]
+    kinds = [fields["kind"] for _, fields in entries if fields.get("chat") == "oc_cmd"]
     assert kinds == ["late", "command"]
     [(_, stored)] = store.pending("oc_cmd")
     assert stored is not None and stored.caught_up
