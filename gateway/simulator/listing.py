@@ -68,11 +68,12 @@ def _int(query: Any, name: str, default: int | None) -> int | None:
 
 def select(records: Iterable[MessageRecord], start_s: int | None, end_s: int | None,
            sort: str) -> list[MessageRecord]:
-    """The records created within [start_s, end_s] (seconds, inclusive), sorted (pure)."""
+    """The records created within [start_s, end_s] (seconds, inclusive), sorted by create
+    time, ties in the order the simulator took them (pure)."""
     found = [r for r in records if (start_s is None or r.create_time_ms // 1000 >= start_s)
              and (end_s is None or r.create_time_ms // 1000 <= end_s)]
-    return sorted(found, key=lambda r: (r.create_time_ms, r.message_id),
-                  reverse=sort == SORTS[1])
+    ordered = sorted(found, key=lambda r: r.create_time_ms)
+    return ordered[::-1] if sort == SORTS[1] else ordered
 
 
 class Listing:
