@@ -83,9 +83,9 @@ class Settings(BaseSettings):
     up when a listener connects again: the messages sent meanwhile, which Feishu no longer
     pushes, are read back from the messages list API (docs/design.md#catch-up)."""
     catchup_window_s: float = Field(21_600.0, validation_alias="FEISHU_CATCHUP_WINDOW_S",
-                                    ge=60, le=7 * 86_400)
+                                    ge=60, le=86_400)
     """Catch-up reads back at most this far, and only chats active within it (an older gap
-    is read from this long ago)."""
+    is read from this long ago); at most a day, within the dedupe marks' life."""
     catchup_max_chats: int = Field(200, validation_alias="FEISHU_CATCHUP_MAX_CHATS", ge=0,
                                    le=100_000)
     """Catch-up reads at most this many chats, the most recently active first (0: no

@@ -35,7 +35,7 @@ end
 local now_us, now_ms = clock()
 if (opts.active_cap or 0) > 0 and ARGV[7] and ARGV[7] ~= '' then
   redis.call('ZADD', KEYS[14], str(now_ms), ARGV[7])
-  redis.call('PEXPIRE', KEYS[14], 7 * 86400000)  -- (the longest catch-up window)
+  redis.call('PEXPIRE', KEYS[14], 86400000)  -- (the longest catch-up window)
   if redis.call('ZCARD', KEYS[14]) > opts.active_cap + 64 then  -- trimmed in batches
     redis.call('ZREMRANGEBYRANK', KEYS[14], 0, -(opts.active_cap + 1))
   end
