@@ -21,7 +21,7 @@ from gateway.core.scripts import pack, register
 
 LIMITS: dict[str, tuple[str, ...]] = {
     "ingest": ("dedupe_ttl_s", "inbox_cap", "claim_ttl_ms", "control_cap", "session_ttl_ms",
-               "history_cap", "history_ttl_ms", "late_after_ms", "late_events"),
+               "history_cap", "history_ttl_ms", "late_after_ms", "late_events", "active_cap"),
     "start": ("running_ttl_ms", "max_attempts", "session_ttl_ms", "merge_window_ms"),
     "complete": ("claim_ttl_ms", "running_ttl_ms", "max_attempts", "session_ttl_ms",
                  "history_cap", "history_ttl_ms"),

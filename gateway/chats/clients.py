@@ -20,6 +20,7 @@ def store_config(s: Settings) -> StoreConfig:
         durable_ack_timeout_ms=s.durable_ack_timeout_ms, history_cap=s.history_turns,
         history_ttl_ms=s.retry_retention_s * 1000, late_after_ms=int(s.late_after_s * 1000),
         late_events=s.late_events, merge_window_ms=s.merge_window_ms,
+        active_cap=s.catchup_max_chats,
         flag_ttl_ms=max(int(s.cancel_timeout_s * 1000) + 2 * s.lease_ttl_ms, 300_000),
         # the mark (set as a turn starts) outlives any agent that ran it: the longest turn,
         # the idle TTL, a sweep round and a minute

@@ -12,6 +12,12 @@ from gateway.chats.model import Admission, NotDurable, TurnRef, claimed_turn, te
 from gateway.core.model import Message
 
 
+def active_member(app_id: str, chat_type: str, chat_id: str) -> str:
+    """A chat's member of the index of recently active chats: `<app_id>|<chat_type>|<chat_id>`
+    (chat_type `p2p` or `group`; gateway/chats/active.py reads it back)."""
+    return f"{app_id}|{'p2p' if chat_type == 'p2p' else 'group'}|{chat_id}"
+
+
 def _admission(chat_id: str, reply: Any) -> Admission:
     outcome = text_of(reply[0])
     if outcome == "claimed":
@@ -24,17 +30,26 @@ def _admission(chat_id: str, reply: Any) -> Admission:
 
 
 class InboxSteps(ChatScripts):
-    def ingest(self, message: Message, command: str = "", *, busy: str = "queue") -> Admission:
+    def ingest(self, message: Message, command: str = "", *, busy: str = "queue",
+               app_id: str = "") -> Admission:
         """Dedupe + admit (or record a command / a "not queued" or "late" notice) in one
         atomic step; with durable ACKs on, also wait until that step is durable. `busy`: the
-        chat's busy mode (queue, merge, interrupt), written into its state for the workers."""
+        chat's busy mode (queue, merge, interrupt), written into its state for the workers.
+        `app_id`: the app it came to, marked with its chat in the index of recently active
+        chats that catch-up reads (`active_member`). A message read back after an outage
+        (`message.caught_up`) that is a command is late: never run."""
         c = self.config
         k = self.keys(message.chat_id)
-        keys = [*k.all, k.seen(message.message_id), k.done, k.edit(message.message_id), k.left]
+        keys = [*k.all, k.seen(message.message_id), k.done, k.edit(message.message_id), k.left,
+                k.active]
+        own: dict[str, Any] = {}
+        if busy != "queue":
+            own["busy"] = busy
+        if message.caught_up:
+            own["caught_up"] = True
         args: list[Any] = [message.message_id, message.chat_id, message.create_time_ms,
-                           command, message.to_json(),
-                           self.options("ingest", busy=busy) if busy != "queue"
-                           else self.options("ingest")]
+                           command, message.to_json(), self.options("ingest", **own),
+                           active_member(app_id, message.chat_type, message.chat_id)]
         if c.durable_ack == "none":
             return _admission(message.chat_id, self._scripts["ingest"](keys=keys, args=args))
         with self.redis.pipeline(transaction=False) as pipe:

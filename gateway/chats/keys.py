@@ -46,6 +46,11 @@ class ChatKeys:
     def control(self) -> str:
         return control_key(self.shard)
 
+    @property
+    def active(self) -> str:
+        """The shard's index of recently active chats, for catch-up (`active_key`)."""
+        return active_key(self.shard)
+
     def stream(self, message_id: str) -> str:
         """String: the card entity streaming the answer to `message_id` (a day)."""
         return f"{self.prefix}:stream:{message_id}"
@@ -150,6 +155,13 @@ def clock_key(index: str) -> str:
     return f"{index}:clock"
 
 
+def active_key(shard: int | None) -> str:
+    """Beside a sweeper index (its slot too): sorted set `<app_id>|<chat_type>|<chat_id>` →
+    when (server ms) a message of that chat was last admitted, the newest
+    FEISHU_CATCHUP_MAX_CHATS kept (lua/ingest.lua), read by catch-up (gateway/chats/active.py)."""
+    return f"{index_key(shard)}:active"
+
+
 def control_key(shard: int | None) -> str:
     """The control stream of a shard (None: the one stream of one Redis)."""
     return CONTROL_KEY if shard is None else f"{shard_prefix(shard)}:control"
@@ -174,6 +186,11 @@ class Keyspace:
     def indexes(self) -> list[str]:
         """Every sweeper index (one per shard)."""
         return [index_key(n) for n in self._shard_numbers]
+
+    @property
+    def actives(self) -> list[str]:
+        """Every index of recently active chats (one per shard)."""
+        return [active_key(n) for n in self._shard_numbers]
 
     @property
     def controls(self) -> list[str]:

@@ -47,6 +47,9 @@ class StoreConfig:
     merge_window_ms: int = 1500
     """Busy modes merge and interrupt: a turn starts once the chat's newest waiting message
     is this old."""
+    active_cap: int = 0
+    """The chats kept per shard in the index of recently active chats that catch-up reads
+    (FEISHU_CATCHUP_MAX_CHATS; 0: no index)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,9 @@ class Message:
     """The text of the parent message, filled in by the worker before the agent reads it."""
     retry: int = 0
     """How many times an operator re-ran this message (`feishu-gateway retry`)."""
+    caught_up: bool = False
+    """Sent while no listener was connected, so Feishu never pushed it: read back from the
+    messages list API after the outage (docs/design.md#catch-up), and answered late."""
 
     @property
     def reply_key(self) -> str:
@@ -50,7 +53,7 @@ class Message:
 
     def to_json(self) -> str:
         data = asdict(self)
-        for optional in ("app_id", "parent_id", "quote", "retry"):
+        for optional in ("app_id", "parent_id", "quote", "retry", "caught_up"):
             if not data[optional]:
                 del data[optional]
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -71,6 +74,7 @@ class Message:
             known.setdefault(name, "")
         if not isinstance(known.get("retry", 0), int) or isinstance(known.get("retry"), bool):
             known["retry"] = 0
+        known["caught_up"] = known.get("caught_up") is True
         return cls(**known)
 
 
@@ -151,6 +155,13 @@ class Turn:
     @property
     def sender_open_id(self) -> str:
         return self.message.sender_open_id
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether a message of this turn was sent while the bot was offline (read back
+        after an outage, docs/design.md#catch-up): it is answered late, and the reply says
+        so."""
+        return any(m.caught_up for m in self.messages)
 
     @property
     def text(self) -> str:

@@ -115,9 +115,10 @@ class Intake:
         metrics.unhandled(event_type[:100])
         return None
 
-    def receive(self, payload: Mapping[str, Any], *, app_id: str = "") -> str:
+    def receive(self, payload: Mapping[str, Any], *, app_id: str = "",
+                caught_up: bool = False) -> str:
         """One `im.message.receive_v1` payload: judged by admission, then ingested; returns
-        what happened to it.
+        what happened to it. `caught_up`: read back after an outage (catch-up), not pushed.
 
         A malformed event is logged in one line and dropped (its ACK still goes back);
         a Redis failure, or a message that cannot be judged before the bot's identity is
@@ -140,6 +141,8 @@ class Intake:
             logger.warning("event %s dropped: %s", event_id, error)
             return "malformed"
         message = self._tag(message, app_id)
+        if caught_up:
+            message = replace(message, caught_up=True)
         with turn_context(message.chat_id, message.message_id):
             return self._ingest(message)
 
@@ -162,14 +165,17 @@ class Intake:
                                  f"({self._outbox.cap} publishes wait for the broker)")
         try:
             admission = self._store.ingest(message, command,
-                                           busy=self.rules.busy_of(message.chat_id))
+                                           busy=self.rules.busy_of(message.chat_id),
+                                           app_id=message.app_id or self.primary_app_id)
         except NotDurable as error:  # ACK 500 (Feishu redelivers), but publish what it did
             if error.admission.claimed is not None:
                 self._publish(error.admission.claimed)
             raise
         if admission.outcome == "late":
-            logger.warning("message %s of chat %s arrived %.0f min late: %s", message.message_id,
-                           message.chat_id, admission.late_ms / 60_000, "dropped"
+            what = "a command read back after an outage" if command and message.caught_up \
+                else f"{admission.late_ms / 60_000:.0f} min late"
+            logger.warning("message %s of chat %s arrived %s: %s", message.message_id,
+                           message.chat_id, what, "dropped"
                            if self._store.config.late_events == "drop" else "told so, not run")
         elif admission.outcome == "command":
             logger.info("command /%s in chat %s (message %s)", command, message.chat_id,

@@ -7,16 +7,23 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
+from collections.abc import Callable, Mapping
 from functools import cached_property
+from typing import Any
 
 from gateway.approvals.verdicts import Verdicts
+from gateway.chats.active import ActiveChats
 from gateway.chats.clients import keyspace
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.sweeper import Sweeper
 from gateway.core.names import TaskSender
 from gateway.core.redis_client import redis_client
 from gateway.core.settings import Settings
+from gateway.listener.catchup.book import CatchupBook
+from gateway.listener.catchup.pages import ChatPages
+from gateway.listener.catchup.runner import CatchUpRunner, Limits
 from gateway.listener.desk import ControlDesk
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
@@ -68,3 +75,28 @@ class ListenerRuntime(Runtime):
     @cached_property
     def sweeper(self) -> Sweeper:
         return Sweeper(self.store, self.publisher, self.settings.sweep_interval_s)
+
+    def catchup(self, connected: Callable[[], list[str]]) -> CatchUpRunner:
+        """Catch-up after an outage (gateway/listener/catchup/): `connected` names the apps
+        whose long connection is up now."""
+        s = self.settings
+        beat_s = min(5.0, s.catchup_after_s / 4)
+        book = CatchupBook(self.redis, self.process_id, after_ms=int(s.catchup_after_s * 1000),
+                           window_ms=int(s.catchup_window_s * 1000),
+                           margin_ms=int((beat_s + 10) * 1000),
+                           lease_ms=int(min(max(s.catchup_after_s, 3.0), 30.0) * 1000))
+        stopping = threading.Event()
+        pages = ChatPages(self.replies.api_for, self.quota, page_size=s.catchup_page_size,
+                          stopping=stopping)
+        intake = self.intake
+
+        def feed(payload: Mapping[str, Any], app_id: str) -> str:
+            return intake.receive(payload, app_id=app_id, caught_up=True)
+
+        limits = Limits(window_ms=int(s.catchup_window_s * 1000),
+                        max_chats=s.catchup_max_chats, max_pages=s.catchup_max_pages,
+                        beat_s=beat_s)
+        return CatchUpRunner(book, ActiveChats(self.redis, keyspace(s)), pages, feed, limits,
+                             connected=connected,
+                             ready=lambda app_id: bool(intake.bot_open_ids.get(app_id)),
+                             stopping=stopping)

@@ -15,6 +15,7 @@ from gateway.core.settings import Settings
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.feishu.ws.connection import ConnectionStatus
 from gateway.feishu.ws.listener import Listener, StatusBoard
+from gateway.listener.catchup.runner import CatchUpRunner
 from gateway.listener.runtime import ListenerRuntime
 
 logger = logging.getLogger(__name__)
@@ -57,8 +58,11 @@ class ListenerService:
         self.settings = settings
         self.runtime = rt = ListenerRuntime(settings, sender)
         self.board: StatusBoard | None = None
+        self.catchup: CatchUpRunner | None = None
         self.listener = Listener(settings, rt.intake.on_frame, on_change=self._changed)
         self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
+        if settings.catchup_max_chats > 0:
+            self.catchup = rt.catchup(self._connected_apps)
         self.identity = Periodic("gateway-bot-identity", self._learn_identity,
                                  IDENTITY_RETRY_FIRST_S)
 
@@ -80,6 +84,8 @@ class ListenerService:
         self.runtime.sweeper.start()
         if self.board is not None:
             self.board.start()
+        if self.catchup is not None:
+            self.catchup.start()
         self.listener.start()
         logger.info("listening to %s (app %s)", self.settings.feishu_domain,
                     ", ".join(app_id for app_id, _ in self.settings.apps))
@@ -110,10 +116,18 @@ class ListenerService:
     def _changed(self, status: ConnectionStatus) -> None:
         if self.board is not None:
             self.board.changed(status)
+        catchup: CatchUpRunner | None = getattr(self, "catchup", None)  # (None while built)
+        if catchup is not None:
+            catchup.poke()
+
+    def _connected_apps(self) -> list[str]:
+        return [s.app_id for s in self.listener.statuses() if s.state == "connected"]
 
     def stop(self) -> None:
         """Close the connections first (no new events), then drain the outbox and the desk."""
         self.listener.stop()
+        if self.catchup is not None:
+            self.catchup.stop()
         self.identity.stop()
         if self.board is not None:
             self.board.stop()

@@ -20,6 +20,9 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_APPS", "FEISHU_DOMAIN",
         "FEISHU_WS_PING_INTERVAL", "FEISHU_WS_PING_TIMEOUT", "FEISHU_LATE_AFTER_S",
         "FEISHU_LATE_EVENTS")),
+    ("Catch-up after an outage", "design.md#catch-up", (
+        "FEISHU_CATCHUP_AFTER_S", "FEISHU_CATCHUP_WINDOW_S", "FEISHU_CATCHUP_MAX_CHATS",
+        "FEISHU_CATCHUP_MAX_PAGES", "FEISHU_CATCHUP_PAGE_SIZE")),
     ("Who gets in", "replies-and-access.md#who-gets-in", (
         "FEISHU_DM_POLICY", "FEISHU_GROUP_POLICY", "FEISHU_GROUP_RULES",
         "FEISHU_REQUIRE_MENTION", "FEISHU_MENTION_ALL", "FEISHU_ALLOW_BOTS",

@@ -14,6 +14,7 @@ from gateway.simulator import payloads as p
 from gateway.simulator.apps import AppRegistry
 from gateway.simulator.config import CARD_ANSWER_LIMIT_MS, SimConfig
 from gateway.simulator.faults import FaultPlan, SendFaults
+from gateway.simulator.listing import ListCall, Listing
 from gateway.simulator.loop_thread import LoopThread
 from gateway.simulator.observe import Observations
 from gateway.simulator.redelivery import Redeliverer, RedeliveryPolicy
@@ -45,6 +46,8 @@ class SimulatorCore(Observations):
         self.redelivery = RedeliveryPolicy(redeliver_after_s, redeliver_max, redeliver_cap_s)
         self.state = SimState()
         self.faults = FaultPlan()
+        self.listing = Listing()
+        self._outage: set[str] = set()  # apps whose pushes are lost (set_outage)
         self._held: dict[str, tuple[bytes, str]] = {}  # message_id -> (event, app_id)
         self._worker: LoopThread | None = None
         self._runner: web.AppRunner | None = None
@@ -74,7 +77,8 @@ class SimulatorCore(Observations):
 
     async def _startup(self, sock: socket.socket) -> None:
         app, self._hub = build_app(self.apps, self.state, self.faults,
-                                   card_limit_ms=self.card_answer_limit_ms)
+                                   card_limit_ms=self.card_answer_limit_ms,
+                                   listing=self.listing)
         app.router.add_routes(self._user_routes())
         self._redeliverer = Redeliverer(self._hub, self.state, self.redelivery)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
@@ -231,3 +235,32 @@ class SimulatorCore(Observations):
         """Queue faults for the next tenant_access_token requests: "5xx-json", "5xx-html",
         "429", "refuse" (HTTP 200, code 10014)."""
         self.faults.script_token(kinds)
+
+    # outages and the messages list API
+    def set_outage(self, lost: bool, *, app_id: str | None = None) -> None:
+        """While `lost`, messages users send to the app (default: the primary) are created
+        (the list API reads them, replies to them work) but never pushed: Feishu gave up
+        redelivering them, as after a listener outage longer than its retries."""
+        app = self.apps.get(app_id).app_id
+        (self._outage.add if lost else self._outage.discard)(app)
+
+    def push_lost(self, app_id: str) -> bool:
+        return app_id in self._outage
+
+    def script_list_faults(self, kinds: Sequence[str]) -> None:
+        """Fail the next calls of the messages list API, one each: "5xx-json",
+        "5xx-html", "429", "400-ratelimit" (a status may be pinned: "5xx-html:504")."""
+        self.listing.script(kinds)
+
+    def pause_listing(self, after: int = 0) -> None:
+        """Answer `after` more calls of the messages list API, then hold every later one
+        unanswered until `resume_listing()` (a listener may die meanwhile)."""
+        self.listing.pause(after)
+
+    def resume_listing(self) -> None:
+        self.listing.resume()
+
+    @property
+    def list_calls(self) -> list[ListCall]:
+        """Every call of the messages list API answered with messages, in order."""
+        return self.listing.calls

@@ -51,7 +51,8 @@ class EventDelivery(SimulatorCore):
         (default: the primary app); returns its message_id.
 
         With deliver=False the message only exists on the platform (replies to it work),
-        as when a listener took it and died before acting on it. `create_time_ms` (default:
+        as when a listener took it and died before acting on it; during `set_outage` it
+        exists and is never pushed. `create_time_ms` (default:
         now) backdates the message, e.g. to deliver one sent hours ago. A reply to
         `parent_id` carries root_id too (the parent's root, else the parent), as Feishu's
         events do."""
@@ -75,7 +76,9 @@ class EventDelivery(SimulatorCore):
         if chat_type == "p2p":
             self.state.remember_p2p_chat(app.app_id, sender_open_id, chat_id)
         event = encode_event(p.message_receive_event(incoming, app_id=app.app_id))
-        if deliver:
+        if deliver and self.push_lost(app.app_id):
+            self.state.bump("pushes-lost")
+        elif deliver:
             self._deliver(event, parts=parts, frame_type="event", message_id=incoming.message_id,
                           app_id=app.app_id)
         else:

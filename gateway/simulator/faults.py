@@ -139,6 +139,11 @@ class FaultPlan:
         with self._lock:
             return None if self._bot_info is None else self._fault(*self._bot_info, 1)
 
+    def fault_of(self, kind: str, status: int | None) -> Fault:
+        """The fault of `kind` (a status drawn when not pinned) for any API."""
+        with self._lock:
+            return self._fault(kind, status, 1)
+
     def _fault(self, kind: str, status: int | None, reset_s: int) -> Fault:
         if status is None:
             if kind == HTTP_5XX_JSON:

@@ -24,6 +24,7 @@ from gateway.simulator.config import SimConfig
 from gateway.simulator.content import card_reference, check_content
 from gateway.simulator.downloads import ResourceApi
 from gateway.simulator.faults import RESET, FaultPlan, abort_connection, fault_response
+from gateway.simulator.listing import Listing, ListingApi
 from gateway.simulator.payloads import api_message_object, new_id, now_ms
 from gateway.simulator.records import MessageRecord
 from gateway.simulator.state import SimState
@@ -39,9 +40,10 @@ class OpenApi:
     its Bearer token was issued to."""
 
     def __init__(self, apps: AppRegistry, state: SimState,
-                 faults: FaultPlan | None = None) -> None:
+                 faults: FaultPlan | None = None, listing: Listing | None = None) -> None:
         self.apps, self.state = apps, state
         self.faults = faults or FaultPlan()
+        self.listing = listing or Listing()
 
     def routes(self) -> list[web.RouteDef]:
         base = "/open-apis/im/v1/messages"
@@ -61,6 +63,7 @@ class OpenApi:
                        limited(self.delete_reaction)),
             *CardKitApi(self.apps, self.state).routes(limited),
             *ResourceApi(self.apps, self.state).routes(),
+            *ListingApi(self.apps, self.state, self.faults, self.listing, self._item).routes(),
         ]
 
     def _limited(self, handler: Handler) -> Handler:

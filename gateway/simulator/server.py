@@ -18,6 +18,7 @@ from gateway.feishu.ws import frames
 from gateway.simulator import config as c
 from gateway.simulator.apps import AppRegistry
 from gateway.simulator.faults import FaultPlan
+from gateway.simulator.listing import Listing
 from gateway.simulator.openapi import OpenApi
 from gateway.simulator.records import Ack, card_response, raw_card
 from gateway.simulator.state import SimState
@@ -276,7 +277,8 @@ class Hub:
 
 
 def build_app(apps: AppRegistry, state: SimState, faults: FaultPlan | None = None, *,
-              card_limit_ms: float = c.CARD_ANSWER_LIMIT_MS) -> tuple[web.Application, Hub]:
+              card_limit_ms: float = c.CARD_ANSWER_LIMIT_MS,
+              listing: Listing | None = None) -> tuple[web.Application, Hub]:
     """The aiohttp application with every route, plus the hub that owns the connections."""
     hub = Hub(apps, state, card_limit_ms)
 
@@ -296,5 +298,5 @@ def build_app(apps: AppRegistry, state: SimState, faults: FaultPlan | None = Non
     app = web.Application(middlewares=[guard])
     app.router.add_post("/callback/ws/endpoint", hub.endpoint)
     app.router.add_get("/ws/v2", hub.websocket)
-    app.router.add_routes(OpenApi(apps, state, faults).routes())
+    app.router.add_routes(OpenApi(apps, state, faults, listing).routes())
     return app, hub

@@ -135,6 +135,13 @@ class SimState:
             recs = [r for r in self._messages.values() if r.chat_id == chat_id]
             return max(recs, key=lambda r: r.create_time_ms, default=None)
 
+    def history(self, chat_id: str) -> list[MessageRecord]:
+        """Every message of a chat (users' and bots', withdrawn ones gone), not those inside
+        a forward, in no particular order: what the messages list API reads."""
+        with self._cond:
+            return [r for r in self._messages.values()
+                    if r.chat_id == chat_id and r.upper_message_id is None]
+
     def p2p_chat(self, app_id: str, open_id: str) -> str | None:
         with self._cond:
             return self._p2p_chats.get((app_id, open_id))

@@ -299,4 +299,4 @@ class TurnRunner:
             return Answer("failure", (FAILURE_REPLY,)), "failed"
         if not reply:
             return None, "silent"
-        return self.sender.answer(str(reply)), "replied"
+        return self.sender.answer(str(reply), late=turn.caught_up), "replied"

@@ -28,6 +28,8 @@ from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
 
 logger = logging.getLogger(__name__)
 
+LATE_ANSWER_NOTE = "(Answered late: this message was sent while the bot was offline.)"
+"""What opens the answer to a message read back after an outage (docs/design.md#catch-up)."""
 SHUTDOWN = "its worker is shutting down"
 """Why a turn stopped sending its reply: it is handed back for another worker to send."""
 
@@ -43,9 +45,11 @@ class AnswerSender:
     streams: StreamCards | None
     stream_interval_s: float
 
-    def answer(self, reply: str) -> Answer:
-        """An agent's reply as the answer kept and sent: its text cut into pieces."""
-        return Answer("reply", tuple(chunk_markdown(reply, self.chunk_chars)))
+    def answer(self, reply: str, *, late: bool = False) -> Answer:
+        """An agent's reply as the answer kept and sent: its text cut into pieces; `late`
+        (the message was read back after an outage) opens it with `LATE_ANSWER_NOTE`."""
+        text = f"{LATE_ANSWER_NOTE}\n\n{reply}" if late else reply
+        return Answer("reply", tuple(chunk_markdown(text, self.chunk_chars)))
 
     def stream(self, turn: TurnRef, message: Message, attempt: int,
                handle: TurnHandle) -> Stream | None:

@@ -2,11 +2,14 @@
 -- ingest: dedupe + admit one message, atomically.
 -- KEYS: chat.lua's, then 10 seen:<message_id>  11 done (history.lua)  12 edit:<message_id>
 --       (an edit that arrived first, revise.lua)  13 left (when the bot was removed, evict.lua)
+--       14 active (the shard's recently active chats, read by catch-up: keys.py active_key)
 -- ARGV: 1 message_id  2 chat_id  3 create_ms  4 command ('' for a message)  5 message json
 --       6 options (JSON): dedupe_ttl_s inbox_cap claim_ttl_ms control_cap (the control
 --         stream's) session_ttl_ms history_cap history_ttl_ms late_after_ms (0: never late)
 --         late_events ('note' | 'drop') busy (the chat's busy mode: 'merge' | 'interrupt';
---         absent: queue)
+--         absent: queue) active_cap (chats kept in the active index; 0: none written)
+--         caught_up (true: read back after an outage; a command then is late, never run)
+--       7 the chat's member of the active index ('<app_id>|<chat_type>|<chat_id>')
 -- Busy mode interrupt: a message for a chat whose turn runs also writes an 'interrupt' job
 -- (the running turn's fence) for the control desk, unless that turn was asked to stop.
 -- → {'duplicate'} | {'withdrawn'} (its sender recalled it before it came: withdraw.lua)
@@ -15,7 +18,10 @@
 --   | {'claimed', waiting, fence, entry} (the chat was idle: its turn, to be published)
 -- A message (or command) whose create_time is more than late_after_ms before now, on this
 -- server's clock (the one every host shares), is late: it is not run, and with 'note' its
--- chat is told so through the control stream.
+-- chat is told so through the control stream. So is a command read back after an outage
+-- (caught_up): it would act on whatever runs now, not on what its user saw then.
+-- Every message that is not a duplicate marks its chat active (key 14: newest active_cap
+-- kept), so catch-up knows which chats to read back after an outage.
 -- Commands and the "not queued" notice go to the control stream in the same step, so no crash
 -- can mark them seen without something durable to act on; a command carries the fence that
 -- held the chat when it arrived ('' if none): the turn it is about. /new renews the session
@@ -27,13 +33,21 @@ if not redis.call('SET', KEYS[10], '1', 'NX', 'EX', opts.dedupe_ttl_s) then
   return {'duplicate'}
 end
 local now_us, now_ms = clock()
+if (opts.active_cap or 0) > 0 and ARGV[7] and ARGV[7] ~= '' then
+  redis.call('ZADD', KEYS[14], str(now_ms), ARGV[7])
+  redis.call('PEXPIRE', KEYS[14], 86400000)  -- (the longest catch-up window)
+  if redis.call('ZCARD', KEYS[14]) > opts.active_cap + 64 then  -- trimmed in batches
+    redis.call('ZREMRANGEBYRANK', KEYS[14], 0, -(opts.active_cap + 1))
+  end
+end
 local created, late_after = tonumber(ARGV[3]) or 0, opts.late_after_ms
 local left = tonumber(redis.call('GET', KEYS[13]) or '')
 if left and created > 0 and created <= left then return {'left'} end
 local stored = ARGV[5]
 local edited = redis.call('HGET', KEYS[12], 'json')
 if edited and edited ~= '' then stored = edited end
-if late_after > 0 and created > 0 and now_ms - created > late_after then
+local stale_command = opts.caught_up and ARGV[4] ~= ''
+if stale_command or (late_after > 0 and created > 0 and now_ms - created > late_after) then
   if opts.late_events ~= 'drop' then
     redis.call('XADD', K.control, 'MAXLEN', '~', opts.control_cap, '*', 'kind', 'late', 'chat',
                ARGV[2], 'message', ARGV[5])

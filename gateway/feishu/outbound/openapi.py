@@ -180,6 +180,19 @@ class OpenApi:
         return [item for item in items if isinstance(item, dict)] \
             if isinstance(items, list) else []
 
+    def list_messages(self, chat_id: str, *, start_s: int, end_s: int, page_size: int,
+                      page_token: str = "") -> dict[str, Any]:
+        """One page of a chat's messages created from `start_s` to `end_s` (epoch seconds),
+        oldest first (one attempt); the answer's body (`data`: items, has_more,
+        page_token: gateway/feishu/inbound/listed.py reads it)."""
+        params = {"container_id_type": "chat", "container_id": chat_id,
+                  "start_time": str(start_s), "end_time": str(end_s),
+                  "sort_type": "ByCreateTimeAsc", "page_size": str(page_size)}
+        if page_token:
+            params["page_token"] = page_token
+        return self._authorized("GET", "/open-apis/im/v1/messages",
+                                f"messages of {chat_id}", params=params)
+
     def download(self, message_id: str, file_key: str, *, kind: str, max_bytes: int) -> bytes:
         """An attachment of a message (`kind`: image or file), read up to `max_bytes`;
         TooLarge beyond that (the download is cut off, not read to its end)."""

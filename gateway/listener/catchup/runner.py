@@ -1,0 +1,194 @@
+"""The listener's catch-up thread: it beats for every app whose long connection is up (what
+a gap is measured from, on Redis's clock), and works the catch-up a gap planned when it
+gets the app's lease: the chats active lately, newest first, each read back page by page,
+oldest message first, every message fed through the intake as a pushed one would be
+(dedupe, admission, ingest), flagged as caught up. Progress is saved after every page, so
+a listener that dies leaves the rest to the next one (once its lease ran out).
+
+A thread of its own (never the connection's loop); any failure is one line and a later try.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from gateway.chats.active import ActiveChat, ActiveChats
+from gateway.core.errors import GatewayError, RejectedError
+from gateway.core.loops import describe
+from gateway.feishu.inbound.listed import create_ms, event_of, skipped
+from gateway.listener.catchup.book import CatchupBook, Job, encode_chats
+from gateway.listener.catchup.pages import ChatPages, LeaseLost, Stopping
+
+logger = logging.getLogger(__name__)
+
+Feed = Callable[[Mapping[str, Any], str], str]
+"""(a message event's payload, app_id) → what the intake did with it (caught up)."""
+RETRY_AFTER_S = 15.0
+"""An app whose catch-up failed is tried again after this."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    window_ms: int
+    max_chats: int
+    max_pages: int
+    beat_s: float
+
+
+class CatchUpRunner:
+    def __init__(self, book: CatchupBook, actives: ActiveChats, pages: ChatPages, feed: Feed,
+                 limits: Limits, *, connected: Callable[[], list[str]],
+                 ready: Callable[[str], bool], stopping: threading.Event) -> None:
+        """`connected`: the apps whose long connection is up now; `ready(app)`: whether
+        admission can judge its messages (the bot's identity is known)."""
+        self.book, self.actives, self.pages, self.feed = book, actives, pages, feed
+        self.limits = limits
+        self._connected, self._ready = connected, ready
+        self._stopping = stopping
+        self._poke = threading.Event()
+        self._not_before: dict[str, float] = {}
+        self._thread = threading.Thread(target=self._run, name="gateway-catchup", daemon=True)
+
+    def start(self) -> CatchUpRunner:
+        self._thread.start()
+        return self
+
+    def poke(self) -> None:
+        """A connection changed state: beat now (safe on any thread, the loop's too)."""
+        self._poke.set()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stopping.set()
+        self._poke.set()
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._poke.wait(self.limits.beat_s)
+            self._poke.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self.round()
+            except redis.RedisError as error:
+                logger.warning("catch-up: round skipped, redis unavailable: %s", error)
+            except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
+                logger.error("catch-up: round failed, going on: %s", describe(error))
+
+    def round(self) -> None:
+        """Beat for every connected app, then work the pending catch-ups this listener can."""
+        pending = []
+        for app_id in self._connected():
+            waiting, gap_ms = self.book.beat(app_id)
+            if gap_ms is not None:
+                logger.warning("catch-up of app %s planned: %s", app_id,
+                               "no earlier connection is remembered" if gap_ms < 0 else
+                               f"no listener was connected for {gap_ms / 1000:.0f}s")
+            if waiting:
+                pending.append(app_id)
+        for app_id in pending:
+            if self._ready(app_id) and time.monotonic() >= self._not_before.get(app_id, 0.0):
+                self.work(app_id)
+
+    def work(self, app_id: str) -> None:
+        job = self.book.take(app_id)
+        if job is None:
+            return
+        try:
+            self._catch_up(app_id, job)
+        except LeaseLost as error:
+            logger.info("catch-up of app %s left to its progress: %s", app_id, error)
+        except Stopping:
+            logger.info("catch-up of app %s left to its progress: the listener stops", app_id)
+            self._release(app_id, job)
+        except (GatewayError, redis.RedisError) as error:
+            self._not_before[app_id] = time.monotonic() + RETRY_AFTER_S
+            logger.warning("catch-up of app %s paused (%s); it goes on from its progress in "
+                           "%.0fs", app_id, error, RETRY_AFTER_S)
+            self._release(app_id, job)
+
+    def _release(self, app_id: str, job: Job) -> None:
+        """Let the lease go, so another listener may go on at once (else it runs out)."""
+        try:
+            self.book.release(app_id, job)
+        except redis.RedisError as error:
+            logger.info("catch-up lease of app %s not released (%s): it runs out", app_id,
+                        error)
+
+    def _plan(self, app_id: str, job: Job) -> tuple[ActiveChat, ...]:
+        seconds, micros = self.book.redis.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        chats = tuple(self.actives.recent(app_id, now_ms - self.limits.window_ms,
+                                          self.limits.max_chats))
+        if not self.book.save(app_id, job, chats=encode_chats(chats), next=0, token="",
+                              pages=0):
+            raise LeaseLost(f"catch-up of app {app_id} is no longer this listener's")
+        logger.info("catch-up of app %s: %d chat(s) active in the window to read back",
+                    app_id, len(chats))
+        return chats
+
+    def _catch_up(self, app_id: str, job: Job) -> None:
+        chats = job.chats if job.chats is not None else self._plan(app_id, job)
+        nxt, token, pages = (job.next, job.token, job.pages) if job.chats is not None \
+            else (0, "", 0)
+        outcomes: Counter[str] = Counter()
+        began = time.monotonic()
+        for index in range(nxt, len(chats)):
+            self._read_chat(app_id, job, index, chats[index], token, pages, outcomes)
+            token, pages = "", 0
+            self._save(app_id, job, next=index + 1, token="", pages=0)
+        if self.book.done(app_id, job):
+            logger.info("catch-up of app %s done in %.1fs: %d chat(s) read, %s", app_id,
+                        time.monotonic() - began, len(chats) - nxt,
+                        ", ".join(f"{n} {what}" for what, n in sorted(outcomes.items()))
+                        or "nothing missed")
+
+    def _save(self, app_id: str, job: Job, **fields: Any) -> None:
+        if not self.book.save(app_id, job, **fields):
+            raise LeaseLost(f"catch-up of app {app_id} is no longer this listener's")
+
+    def _read_chat(self, app_id: str, job: Job, index: int, chat: ActiveChat, token: str,
+                   pages: int, outcomes: Counter[str]) -> None:
+        """Read one chat from page `token` on (`pages` of it read so far), feeding each
+        message; progress saved after each page."""
+        while pages < self.limits.max_pages:
+            try:
+                page = self.pages.page(app_id, chat.chat_id, job.since_ms, job.until_ms, token,
+                                       lambda: self.book.save(app_id, job))
+            except RejectedError as error:
+                if not token:
+                    logger.warning("catch-up: chat %s skipped: %s", chat.chat_id, error)
+                    return
+                logger.info("catch-up: chat %s read again from its start (%s)", chat.chat_id,
+                            error)
+                token = ""  # an expired page token: what was fed already is a duplicate
+                continue
+            for item in page.items:
+                outcomes[self._feed(app_id, chat, job, item)] += 1
+            pages += 1
+            token = page.token if page.has_more else ""
+            if not token:
+                return
+            self._save(app_id, job, next=index, token=token, pages=pages)
+        logger.warning("catch-up: chat %s has more than %d pages of messages in the gap; the "
+                       "rest is not read back (FEISHU_CATCHUP_MAX_PAGES)", chat.chat_id,
+                       self.limits.max_pages)
+
+    def _feed(self, app_id: str, chat: ActiveChat, job: Job, item: Mapping[str, Any]) -> str:
+        created = create_ms(item)
+        if not job.since_ms <= created <= job.until_ms:
+            return "outside the gap"
+        why = skipped(item)
+        if why:
+            logger.debug("catch-up: message %s of chat %s skipped: %s",
+                         item.get("message_id"), chat.chat_id, why)
+            return "skipped"
+        return self.feed(event_of(item, chat.chat_type), app_id)
