@@ -29,14 +29,15 @@ class InboxSteps(ChatScripts):
         atomic step; with durable ACKs on, also wait until that step is durable. `busy`: the
         chat's busy mode (queue, merge, interrupt), written into its state for the workers."""
         c = self.config
-        k = self.keys(message.chat_id)
+        chat = self.keyspace.scope.of_message(message)  # the state it enters (scope.py)
+        k = self.keys(chat)
         keys = [*k.all, k.seen(message.message_id), k.done, k.edit(message.message_id), k.left]
-        args: list[Any] = [message.message_id, message.chat_id, message.create_time_ms,
+        args: list[Any] = [message.message_id, chat, message.create_time_ms,
                            command, message.to_json(),
                            self.options("ingest", busy=busy) if busy != "queue"
                            else self.options("ingest")]
         if c.durable_ack == "none":
-            return _admission(message.chat_id, self._scripts["ingest"](keys=keys, args=args))
+            return _admission(chat, self._scripts["ingest"](keys=keys, args=args))
         with self.redis.pipeline(transaction=False) as pipe:
             # WAIT / WAITAOF count the writes of their own connection: pipeline them
             self._scripts["ingest"](keys=keys, args=args, client=pipe)
@@ -45,7 +46,7 @@ class InboxSteps(ChatScripts):
             else:
                 pipe.execute_command("WAIT", 1, c.durable_ack_timeout_ms)  # type: ignore[no-untyped-call]
             reply, durable = pipe.execute()
-        admission = _admission(message.chat_id, reply)
+        admission = _admission(chat, reply)
         self._check_durable(durable, admission)
         return admission
 
@@ -74,8 +75,9 @@ class InboxSteps(ChatScripts):
     def refuse(self, message: Message, reason: str, every_s: int) -> bool:
         """A person's refused direct message: a 'refused' notice for the desk, unless the
         chat's user was told within `every_s`. True when a notice was recorded."""
-        k = self.keys(message.chat_id)
+        chat = self.keyspace.scope.of_message(message)
+        k = self.keys(chat)
         return bool(self._scripts["refuse"](
             keys=[k.told, k.control],
-            args=[every_s, message.chat_id, message.to_json(), self.config.control_cap,
+            args=[every_s, chat, message.to_json(), self.config.control_cap,
                   reason]))

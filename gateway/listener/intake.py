@@ -140,7 +140,7 @@ class Intake:
             logger.warning("event %s dropped: %s", event_id, error)
             return "malformed"
         message = self._tag(message, app_id)
-        with turn_context(message.chat_id, message.message_id):
+        with turn_context(self._store.keyspace.scope.of_message(message), message.message_id):
             return self._ingest(message)
 
     def _tag(self, message: Message, app_id: str) -> Message:
@@ -150,7 +150,7 @@ class Intake:
         return message
 
     def _greeting(self, message: Message) -> str:
-        with turn_context(message.chat_id, message.message_id):
+        with turn_context(self._store.keyspace.scope.of_message(message), message.message_id):
             return self._ingest(message, command="")
 
     def _ingest(self, message: Message, command: str | None = None) -> str:
@@ -167,16 +167,17 @@ class Intake:
             if error.admission.claimed is not None:
                 self._publish(error.admission.claimed)
             raise
+        chat = self._store.keyspace.scope.of_message(message)  # (with several apps, its app)
         if admission.outcome == "late":
             logger.warning("message %s of chat %s arrived %.0f min late: %s", message.message_id,
-                           message.chat_id, admission.late_ms / 60_000, "dropped"
+                           chat, admission.late_ms / 60_000, "dropped"
                            if self._store.config.late_events == "drop" else "told so, not run")
         elif admission.outcome == "command":
-            logger.info("command /%s in chat %s (message %s)", command, message.chat_id,
+            logger.info("command /%s in chat %s (message %s)", command, chat,
                         message.message_id)
         else:
             logger.debug("message %s of chat %s: %s (%d waiting)", message.message_id,
-                        message.chat_id, admission.outcome, admission.waiting)
+                        chat, admission.outcome, admission.waiting)
         if admission.claimed is not None:
             self._publish(admission.claimed)
         return admission.outcome
