@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from collections.abc import Iterator
+from typing import Any, cast
 
 import pytest
 import redis
@@ -97,5 +98,6 @@ def test_a_command_to_one_bot_names_that_bots_state(redis_client: redis.Redis,
     store = ChatStore(redis_client, store_for(redis_client).config, Keyspace(scope=TWO_APPS))
     stop = Message("om_stop", chat_id, "group", "ou_u", "text", "/stop", app_id="cli_b")
     assert store.ingest(stop, "stop").outcome == "command"
-    [(_, fields)] = redis_client.xrange("gw:control", "-", "+")[-1:]
+    entries = cast(list[tuple[Any, dict[Any, Any]]], redis_client.xrange("gw:control"))
+    [(_, fields)] = entries[-1:]
     assert {text_of(k): text_of(v) for k, v in fields.items()}["chat"] == f"{chat_id}@cli_b"
