@@ -9,6 +9,7 @@ import pytest
 
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
+from tests.support.cli import cli, ok, read
 from tests.support.replies import agent_events
 from tests.support.rig import EDGE_SECOND_APP, Rig
 
@@ -79,3 +80,19 @@ def test_a_stop_addressed_to_one_bot_stops_only_its_turn(rig: Rig) -> None:
                            mentions=[sim.mention_bot(app_id=SECOND_APP)])
     wait_until(lambda: answers(sim, chat, marker), 30, "the second bot's next answer")
     assert answers(sim, chat, asked) == answers(sim, chat, asked)[:1], "stopped: no answer"
+
+
+def test_the_operator_sees_each_bots_state_of_a_chat_and_names_one_with_app(rig: Rig) -> None:
+    sim, chat, first = rig.sim, "oc_two_bots_ops", rig.sim.app_id
+    mid = sim.send_text(chat, "hi @_user_1 @_user_2", chat_type="group", mentions=both(sim))
+    wait_until(lambda: len(answers(sim, chat, mid)) == 2, 30, "both bots' answers")
+    views = read(rig.env, "chat", chat)
+    assert [v["chat_id"] for v in views] == [f"{chat}@{first}", f"{chat}@{SECOND_APP}"]
+    assert all([h["message_id"] for h in v["history"]] == [mid] for v in views)
+    assert read(rig.env, "chat", chat, "--app", SECOND_APP)["chat_id"] == f"{chat}@{SECOND_APP}"
+    assert read(rig.env, "chat", f"{chat}@{first}")["history"][0]["turn_id"].startswith(
+        f"turn:{chat}@{first}:{mid}:")
+    several = cli(rig.env, "stop", chat)
+    assert several.returncode == 1 and "name one with --app" in several.stderr
+    assert ok(rig.env, "stop", chat, "--app", SECOND_APP).startswith(
+        f"chat {chat}@{SECOND_APP}: nothing")
