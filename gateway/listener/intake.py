@@ -132,7 +132,7 @@ class Intake:
         if not verdict.admitted:
             metrics.refused(verdict.code or "other")
             return self._refused(payload, event_id, arrival, verdict.reason, verdict.tell,
-                                 bot_open_id)
+                                 bot_open_id, app_id)
         try:
             message = parse_message(payload, bot_open_id=bot_open_id,
                                     max_text_chars=self.max_text_chars)
@@ -183,7 +183,7 @@ class Intake:
         return admission.outcome
 
     def _refused(self, payload: Mapping[str, Any], event_id: str, arrival: Arrival,
-                 reason: str, tell: bool, bot_open_id: str) -> str:
+                 reason: str, tell: bool, bot_open_id: str, app_id: str) -> str:
         """One line (DEBUG for group chatter that did not address the bot, INFO else);
         a refused person in a DM is told so, at most once per `refusal_notice_every_s`."""
         level = logging.DEBUG if "without an @mention" in reason or arrival.sender_type != \
@@ -196,7 +196,8 @@ class Intake:
                                         max_text_chars=self.max_text_chars)
             except MalformedEvent:
                 return "refused"
-            self._store.refuse(message, reason, self.refusal_notice_every_s)
+            # told by the bot it was sent to, once per that bot's state of the chat
+            self._store.refuse(self._tag(message, app_id), reason, self.refusal_notice_every_s)
         return "refused"
 
     def _publish(self, turn: TurnRef) -> None:

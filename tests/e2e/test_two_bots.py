@@ -96,3 +96,10 @@ def test_the_operator_sees_each_bots_state_of_a_chat_and_names_one_with_app(rig:
     assert several.returncode == 1 and "name one with --app" in several.stderr
     assert ok(rig.env, "stop", chat, "--app", SECOND_APP).startswith(
         f"chat {chat}@{SECOND_APP}: nothing")
+
+
+def test_a_refused_direct_message_is_told_by_the_bot_it_was_sent_to(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_dm_stranger_second"
+    refused = sim.send_text(chat, "let me in", sender_open_id="ou_stranger", app_id=SECOND_APP)
+    wait_until(lambda: answers(sim, chat, refused), 20, "the notice")
+    assert [app for app, _ in answers(sim, chat, refused)] == [SECOND_APP]
