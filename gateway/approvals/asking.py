@@ -59,13 +59,14 @@ class Asker:
         remember = key or hashlib.sha256(prompt.encode()).hexdigest()[:24]
         request_id = request_id_of(message.chat_id, message.reply_key, index,
                                    f"{remember}\n{prompt}")
+        state = self.book.chat_of(message)  # this bot's state of the chat
         opened = self.book.open(message, request_id, remember, prompt,
                                 max(int(timeout_s * 1000), 1))
         if opened.kind == "remembered":
             logger.info("approval in chat %s: %s allowed earlier (%s)", message.chat_id,
                         remember, opened.state)
             return "always" if opened.state == "always" else "session"
-        meanwhile = self._meanwhile(message.chat_id, request_id, opened)
+        meanwhile = self._meanwhile(state, request_id, opened)
         if meanwhile is not None:
             return self._end(message, request_id, prompt, opened.card, meanwhile)
         card_id = self._show(message, request_id, prompt, opened, stopped)
@@ -75,7 +76,7 @@ class Asker:
         logger.info("approval %s asked in chat %s (turn %s, %.0fs left%s)", request_id,
                     message.chat_id, message.message_id, left_s,
                     ", again" if opened.kind == "again" else "")
-        ended = self._wait(message.chat_id, request_id, left_s, stopped)
+        ended = self._wait(state, request_id, left_s, stopped)
         return self._end(message, request_id, prompt, card_id, ended)
 
     def _meanwhile(self, chat_id: str, request_id: str,
@@ -110,10 +111,11 @@ class Asker:
         except GatewayError as error:
             logger.error("approval card for %s not sent (%s): denied", message.message_id,
                          error)
-            self._settle(message.chat_id, request_id, "expired")
+            self._settle(self.book.chat_of(message), request_id, "expired")
             return None
         if card_id != opened.card:
-            self._try(lambda: self.book.set_card(message.chat_id, request_id, card_id))
+            self._try(lambda: self.book.set_card(self.book.chat_of(message), request_id,
+                                                 card_id))
         return card_id
 
     def _end(self, message: Message, request_id: str, prompt: str, card_id: str,

@@ -70,12 +70,18 @@ class ApprovalBook:
         self.keep_s, self.remember_s = keep_s, remember_s
         self._scripts = register(client, "gateway.approvals")
 
+    def chat_of(self, message: Message) -> str:
+        """The state id (gateway/chats/scope.py) a message's requests are kept under: the
+        chat's, or with several apps the chat's as the app it came to sees it; every other
+        method takes it as `chat_id`."""
+        return self.keyspace.scope.of_message(message)
+
     def open(self, message: Message, request_id: str, key: str, prompt: str,
              timeout_ms: int) -> Opened:
         """Ask `prompt` under `request_id` (lua/ask.lua): remembered, asked anew, or the
         request this id already has (`again`, as it stands; `reopened` when it asked
         another question)."""
-        k = self.keyspace.chat(message.chat_id)
+        k = self.keyspace.chat(self.chat_of(message))
         reply = [_text(x) for x in self._scripts["ask"](
             keys=[k.ask(request_id), k.asking, k.allow, k.generation],
             args=[request_id, key, prompt, timeout_ms, pack({

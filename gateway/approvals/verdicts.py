@@ -48,8 +48,9 @@ class Verdicts:
         context = _mapping(event.get("context"))
         bound_to = str(value.get("chat_id") or "")
         chat_id = str(context.get("open_chat_id") or bound_to)
+        state = self.book.keyspace.scope.of(chat_id, app_id)  # the clicked bot's requests
         token = str(event.get("token") or _mapping(payload.get("header")).get("event_id") or "")
-        request = self.book.get(chat_id, request_id) if chat_id else None
+        request = self.book.get(state, request_id) if chat_id else None
         if request is None or (bound_to and bound_to != chat_id):
             logger.warning("card click by %s on unknown approval %s (chat %s)", clicker,
                            request_id, chat_id or "?")
@@ -58,7 +59,7 @@ class Verdicts:
             logger.warning("approval %s in chat %s: %s may not decide it; refused", request_id,
                            chat_id, clicker or "?")
             return {"toast": _toast("error", "You may not decide this request.")}
-        outcome, state, by = self.book.decide(chat_id, request_id, decision, clicker, "card",
+        outcome, ended, by = self.book.decide(state, request_id, decision, clicker, "card",
                                               token or f"{clicker}:{request_id}")
         if outcome == "decided":
             logger.info("approval %s in chat %s: %s by %s (card)", request_id, chat_id,
@@ -70,19 +71,20 @@ class Verdicts:
             return {"toast": _toast("warning", "This request has expired."),
                     "card": {"type": "raw", "data": resolved_card(request.prompt, "expired",
                                                                   "")}}
-        return {"toast": _toast("info", f"Already decided: {DONE_LABELS.get(state, state)}."),
-                "card": {"type": "raw", "data": resolved_card(request.prompt, state, by)}}
+        return {"toast": _toast("info", f"Already decided: {DONE_LABELS.get(ended, ended)}."),
+                "card": {"type": "raw", "data": resolved_card(request.prompt, ended, by)}}
 
     def by_text(self, message: Message, decision: str) -> str:
         """/approve or /deny from `message`'s sender → what to reply."""
-        request = self.book.pending(message.chat_id)
+        chat = self.book.chat_of(message)
+        request = self.book.pending(chat)
         if request is None:
             return "There is no pending approval request in this chat."
         if not self._may(message.sender_open_id, request):
             logger.warning("approval %s in chat %s: %s may not decide it; refused",
                            request.request_id, message.chat_id, message.sender_open_id)
             return "You may not decide this approval request."
-        outcome, state, _ = self.book.decide(message.chat_id, request.request_id, decision,
+        outcome, state, _ = self.book.decide(chat, request.request_id, decision,
                                              message.sender_open_id, "text",
                                              f"text:{message.message_id}")
         if outcome == "decided":

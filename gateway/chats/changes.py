@@ -40,7 +40,8 @@ def _change(chat_id: str, reply: list[str]) -> Change:
 
 class ChangeSteps(ChatScripts):
     def withdraw(self, chat_id: str, message_id: str) -> Change:
-        """The sender withdrew the message: it is never answered (see lua/withdraw.lua)."""
+        """The sender withdrew the message: it is never answered (see lua/withdraw.lua).
+        `chat_id`: the state id (gateway/chats/scope.py), as for every step below."""
         k = self.keys(chat_id)
         reply = self._scripts["withdraw"](keys=[*k.all, k.seen(message_id), k.done],
                                           args=[message_id, chat_id, self.options("withdraw")])
@@ -49,7 +50,7 @@ class ChangeSteps(ChatScripts):
     def revise(self, message: Message, update_ms: int) -> Revised:
         """The sender edited the message: a waiting one takes the new version, one that
         came no earlier gets it when it comes (see lua/revise.lua)."""
-        k = self.keys(message.chat_id)
+        k = self.keys(self.keyspace.scope.of_message(message))
         mid = message.message_id
         reply = self._scripts["revise"](keys=[*k.all, k.seen(mid), k.edit(mid)], args=[
             mid, update_ms, message.to_json(), self.config.dedupe_ttl_s])

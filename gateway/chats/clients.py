@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from gateway.chats.keys import Keyspace
 from gateway.chats.model import StoreConfig
+from gateway.chats.scope import ChatScope
 from gateway.core.settings import Settings
 
 
 def keyspace(s: Settings) -> Keyspace:
-    return Keyspace(s.state_shards if s.redis_cluster else 0)
+    """Where each chat's keys live; with several apps (FEISHU_APPS) each app's view of a chat
+    has a state of its own (gateway/chats/scope.py)."""
+    return Keyspace(s.state_shards if s.redis_cluster else 0,
+                    ChatScope(per_app=len(s.apps) > 1, primary_app=s.primary_app_id))
 
 
 def store_config(s: Settings) -> StoreConfig:

@@ -39,7 +39,8 @@ class InboxSteps(ChatScripts):
         chats that catch-up reads (`active_member`). A message read back after an outage
         (`message.caught_up`) that is a command is late: never run."""
         c = self.config
-        k = self.keys(message.chat_id)
+        chat = self.keyspace.scope.of_message(message)  # the state it enters (scope.py)
+        k = self.keys(chat)
         keys = [*k.all, k.seen(message.message_id), k.done, k.edit(message.message_id), k.left,
                 k.active]
         own: dict[str, Any] = {}
@@ -47,11 +48,11 @@ class InboxSteps(ChatScripts):
             own["busy"] = busy
         if message.caught_up:
             own["caught_up"] = True
-        args: list[Any] = [message.message_id, message.chat_id, message.create_time_ms,
+        args: list[Any] = [message.message_id, chat, message.create_time_ms,
                            command, message.to_json(), self.options("ingest", **own),
                            active_member(app_id, message.chat_type, message.chat_id)]
         if c.durable_ack == "none":
-            return _admission(message.chat_id, self._scripts["ingest"](keys=keys, args=args))
+            return _admission(chat, self._scripts["ingest"](keys=keys, args=args))
         with self.redis.pipeline(transaction=False) as pipe:
             # WAIT / WAITAOF count the writes of their own connection: pipeline them
             self._scripts["ingest"](keys=keys, args=args, client=pipe)
@@ -60,7 +61,7 @@ class InboxSteps(ChatScripts):
             else:
                 pipe.execute_command("WAIT", 1, c.durable_ack_timeout_ms)  # type: ignore[no-untyped-call]
             reply, durable = pipe.execute()
-        admission = _admission(message.chat_id, reply)
+        admission = _admission(chat, reply)
         self._check_durable(durable, admission)
         return admission
 
@@ -89,8 +90,9 @@ class InboxSteps(ChatScripts):
     def refuse(self, message: Message, reason: str, every_s: int) -> bool:
         """A person's refused direct message: a 'refused' notice for the desk, unless the
         chat's user was told within `every_s`. True when a notice was recorded."""
-        k = self.keys(message.chat_id)
+        chat = self.keyspace.scope.of_message(message)
+        k = self.keys(chat)
         return bool(self._scripts["refuse"](
             keys=[k.told, k.control],
-            args=[every_s, message.chat_id, message.to_json(), self.config.control_cap,
+            args=[every_s, chat, message.to_json(), self.config.control_cap,
                   reason]))

@@ -6,15 +6,21 @@ On one Redis (`Keyspace(shards=0)`, the default) per-chat keys carry the hash ta
 Cluster (`shards=N`) each chat belongs to one of N shards (CRC32 of its id): its keys, its
 shard's index and its shard's control stream all carry the shard's hash tag `{s<n>}`, so
 every script touches one slot, and the N shards spread over the cluster's masters.
+
+The id a `ChatKeys` is built from is the chat's *state id* (gateway/chats/scope.py): the
+Feishu chat id with one app (`gw:{oc_team}:lease`), `<chat_id>@<app_id>` when several apps
+share the state (`gw:{oc_team@cli_b}:lease`; on a cluster its shard is the CRC32 of that id).
 """
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from gateway.chats.scope import ChatScope
 
 INDEX_KEY = "gw:chats"
-"""Sorted set: chat_id → when (server ms) the sweeper should look at the chat next."""
+"""Sorted set: state id → when (server ms) the sweeper should look at the chat next."""
 
 CONTROL_KEY = "gw:control"
 """Stream of control jobs (commands, notices) for the listeners' control desks."""
@@ -172,8 +178,11 @@ class Keyspace:
     """Where each chat's keys live: one Redis (`shards=0`) or N shards of a Redis Cluster."""
 
     shards: int = 0
+    scope: ChatScope = field(default_factory=ChatScope)
+    """How a message's state id is named (by chat, or by chat and app)."""
 
     def chat(self, chat_id: str) -> ChatKeys:
+        """The keys of the state `chat_id` names (a state id, gateway/chats/scope.py)."""
         if self.shards <= 0:
             return ChatKeys(chat_id)
         return ChatKeys(chat_id, zlib.crc32(chat_id.encode()) % self.shards)

@@ -61,6 +61,7 @@ class ChatStore(InboxSteps, TurnSteps, RecoverySteps, CancelSteps, ChangeSteps):
     # replies that were given up
     def record_undelivered(self, chat_id: str, message_id: str, purpose: str,
                            error: str) -> None:
+        """`chat_id`: the state id of the turn (gateway/chats/scope.py): it names the bot."""
         metrics.undelivered()
         record = json.dumps({"chat_id": chat_id, "message_id": message_id, "purpose": purpose,
                              "error": error, "at_ms": int(time.time() * 1000)})

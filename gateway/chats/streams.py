@@ -6,6 +6,7 @@ from __future__ import annotations
 import redis
 
 from gateway.chats.keys import Keyspace
+from gateway.core.model import Message
 
 TTL_S = 86_400
 
@@ -14,6 +15,12 @@ class StreamCards:
     def __init__(self, client: redis.Redis, keyspace: Keyspace | None = None) -> None:
         self._redis = client
         self._keyspace = keyspace or Keyspace()
+
+    def chat_of(self, message: Message) -> str:
+        """The state id (gateway/chats/scope.py) the cards of `message`'s answers are kept
+        under: each bot answering it streams its own card. The others take it as
+        `chat_id`."""
+        return self._keyspace.scope.of_message(message)
 
     def _key(self, chat_id: str, message_id: str) -> str:
         return self._keyspace.chat(chat_id).stream(message_id)

@@ -66,7 +66,9 @@ class Settings(BaseSettings):
     """The longest lease of a published turn no worker started yet (it is published
     again after the lease TTL, then 2x, 4x ... up to 8x it, while the turns queue is empty)."""
     feishu_apps: SecretStr = Field(SecretStr(""), validation_alias="FEISHU_APPS")
-    """More apps for one listener: `app_id:app_secret` pairs, comma-separated."""
+    """More apps for one listener: `app_id:app_secret` pairs, comma-separated. With more
+    than one app in all, each app's bot keeps its own state of a chat (`<chat_id>@<app_id>`);
+    workers and the CLI need the same list."""
     ws_ping_interval_s: float = Field(30.0, validation_alias="FEISHU_WS_PING_INTERVAL", gt=0)
     """Seconds between pings on the long connection."""
     ws_ping_timeout_s: float = Field(10.0, validation_alias="FEISHU_WS_PING_TIMEOUT", gt=0)

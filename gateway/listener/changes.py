@@ -59,15 +59,16 @@ class ChatChanges:
         return outcome
 
     def _chat_event(self, event_type: str, chat: ev.ChatEvent, app_id: str) -> str:
+        state = self.store.keyspace.scope.of(chat.chat_id, app_id)  # this bot's (scope.py)
         if event_type == ev.RECALLED:
-            change = self.store.withdraw(chat.chat_id, chat.message_id)
+            change = self.store.withdraw(state, chat.message_id)
             logger.info("message %s of chat %s withdrawn by its sender: %s", chat.message_id,
-                        chat.chat_id, _said(change))
+                        state, _said(change))
             return self._went_on(change)
         if event_type == ev.BOT_REMOVED:
-            change = self.store.evict(chat.chat_id, chat.at_ms)
+            change = self.store.evict(state, chat.at_ms)
             logger.info("bot removed from chat %s: %d waiting message(s) dropped, turn %s",
-                        chat.chat_id, change.dropped, change.how)
+                        state, change.dropped, change.how)
             return self._went_on(change)
         if event_type == ev.BOT_ADDED:
             return self._greet(chat, self.welcome_group, "group", app_id)

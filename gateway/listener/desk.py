@@ -269,5 +269,5 @@ class ControlDesk:
         except GatewayError as error:
             logger.error("%s reply to %s in chat %s given up: %s", purpose, message.message_id,
                          message.chat_id, error)
-            self._store.record_undelivered(message.chat_id, message.message_id, purpose,
-                                           str(error))
+            self._store.record_undelivered(self._store.keyspace.scope.of_message(message),
+                                           message.message_id, purpose, str(error))

@@ -133,7 +133,7 @@ class Intake:
         if not verdict.admitted:
             metrics.refused(verdict.code or "other")
             return self._refused(payload, event_id, arrival, verdict.reason, verdict.tell,
-                                 bot_open_id)
+                                 bot_open_id, app_id)
         try:
             message = parse_message(payload, bot_open_id=bot_open_id,
                                     max_text_chars=self.max_text_chars)
@@ -143,7 +143,7 @@ class Intake:
         message = self._tag(message, app_id)
         if caught_up:
             message = replace(message, caught_up=True)
-        with turn_context(message.chat_id, message.message_id):
+        with turn_context(self._store.keyspace.scope.of_message(message), message.message_id):
             return self._ingest(message)
 
     def _tag(self, message: Message, app_id: str) -> Message:
@@ -153,7 +153,7 @@ class Intake:
         return message
 
     def _greeting(self, message: Message) -> str:
-        with turn_context(message.chat_id, message.message_id):
+        with turn_context(self._store.keyspace.scope.of_message(message), message.message_id):
             return self._ingest(message, command="")
 
     def _ingest(self, message: Message, command: str | None = None) -> str:
@@ -171,24 +171,25 @@ class Intake:
             if error.admission.claimed is not None:
                 self._publish(error.admission.claimed)
             raise
+        chat = self._store.keyspace.scope.of_message(message)  # (with several apps, its app)
         if admission.outcome == "late":
             what = "a command read back after an outage" if command and message.caught_up \
                 else f"{admission.late_ms / 60_000:.0f} min late"
             logger.warning("message %s of chat %s arrived %s: %s", message.message_id,
-                           message.chat_id, what, "dropped"
+                           chat, what, "dropped"
                            if self._store.config.late_events == "drop" else "told so, not run")
         elif admission.outcome == "command":
-            logger.info("command /%s in chat %s (message %s)", command, message.chat_id,
+            logger.info("command /%s in chat %s (message %s)", command, chat,
                         message.message_id)
         else:
             logger.debug("message %s of chat %s: %s (%d waiting)", message.message_id,
-                        message.chat_id, admission.outcome, admission.waiting)
+                        chat, admission.outcome, admission.waiting)
         if admission.claimed is not None:
             self._publish(admission.claimed)
         return admission.outcome
 
     def _refused(self, payload: Mapping[str, Any], event_id: str, arrival: Arrival,
-                 reason: str, tell: bool, bot_open_id: str) -> str:
+                 reason: str, tell: bool, bot_open_id: str, app_id: str) -> str:
         """One line (DEBUG for group chatter that did not address the bot, INFO else);
         a refused person in a DM is told so, at most once per `refusal_notice_every_s`."""
         level = logging.DEBUG if "without an @mention" in reason or arrival.sender_type != \
@@ -201,7 +202,8 @@ class Intake:
                                         max_text_chars=self.max_text_chars)
             except MalformedEvent:
                 return "refused"
-            self._store.refuse(message, reason, self.refusal_notice_every_s)
+            # told by the bot it was sent to, once per that bot's state of the chat
+            self._store.refuse(self._tag(message, app_id), reason, self.refusal_notice_every_s)
         return "refused"
 
     def _publish(self, turn: TurnRef) -> None:

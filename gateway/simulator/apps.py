@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gateway.simulator.config import SimConfig
 
@@ -55,6 +57,18 @@ class AppRegistry:
         with self._lock:
             apps = list(self._apps.values())
         return next((a for a in apps if a.tenant_token(generation) == token), None)
+
+    def recipients(self, app_id: str | None, chat_type: str,
+                   mentions: Sequence[Mapping[str, Any]]) -> list[SimConfig]:
+        """The apps a person's message goes to, as Feishu routes im.message.receive_v1: the
+        app named (`app_id`); else, in a group, each app whose bot it @mentions, every one
+        its own event under the same message id (a bot sees unmentioned group messages only
+        with the permission to read them all, which the simulator models by naming the app);
+        else the primary app."""
+        if app_id is not None or chat_type != "group":
+            return [self.get(app_id)]
+        mentioned = {str((m.get("id") or {}).get("open_id", "")) for m in mentions}
+        return [a for a in self.all() if a.bot_open_id in mentioned] or [self.primary]
 
     def all(self) -> list[SimConfig]:
         with self._lock:

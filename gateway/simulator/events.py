@@ -47,8 +47,10 @@ class EventDelivery(SimulatorCore):
                      root_id: str | None = None, parent_id: str | None = None,
                      parts: int = 1, deliver: bool = True, create_time_ms: int | None = None,
                      app_id: str | None = None) -> str:
-        """Deliver an im.message.receive_v1 event of any type to a client of `app_id`
-        (default: the primary app); returns its message_id.
+        """Deliver an im.message.receive_v1 event of any type to a client of `app_id`;
+        returns its message_id. Without `app_id`, a group message goes to each app whose bot
+        it @mentions, each as its own event (same message id), and any other to the primary
+        app (`AppRegistry.recipients`).
 
         With deliver=False the message only exists on the platform (replies to it work),
         as when a listener took it and died before acting on it; during `set_outage` it
@@ -56,7 +58,10 @@ class EventDelivery(SimulatorCore):
         now) backdates the message, e.g. to deliver one sent hours ago. A reply to
         `parent_id` carries root_id too (the parent's root, else the parent), as Feishu's
         events do."""
-        app = self.apps.get(app_id)
+        apps = self.apps.recipients(app_id, chat_type, mentions or ())
+        if not deliver and len(apps) > 1:
+            raise ValueError("deliver=False holds one app's event: name it with app_id")
+        app = apps[0]
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
         created = p.now_ms() if create_time_ms is None else create_time_ms
         if parent_id and root_id is None:
@@ -75,14 +80,15 @@ class EventDelivery(SimulatorCore):
             mentions=tuple(incoming.mentions)))
         if chat_type == "p2p":
             self.state.remember_p2p_chat(app.app_id, sender_open_id, chat_id)
-        event = encode_event(p.message_receive_event(incoming, app_id=app.app_id))
-        if deliver and self.push_lost(app.app_id):
-            self.state.bump("pushes-lost")
-        elif deliver:
-            self._deliver(event, parts=parts, frame_type="event", message_id=incoming.message_id,
-                          app_id=app.app_id)
-        else:
-            self._held[incoming.message_id] = (event, app.app_id)
+        for each in apps:
+            event = encode_event(p.message_receive_event(incoming, app_id=each.app_id))
+            if deliver and self.push_lost(each.app_id):
+                self.state.bump("pushes-lost")
+            elif deliver:
+                self._deliver(event, parts=parts, frame_type="event",
+                              message_id=incoming.message_id, app_id=each.app_id)
+            else:
+                self._held[incoming.message_id] = (event, each.app_id)
         return incoming.message_id
 
     def send_merge_forward(self, chat_id: str, children: Sequence[ForwardChild], *,
@@ -220,9 +226,10 @@ class EventDelivery(SimulatorCore):
         """Re-send the same payload (same event_id) as a new frame; returns the new frame id.
 
         It goes to a client of `app_id`, by default of the app the event went to first
-        (the primary app unless the event named another one). The frame joins its event:
-        a 200 ACK of it stops automatic redelivery too."""
-        frame = self.state.find_frame(message_id)
+        (the primary app unless the event named another one); a message that went to
+        several apps is redelivered as `app_id`'s own event. The frame joins its event: a
+        200 ACK of it stops automatic redelivery too."""
+        frame = self.state.find_frame(message_id, app_id) or self.state.find_frame(message_id)
         if frame is None:
             raise KeyError(f"simulator never delivered a message or frame {message_id!r}")
         target = self.apps.get(app_id or frame.app_id).app_id

@@ -181,13 +181,15 @@ class SimState:
                 if frame.message_id is not None:
                     self._delivered.add(frame.message_id)
 
-    def find_frame(self, key: str) -> SentFrame | None:
-        """The frame with this id, or the last frame sent for this Feishu message id."""
+    def find_frame(self, key: str, app_id: str | None = None) -> SentFrame | None:
+        """The frame with this id, or the last frame sent for this Feishu message id (to
+        `app_id`, when given: a group message goes to each bot it mentions as its own
+        event)."""
         with self._cond:
             frame = self._frames.get(key)
             if frame is None:
-                frame = next((f for f in reversed(self._frames.values()) if f.message_id == key),
-                             None)
+                frame = next((f for f in reversed(self._frames.values()) if f.message_id == key
+                              and app_id in (None, f.app_id)), None)
             return frame
 
     def find_payload(self, key: str) -> tuple[bytes, str | None] | None:

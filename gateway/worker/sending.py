@@ -141,6 +141,6 @@ class AnswerSender:
                 else:
                     logger.error("reply to %s in chat %s given up: %s", message.message_id,
                                  message.chat_id, error)
-                self.store.record_undelivered(message.chat_id, message.message_id, answer.kind,
+                self.store.record_undelivered(turn.chat_id, message.message_id, answer.kind,
                                               str(error))
                 return

@@ -91,14 +91,15 @@ class CardSurface(_Sender):
 
     def open(self, text: str) -> bool:
         m = self._message
-        card_id = self._cards.card_of(m.chat_id, m.reply_key)
+        chat = self._cards.chat_of(m)  # this bot's state of the chat
+        card_id = self._cards.card_of(chat, m.reply_key)
         fresh = card_id is None
         if card_id is None:
             card = card_json(text, element_id=ELEMENT_ID, streaming=True)
             made = self._replies.call("streaming card", lambda api: api.create_card(card),
                                       app_id=m.app_id, chat_id=m.chat_id,
                                       may_send=self._may_send, stopped=self._stopped)
-            card_id = self._cards.keep(m.chat_id, m.reply_key, made)
+            card_id = self._cards.keep(chat, m.reply_key, made)
             fresh = card_id == made
         self._reply("interactive", {"type": "card", "data": {"card_id": card_id}})
         self.card_id = card_id

@@ -54,7 +54,10 @@ def test_in_groups_each_user_continues_a_conversation_of_their_own(rig: Rig) -> 
     wait_until(lambda: all(m in replies_to(sim, chat) for m in asked), 20, "three answers")
     sessions = [replies_to(sim, chat)[m][0].split()[1] for m in asked]
     assert sessions[0] == sessions[2] != sessions[1]
-    assert sessions[0].startswith(f"{chat}/ou_user_1#") and f"{chat}/ou_friend#" in sessions[1]
+    # this gateway serves two apps: each bot's sessions are its own (`<chat>@<app>`)
+    bot = f"{chat}@{sim.app_id}"
+    assert sessions[0].startswith(f"{bot}/ou_user_1#") and f"{bot}/ou_friend#" in sessions[1]
     dm = sim.send_text("oc_dm_friend", "whoami", sender_open_id="ou_friend")
     wait_until(lambda: dm in replies_to(sim, "oc_dm_friend"), 20, "the direct answer")
-    assert replies_to(sim, "oc_dm_friend")[dm][0].startswith("session oc_dm_friend#")
+    assert replies_to(sim, "oc_dm_friend")[dm][0].startswith(
+        f"session oc_dm_friend@{sim.app_id}#")

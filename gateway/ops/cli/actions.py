@@ -6,6 +6,7 @@ for one turn, a retry enters the chat's inbox, a purge never takes the held turn
 from __future__ import annotations
 
 import dataclasses
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,6 +141,18 @@ def purge(ops: Ops, chat_id: str, entries: list[str],
     return dropped
 
 
+def purge_with_progress(ops: Ops, chat_id: str, entries: list[str]) -> int:
+    """`purge`, with a progress bar on a terminal when it takes several batches."""
+    if not sys.stderr.isatty() or len(entries) <= PURGE_BATCH:
+        return purge(ops, chat_id, entries)
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(f"purging chat {chat_id}", total=len(entries))
+        return purge(ops, chat_id, entries, lambda n: progress.advance(task, n))
+
+
 def notify_purged(ops: Ops, chat_id: str, entries: list[str], dropped: int) -> str:
     """Tell the chat, in one reply to the newest dropped message, that it was cleared."""
     from gateway.chats.model import entry_message
@@ -150,5 +163,5 @@ def notify_purged(ops: Ops, chat_id: str, entries: list[str], dropped: int) -> s
     ops.runtime.replies.send_text(
         newest.message_id, f"An operator cleared {dropped} waiting message(s) of this chat; "
         "they will not be answered.", uuid=str(uuid.uuid4()),  # one notice a purge
-        app_id=newest.app_id, chat_id=chat_id)
+        app_id=newest.app_id, chat_id=newest.chat_id)
     return f"chat {chat_id} told in a reply to {newest.message_id}"

@@ -11,10 +11,11 @@ from typing import Any
 import click
 from rich.console import Console
 
+from gateway.chats.scope import chat_of
 from gateway.core.errors import GatewayError, Refused
 from gateway.core.logs import setup_logging
 from gateway.core.settings import load_settings
-from gateway.ops.cli import actions, show, views
+from gateway.ops.cli import actions, naming, show, views
 from gateway.ops.cli.context import Ops, Run
 from gateway.ops.cli.sandbox import demo, simulator
 
@@ -51,6 +52,9 @@ def ops() -> Ops:
 
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print JSON for scripts instead of a table.")
+app_option = click.option("--app", default="", metavar="APP_ID",
+                          help="With several apps (FEISHU_APPS): the bot whose state of the "
+                               "chat is meant (same as CHAT_ID@APP_ID).")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -158,29 +162,36 @@ def chats(as_json: bool, limit: int, page: int) -> None:
 @cli.command()
 @json_option
 @click.argument("chat_id")
+@app_option
 @click.option("--first", default=5, show_default=True, type=click.IntRange(min=0),
               help="Waiting messages to list.")
-def chat(as_json: bool, chat_id: str, first: int) -> None:
+def chat(as_json: bool, chat_id: str, app: str, first: int) -> None:
     """One chat's whole state: its busy mode, its turn (task, since, worker, fence, attempt,
     the messages it merges), waiting messages, lease TTL, session generation and last turns
-    with their outcome.
+    with their outcome. With several apps, each bot's state of the chat in turn (--json: a
+    list), or one bot's (--app, or CHAT_ID@APP_ID).
 
     Reads REDIS_URL, GATEWAY_HISTORY_TURNS, GATEWAY_BUSY_MODE and FEISHU_GROUP_RULES; no
     broker needed."""
     o = ops()
-    o.require_chat(chat_id)
-    emit(views.chat_view(o.store, chat_id, first=first,
-                         busy=o.settings.admission_rules.busy_of(chat_id)), as_json, show.chat)
+    shown = [views.chat_view(o.store, state, first=first,
+                             busy=o.settings.admission_rules.busy_of(chat_of(state)))
+             for state in naming.states(o, chat_id, app)]
+    one = len(shown) == 1
+    emit(shown[0] if one else shown, as_json, show.chat if one else show.each_chat)
 
 
 @cli.command()
 @click.argument("chat_id")
+@app_option
 @click.option("--new", is_flag=True, help="Also start a new conversation (as /new).")
-def stop(chat_id: str, new: bool) -> None:
-    """Stop a chat's turn exactly as /stop does; the chat's waiting messages go on.
+def stop(chat_id: str, app: str, new: bool) -> None:
+    """Stop a chat's turn exactly as /stop does; the chat's waiting messages go on. With
+    several apps, one bot's turn (--app, or CHAT_ID@APP_ID).
 
     Reads GATEWAY_CANCEL_TIMEOUT, GATEWAY_CANCEL_TERMINATE, REDIS_URL, CELERY_BROKER_URL."""
-    click.echo(actions.stop(ops(), chat_id, new=new).describe())
+    o = ops()
+    click.echo(actions.stop(o, naming.state(o, chat_id, app), new=new).describe())
 
 
 @cli.command()
@@ -200,10 +211,11 @@ def revoke(task_id: str, terminate: bool) -> None:
 @cli.command()
 @click.argument("target")
 @click.argument("message_id", required=False)
+@app_option
 @click.option("--anyway", is_flag=True, help="Queue it even when no worker answers.")
-def retry(target: str, message_id: str | None, anyway: bool) -> None:
+def retry(target: str, message_id: str | None, app: str, anyway: bool) -> None:
     """Run a failed, stopped or given-up turn again: TURN_ID (or its task's id), or
-    CHAT_ID MESSAGE_ID.
+    CHAT_ID MESSAGE_ID (with several apps, --app or CHAT_ID@APP_ID names the bot).
 
     The message enters its chat's inbox behind what waits and is answered once. Refused for a
     message that was answered, is unknown, or ended longer ago than GATEWAY_RETRY_RETENTION_S.
@@ -212,18 +224,20 @@ def retry(target: str, message_id: str | None, anyway: bool) -> None:
     if message_id is None:
         chat_id, message_id = actions.resolve(o, target)
     else:
-        chat_id = target
+        chat_id = naming.state(o, target, app)
     click.echo(actions.retry(o, chat_id, message_id, anyway=anyway))
 
 
 @cli.command()
 @click.argument("chat_id")
+@app_option
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--stop", "and_stop", is_flag=True, help="Stop the chat's turn too.")
 @click.option("--notify", is_flag=True,
               help="Tell the chat in one line that its waiting messages were dropped.")
-def purge(chat_id: str, yes: bool, and_stop: bool, notify: bool) -> None:
-    """Drop a chat's waiting messages (not its turn's, unless --stop).
+def purge(chat_id: str, app: str, yes: bool, and_stop: bool, notify: bool) -> None:
+    """Drop a chat's waiting messages (not its turn's, unless --stop); with several apps,
+    one bot's (--app, or CHAT_ID@APP_ID).
 
     Its users are told nothing unless --notify. Reads REDIS_URL (and, with --stop or
     --notify, CELERY_BROKER_URL and the FEISHU_* credentials)."""
@@ -231,29 +245,18 @@ def purge(chat_id: str, yes: bool, and_stop: bool, notify: bool) -> None:
     if notify and not o.settings.has_credentials:
         raise GatewayError("--notify sends through Feishu: set FEISHU_APP_ID and "
                            "FEISHU_APP_SECRET (nothing was dropped)")
-    o.require_chat(chat_id)
+    chat_id = naming.state(o, chat_id, app)
     held = o.store.lease(chat_id).get("entry")
     entries = [e for e in o.store.pending_entries(chat_id) if e != held]
     if entries and not yes:
         click.confirm(f"Drop {len(entries)} waiting message(s) of chat {chat_id}?",
                       abort=True)
-    dropped = _purge_with_progress(o, chat_id, entries)
+    dropped = actions.purge_with_progress(o, chat_id, entries)
     click.echo(f"chat {chat_id}: {dropped} waiting message(s) dropped")
     if and_stop:
         click.echo(actions.stop(o, chat_id, new=False).describe())
     if notify and dropped:
         click.echo(actions.notify_purged(o, chat_id, entries, dropped))
-
-
-def _purge_with_progress(o: Ops, chat_id: str, entries: list[str]) -> int:
-    if not sys.stderr.isatty() or len(entries) <= actions.PURGE_BATCH:
-        return actions.purge(o, chat_id, entries)
-    from rich.progress import Progress
-
-    with Progress(console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task(f"purging chat {chat_id}", total=len(entries))
-        return actions.purge(o, chat_id, entries,
-                             lambda n: progress.advance(task, n))
 
 
 @cli.command()

@@ -77,6 +77,12 @@ def chat(console: Console, view: dict[str, Any]) -> None:
                       f"{u.get('error')}", markup=False)
 
 
+def each_chat(console: Console, views: list[dict[str, Any]]) -> None:
+    """Every bot's state of one chat (several apps), one after the other."""
+    for view in views:
+        chat(console, view)
+
+
 def chats(console: Console, view: dict[str, Any]) -> None:
     if not view["total"]:
         console.print("no chat is active (no turn runs, no message waits)")
