@@ -32,6 +32,7 @@ import pytest
 from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
 from gateway.ops.processes import wait_until
 from tests.chaos.monkey import (
+    CATCHUP_AFTER_S,
     FAULTS,
     LISTENER_AHEAD_S,
     RESULTS,
@@ -114,7 +115,8 @@ def chaos_rig(tmp_path_factory: pytest.TempPathFactory, clocks: Clocks,
                 server=clocks.redis.server_options() if clocks.redis else None,
                 GATEWAY_INBOX_CAP="100", GATEWAY_REPLY_RETRY_BUDGET_S="120",
                 FEISHU_REQUIRE_MENTION="true", FEISHU_GROUP_RULES=json.dumps(merging),
-                GATEWAY_MERGE_WINDOW_MS=str(MERGE_WINDOW_MS)) as rig:
+                GATEWAY_MERGE_WINDOW_MS=str(MERGE_WINDOW_MS),
+                FEISHU_CATCHUP_AFTER_S=str(CATCHUP_AFTER_S)) as rig:
         yield rig
 
 
@@ -204,3 +206,5 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, run_id:
     assert figures.release_queue <= RELEASE_QUEUE_CAP_MESSAGES, figures.line()
     assert figures.answered == figures.sent
     assert figures.merged > 0, figures.line()  # the merge groups' bursts were merged
+    if "listener-outage" in enabled:  # what users wrote meanwhile was read back
+        assert figures.caught_up > 0, figures.line()
