@@ -19,6 +19,7 @@ from gateway.listener.desk import LATE_NOTICE
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from gateway.worker.sending import LATE_ANSWER_NOTE
+from tests.support.clocks import SteppedClock
 from tests.support.replies import replies_to
 from tests.support.rig import Rig, rig_up
 
@@ -125,3 +126,24 @@ def test_a_dead_listeners_catch_up_is_taken_over_and_a_pushed_message_answered_o
     first_pages = [c for c in sim.list_calls[calls_before:] if c.page_token == ""]
     assert len([c for c in first_pages if c.chat_id == first_pages[0].chat_id]) == 1, \
         "resumed from its progress: the page read before the death is not read again"
+
+
+def test_an_outage_is_read_back_on_feishus_clock_when_redis_runs_five_minutes_ahead(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The gap is measured on Redis's clock, the messages' create_time is on Feishu's: a
+    Redis whose clock stepped (a VM resumed, a failover) still reads the right minutes."""
+    clock = SteppedClock(300)
+    try:
+        with rig_up(tmp_path_factory, supervise=False, kill=True,
+                    server=clock.server_options(),
+                    FEISHU_CATCHUP_AFTER_S=str(AFTER_S)) as ahead:
+            sim, client, dm = ahead.sim, ahead.client(), "oc_catchup_ahead"
+            answer(sim, dm, sim.send_text(dm, "before"))
+            outage(ahead, *[p for p in ahead.fleet.started if p.name.startswith("listener")])
+            wrote = sim.send_text(dm, "while no listener ran")
+            wait_out_the_gap(client, sim.app_id)
+            sim.set_outage(False)
+            ahead.listener()
+            assert answer(sim, dm, wrote) == f"{LATE_ANSWER_NOTE}\n\necho: while no listener ran"
+    finally:
+        clock.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -88,6 +89,9 @@ class OpenApi:
         self._token_lock = threading.Lock()
         self._token = ""
         self._token_expires_at = 0.0
+        self._date: tuple[float, float] | None = None
+        """Feishu's clock as its last answer's Date header gave it (epoch s), and when that
+        answer came (time.monotonic())."""
 
     def close(self) -> None:
         self._http.close()
@@ -100,7 +104,26 @@ class OpenApi:
                                           headers=headers)
         except httpx.TransportError as error:  # connect, read, reset, protocol errors
             raise RetryableError(f"{what}: {type(error).__name__}: {error}") from None
+        self._note_date(response.headers.get("date"))
         return classify(response, what)
+
+    def _note_date(self, header: str | None) -> None:
+        if not header:
+            return
+        try:
+            self._date = (parsedate_to_datetime(header).timestamp(), time.monotonic())
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return
+
+    def feishu_now_ms(self) -> int | None:
+        """Feishu's clock now (epoch ms, to within the Date header's second), as its last
+        answer said and this host's monotonic clock carries on; None before any answer
+        with a Date."""
+        date = self._date
+        if date is None:
+            return None
+        said_s, at = date
+        return int((said_s + time.monotonic() - at) * 1000)
 
     def token(self) -> str:
         """The tenant access token, fetched when missing or about to expire."""

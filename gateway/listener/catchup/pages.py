@@ -47,11 +47,16 @@ class ChatPages:
         self._stopping = stopping
         self._rng = rng or random.Random()
 
+    def feishu_now_ms(self, app_id: str) -> int | None:
+        """Feishu's clock now, as the app's open API last said it (None: not yet)."""
+        return self._apis(app_id).feishu_now_ms()
+
     def page(self, app_id: str, chat_id: str, since_ms: int, until_ms: int, token: str,
              renew: Callable[[], bool]) -> Page:
-        """The page of `chat_id`'s messages created in [since_ms, until_ms] that `token`
-        names ('' the first). RejectedError when Feishu refuses (the bot left the chat, a
-        token that expired); RetryableError once ATTEMPTS failed; LeaseLost, Stopping."""
+        """The page of `chat_id`'s messages created in [since_ms, until_ms] (Feishu's
+        clock) that `token` names ('' the first). RejectedError when Feishu refuses (the bot
+        left the chat, a token that expired); RetryableError once ATTEMPTS failed;
+        LeaseLost, Stopping."""
         start_s, end_s = query_window(since_ms, until_ms)
         api = self._apis(app_id)
         last: RetryableError | None = None
@@ -60,8 +65,9 @@ class ChatPages:
                 raise Stopping("the listener is stopping")
             if not renew():
                 raise LeaseLost(f"catch-up of app {app_id} is no longer this listener's")
-            if self._quota is not None and not self._quota.acquire(
-                    app_id, low=True, stopped=self._stopping, timeout_s=QUOTA_WAIT_S):
+            if self._quota is not None and not self._quota.acquire(  # (after waiting replies)
+                    app_id, low=True, patient=True, stopped=self._stopping,
+                    timeout_s=QUOTA_WAIT_S):
                 continue  # stopping (checked above), or no room yet: try again
             try:
                 return page_of(api.list_messages(chat_id, start_s=start_s, end_s=end_s,

@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 Feed = Callable[[Mapping[str, Any], str], str]
 """(a message event's payload, app_id) → what the intake did with it (caught up)."""
 RETRY_AFTER_S = 15.0
+SHIFT_NOTED_MS = 5_000
+"""Feishu's clock further than this from Redis's is worth a line."""
 """An app whose catch-up failed is tried again after this."""
 
 
@@ -135,14 +137,29 @@ class CatchUpRunner:
                     app_id, len(chats))
         return chats
 
+    def _window(self, app_id: str, job: Job) -> tuple[int, int]:
+        """The job's gap on Feishu's clock, which the messages' create_time is on: the gap
+        was measured on Redis's, and the two may differ by a step of either (a VM resumed,
+        a failover); the difference is read from Feishu's last answer (its Date)."""
+        feishu_ms = self.pages.feishu_now_ms(app_id)
+        if feishu_ms is None:
+            return job.since_ms, job.until_ms
+        seconds, micros = self.book.redis.time()
+        shift_ms = feishu_ms - (int(seconds) * 1000 + int(micros) // 1000)
+        if abs(shift_ms) > SHIFT_NOTED_MS:
+            logger.warning("catch-up of app %s: Feishu's clock is %+.0fs from Redis's; the gap "
+                           "is read on Feishu's", app_id, shift_ms / 1000)
+        return job.since_ms + shift_ms, job.until_ms + shift_ms
+
     def _catch_up(self, app_id: str, job: Job) -> None:
         chats = job.chats if job.chats is not None else self._plan(app_id, job)
+        window = self._window(app_id, job)
         nxt, token, pages = (job.next, job.token, job.pages) if job.chats is not None \
             else (0, "", 0)
         outcomes: Counter[str] = Counter()
         began = time.monotonic()
         for index in range(nxt, len(chats)):
-            self._read_chat(app_id, job, index, chats[index], token, pages, outcomes)
+            self._read_chat(app_id, job, window, index, chats[index], token, pages, outcomes)
             token, pages = "", 0
             self._save(app_id, job, next=index + 1, token="", pages=0)
         if self.book.done(app_id, job):
@@ -155,13 +172,13 @@ class CatchUpRunner:
         if not self.book.save(app_id, job, **fields):
             raise LeaseLost(f"catch-up of app {app_id} is no longer this listener's")
 
-    def _read_chat(self, app_id: str, job: Job, index: int, chat: ActiveChat, token: str,
-                   pages: int, outcomes: Counter[str]) -> None:
+    def _read_chat(self, app_id: str, job: Job, window: tuple[int, int], index: int,
+                   chat: ActiveChat, token: str, pages: int, outcomes: Counter[str]) -> None:
         """Read one chat from page `token` on (`pages` of it read so far), feeding each
-        message; progress saved after each page."""
+        message created in `window` (Feishu's clock); progress saved after each page."""
         while pages < self.limits.max_pages:
             try:
-                page = self.pages.page(app_id, chat.chat_id, job.since_ms, job.until_ms, token,
+                page = self.pages.page(app_id, chat.chat_id, *window, token,
                                        lambda: self.book.save(app_id, job))
             except RejectedError as error:
                 if not token:
@@ -172,7 +189,7 @@ class CatchUpRunner:
                 token = ""  # an expired page token: what was fed already is a duplicate
                 continue
             for item in page.items:
-                outcomes[self._feed(app_id, chat, job, item)] += 1
+                outcomes[self._feed(app_id, chat, window, item)] += 1
             pages += 1
             token = page.token if page.has_more else ""
             if not token:
@@ -182,9 +199,10 @@ class CatchUpRunner:
                        "rest is not read back (FEISHU_CATCHUP_MAX_PAGES)", chat.chat_id,
                        self.limits.max_pages)
 
-    def _feed(self, app_id: str, chat: ActiveChat, job: Job, item: Mapping[str, Any]) -> str:
+    def _feed(self, app_id: str, chat: ActiveChat, window: tuple[int, int],
+              item: Mapping[str, Any]) -> str:
         created = create_ms(item)
-        if not job.since_ms <= created <= job.until_ms:
+        if not window[0] <= created <= window[1]:
             return "outside the gap"
         why = skipped(item)
         if why:
