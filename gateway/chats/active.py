@@ -1,10 +1,10 @@
 """The chats active lately, for catch-up: which chats to read back after an outage.
 
-`lua/ingest.lua` marks each admitted message's chat in its shard's index
+`lua/ingest.lua` marks each admitted message's chat in its shard's index of its app
 (`keys.active_key`: `<app_id>|<chat_type>|<chat_id>` → the server time of its last message),
-in the step that admits it, and keeps the newest FEISHU_CATCHUP_MAX_CHATS per shard (the
-newest N overall are among them). This module reads them back, newest first, and forgets
-the ones older than the catch-up window.
+in the step that admits it, and keeps the newest FEISHU_CATCHUP_MAX_CHATS per shard and
+app (the app's newest N overall are among them). This module reads them back, newest
+first, and forgets the ones older than the catch-up window.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class ActiveChats:
         newest first, at most `limit`; entries older than `since_ms` are forgotten on the
         way (one round trip per master)."""
         with self.redis.pipeline(transaction=False) as pipe:
-            for key in self.keyspace.actives:
+            for key in self.keyspace.actives(app_id):
                 pipe.execute_command("ZREMRANGEBYSCORE", key, "-inf", f"({since_ms}",
                                      **route(self.redis, key))
                 pipe.execute_command("ZREVRANGEBYSCORE", key, "+inf", since_ms, "WITHSCORES",

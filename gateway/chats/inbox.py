@@ -42,7 +42,7 @@ class InboxSteps(ChatScripts):
         chat = self.keyspace.scope.of_message(message)  # the state it enters (scope.py)
         k = self.keys(chat)
         keys = [*k.all, k.seen(message.message_id), k.done, k.edit(message.message_id), k.left,
-                k.active]
+                k.active(app_id)]
         own: dict[str, Any] = {}
         if busy != "queue":
             own["busy"] = busy

@@ -52,10 +52,10 @@ class ChatKeys:
     def control(self) -> str:
         return control_key(self.shard)
 
-    @property
-    def active(self) -> str:
-        """The shard's index of recently active chats, for catch-up (`active_key`)."""
-        return active_key(self.shard)
+    def active(self, app_id: str) -> str:
+        """The shard's index of the app's recently active chats, for catch-up
+        (`active_key`)."""
+        return active_key(self.shard, app_id)
 
     def stream(self, message_id: str) -> str:
         """String: the card entity streaming the answer to `message_id` (a day)."""
@@ -161,11 +161,12 @@ def clock_key(index: str) -> str:
     return f"{index}:clock"
 
 
-def active_key(shard: int | None) -> str:
-    """Beside a sweeper index (its slot too): sorted set `<app_id>|<chat_type>|<chat_id>` →
-    when (server ms) a message of that chat was last admitted, the newest
-    FEISHU_CATCHUP_MAX_CHATS kept (lua/ingest.lua), read by catch-up (gateway/chats/active.py)."""
-    return f"{index_key(shard)}:active"
+def active_key(shard: int | None, app_id: str) -> str:
+    """Beside a sweeper index (its slot too), one per app (a busy app never pushes a quiet
+    one's chats out): sorted set `<app_id>|<chat_type>|<chat_id>` → when (server ms) a
+    message of that chat was last admitted, the newest FEISHU_CATCHUP_MAX_CHATS kept
+    (lua/ingest.lua), read by catch-up (gateway/chats/active.py)."""
+    return f"{index_key(shard)}:active:{app_id}"
 
 
 def control_key(shard: int | None) -> str:
@@ -196,10 +197,9 @@ class Keyspace:
         """Every sweeper index (one per shard)."""
         return [index_key(n) for n in self._shard_numbers]
 
-    @property
-    def actives(self) -> list[str]:
-        """Every index of recently active chats (one per shard)."""
-        return [active_key(n) for n in self._shard_numbers]
+    def actives(self, app_id: str) -> list[str]:
+        """Every index of the app's recently active chats (one per shard)."""
+        return [active_key(n, app_id) for n in self._shard_numbers]
 
     @property
     def controls(self) -> list[str]:

@@ -64,15 +64,20 @@ def test_a_two_minute_gap_on_redis_clock_plans_a_catch_up_of_it() -> None:
         assert one.beat(app) == (True, None)
 
 
-def test_no_beat_remembered_plans_the_whole_window_and_a_new_gap_widens_the_job(
+def test_no_beat_remembered_plans_nothing_and_a_new_gap_widens_a_pending_job(
         client: redis.Redis) -> None:
+    """A first start, an upgrade or Redis's data lost: no gap is known, and the dedupe marks
+    may be gone too, so nothing is read back (reading the window would answer again)."""
     listener = book(client, "listener-a")
-    pending, gap = listener.beat("cli_first")
-    assert pending and gap == -1
+    assert listener.beat("cli_first") == (False, -1)
+    assert listener.take("cli_first") is None
+    assert client.pttl(up_key("cli_first")) > WINDOW_MS, "the beat outlives the window"
+    client.set(up_key("cli_first"), server_ms(client) - 2 * WINDOW_MS)  # a gap of 2 windows
+    assert listener.beat("cli_first")[1] is not None
     job = listener.take("cli_first")
     assert job is not None
     now = server_ms(client)
-    assert now - WINDOW_MS - 1000 <= job.since_ms <= now - WINDOW_MS + 10
+    assert now - WINDOW_MS - 1000 <= job.since_ms <= now - WINDOW_MS + 10, "only the window"
     assert listener.save("cli_first", job, next=3, token="t")
     client.set(up_key("cli_first"), server_ms(client) - 2 * AFTER_MS)  # a second gap
     assert listener.beat("cli_first")[1] is not None

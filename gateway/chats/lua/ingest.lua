@@ -2,7 +2,8 @@
 -- ingest: dedupe + admit one message, atomically.
 -- KEYS: chat.lua's, then 10 seen:<message_id>  11 done (history.lua)  12 edit:<message_id>
 --       (an edit that arrived first, revise.lua)  13 left (when the bot was removed, evict.lua)
---       14 active (the shard's recently active chats, read by catch-up: keys.py active_key)
+--       14 active (the shard's recently active chats of the app, read by catch-up: keys.py
+--          active_key)
 -- ARGV: 1 message_id  2 chat_id  3 create_ms  4 command ('' for a message)  5 message json
 --       6 options (JSON): dedupe_ttl_s inbox_cap claim_ttl_ms control_cap (the control
 --         stream's) session_ttl_ms history_cap history_ttl_ms late_after_ms (0: never late)
@@ -45,7 +46,7 @@ local left = tonumber(redis.call('GET', KEYS[13]) or '')
 if left and created > 0 and created <= left then return {'left'} end
 local stored = ARGV[5]
 local edited = redis.call('HGET', KEYS[12], 'json')
-if edited and edited ~= '' then stored = edited end
+if edited and edited ~= '' then stored = keep_caught_up(edited, opts.caught_up) end
 local stale_command = opts.caught_up and ARGV[4] ~= ''
 if stale_command or (late_after > 0 and created > 0 and now_ms - created > late_after) then
   if opts.late_events ~= 'drop' then
@@ -86,7 +87,9 @@ end
 if redis.call('EXISTS', K.lease) == 1 then  -- (a lease always has its sweeper deadline)
   mark_busy()
   local lease = redis.call('HMGET', K.lease, 'fence', 'state')
-  if opts.busy == 'interrupt' and lease[2] == 'running'
+  -- (one read back after an outage waits for the next turn rather than stop the one
+  -- answering what was read back before it)
+  if opts.busy == 'interrupt' and lease[2] == 'running' and not opts.caught_up
      and redis.call('HGET', K.stop, 'fence') ~= lease[1]
      and (redis.call('HGET', K.tries, 'aid') or '') == '' then
     -- stop the running turn (the control desk, as /stop), unless it is sending an answer

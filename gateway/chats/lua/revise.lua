@@ -33,7 +33,8 @@ if not (lease[3] and interrupted(lease[3])) and ((lease[2] == found and lease[1]
   return {'started'}
 end
 local b = string.find(found, '|', string.find(found, '|', 1, true) + 1, true)
-local edited = string.sub(found, 1, b) .. ARGV[3]
+local edited = string.sub(found, 1, b)
+  .. keep_caught_up(ARGV[3], string.find(found, '"caught_up":true', b, true))
 local score = redis.call('ZSCORE', K.inbox, found)
 redis.call('ZREM', K.inbox, found)
 redis.call('ZADD', K.inbox, score, edited)

@@ -3,10 +3,10 @@ failure mark when the turn failed. Sent off the turn's path by one thread per pr
 one attempt each: a refusal or a rate limit is logged once and never retried (quota is
 for replies).
 
-Reactions draw from the send quota at the low priority: while replies wait for the quota,
-or with no room soon, a "Typing" reaction is skipped (as is one whose turn ended before
-its turn came); its removal and the failure mark wait for room (they yield to the replies
-first).
+A "Typing" reaction draws from the send quota at the low priority: while replies wait for
+the quota, or with no room soon, it is skipped (as is one whose turn ended before its turn
+came). Its removal and the failure mark draw as replies do: a "Typing" left on an answered
+message would be a lie, and there are only as many as were added while no reply waited.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ logger = logging.getLogger(__name__)
 QUEUE_CAP = 1000
 ADD_WAIT_S = 0.5
 """A "Typing" reaction waits at most this long for the quota (it is skipped after)."""
-REMOVE_WAIT_S = 120.0
-"""A reaction's removal (and a failure mark) waits this long for the quota: a "Typing"
-left on an answered message would be a lie."""
+REMOVE_WAIT_S = 30.0
+"""A reaction's removal (and a failure mark) waits this long for the quota, as a reply."""
 
 
 @dataclass
@@ -86,11 +85,10 @@ class Typist:
             except Exception:  # the thread's boundary: it must go on
                 logger.exception("typing reaction failed")
 
-    def _room(self, typing: Typing, api: OpenApi, wait_s: float, *,
-              patient: bool = False) -> bool:
+    def _room(self, typing: Typing, api: OpenApi, wait_s: float, *, low: bool = True) -> bool:
         try:
             if self._quota is None or self._quota.acquire(
-                    api.app_id, typing.chat_id, low=True, patient=patient, timeout_s=wait_s):
+                    api.app_id, typing.chat_id, low=low, timeout_s=wait_s):
                 return True
         except Yielded:
             logger.debug("typing reaction on %s skipped: replies are waiting for the send "
@@ -118,9 +116,9 @@ class Typist:
     def _remove(self, typing: Typing, failed: bool) -> None:
         api = self._api_for(typing.app_id)
         try:
-            if typing.reaction_id and self._room(typing, api, REMOVE_WAIT_S, patient=True):
+            if typing.reaction_id and self._room(typing, api, REMOVE_WAIT_S, low=False):
                 api.delete_reaction(typing.message_id, typing.reaction_id)
         finally:
             if failed and self.failure_emoji and self._room(typing, api, REMOVE_WAIT_S,
-                                                            patient=True):
+                                                            low=False):
                 self._react(typing, api, self.failure_emoji)

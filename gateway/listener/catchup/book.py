@@ -87,7 +87,7 @@ class CatchupBook:
 
     def beat(self, app_id: str) -> tuple[bool, int | None]:
         """This listener is connected to `app_id`: (a job is pending, the gap just found in
-        ms, or None; -1 when no earlier beat was known)."""
+        ms, or None; -1 when no earlier beat was known: nothing was planned)."""
         pending, gap = self._scripts["beat"](
             keys=[up_key(app_id), job_key(app_id)],
             args=[self.after_ms, self.window_ms, self.margin_ms])

@@ -65,10 +65,12 @@ class ChatPages:
                 raise Stopping("the listener is stopping")
             if not renew():
                 raise LeaseLost(f"catch-up of app {app_id} is no longer this listener's")
-            if self._quota is not None and not self._quota.acquire(  # (after waiting replies)
-                    app_id, low=True, patient=True, stopped=self._stopping,
-                    timeout_s=QUOTA_WAIT_S):
-                continue  # stopping (checked above), or no room yet: try again
+            if self._quota is not None:
+                if not self._quota.acquire(app_id, low=True, patient=True,  # (after replies)
+                                           stopped=self._stopping, timeout_s=QUOTA_WAIT_S):
+                    continue  # stopping (checked above), or no room yet: try again
+                if not renew():  # the quota's wait may have been long
+                    raise LeaseLost(f"catch-up of app {app_id} is no longer this listener's")
             try:
                 return page_of(api.list_messages(chat_id, start_s=start_s, end_s=end_s,
                                                  page_size=self.page_size, page_token=token))

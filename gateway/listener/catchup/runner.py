@@ -56,11 +56,19 @@ class CatchUpRunner:
         self._connected, self._ready = connected, ready
         self._stopping = stopping
         self._poke = threading.Event()
+        self._has_work = threading.Event()
+        self._pending: tuple[str, ...] = ()
         self._not_before: dict[str, float] = {}
-        self._thread = threading.Thread(target=self._run, name="gateway-catchup", daemon=True)
+        # beats go on while a catch-up works: a long one is no gap of its own
+        self._threads = [
+            threading.Thread(target=self._loop, args=(self._poke, self.beat_round),
+                             name="gateway-catchup-beat", daemon=True),
+            threading.Thread(target=self._loop, args=(self._has_work, self.work_round),
+                             name="gateway-catchup", daemon=True)]
 
     def start(self) -> CatchUpRunner:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def poke(self) -> None:
@@ -70,35 +78,45 @@ class CatchUpRunner:
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stopping.set()
         self._poke.set()
-        self._thread.join(timeout_s)
+        self._has_work.set()
+        for thread in self._threads:
+            thread.join(timeout_s)
 
-    def _run(self) -> None:
+    def _loop(self, wake: threading.Event, step: Callable[[], None]) -> None:
         while not self._stopping.is_set():
-            self._poke.wait(self.limits.beat_s)
-            self._poke.clear()
+            wake.wait(self.limits.beat_s)
+            wake.clear()
             if self._stopping.is_set():
                 return
             try:
-                self.round()
+                step()
             except redis.RedisError as error:
                 logger.warning("catch-up: round skipped, redis unavailable: %s", error)
             except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)
                 logger.error("catch-up: round failed, going on: %s", describe(error))
 
-    def round(self) -> None:
-        """Beat for every connected app, then work the pending catch-ups this listener can."""
+    def work_round(self) -> None:
+        for app_id in self._pending:
+            if self._ready(app_id) and time.monotonic() >= self._not_before.get(app_id, 0.0):
+                self.work(app_id)
+
+    def beat_round(self) -> None:
+        """Beat for every connected app; the apps with a pending catch-up are worked on the
+        other thread."""
         pending = []
         for app_id in self._connected():
             waiting, gap_ms = self.book.beat(app_id)
-            if gap_ms is not None:
-                logger.warning("catch-up of app %s planned: %s", app_id,
-                               "no earlier connection is remembered" if gap_ms < 0 else
-                               f"no listener was connected for {gap_ms / 1000:.0f}s")
+            if gap_ms is not None and gap_ms < 0:
+                logger.info("catch-up of app %s: no earlier connection is remembered, so no "
+                            "gap is known and nothing is read back", app_id)
+            elif gap_ms is not None:
+                logger.warning("catch-up of app %s planned: no listener was connected for "
+                               "%.0fs", app_id, gap_ms / 1000)
             if waiting:
                 pending.append(app_id)
-        for app_id in pending:
-            if self._ready(app_id) and time.monotonic() >= self._not_before.get(app_id, 0.0):
-                self.work(app_id)
+        self._pending = tuple(pending)
+        if pending:
+            self._has_work.set()
 
     def work(self, app_id: str) -> None:
         job = self.book.take(app_id)
@@ -140,7 +158,9 @@ class CatchUpRunner:
     def _window(self, app_id: str, job: Job) -> tuple[int, int]:
         """The job's gap on Feishu's clock, which the messages' create_time is on: the gap
         was measured on Redis's, and the two may differ by a step of either (a VM resumed,
-        a failover); the difference is read from Feishu's last answer (its Date)."""
+        a failover); the difference is read from Feishu's last answer (its Date). It only
+        ever widens the window: when the step came during the outage, the gap's start was
+        stamped before it and its end after (a few duplicates more cost nothing)."""
         feishu_ms = self.pages.feishu_now_ms(app_id)
         if feishu_ms is None:
             return job.since_ms, job.until_ms
@@ -149,7 +169,7 @@ class CatchUpRunner:
         if abs(shift_ms) > SHIFT_NOTED_MS:
             logger.warning("catch-up of app %s: Feishu's clock is %+.0fs from Redis's; the gap "
                            "is read on Feishu's", app_id, shift_ms / 1000)
-        return job.since_ms + shift_ms, job.until_ms + shift_ms
+        return job.since_ms + min(shift_ms, 0), job.until_ms + max(shift_ms, 0)
 
     def _catch_up(self, app_id: str, job: Job) -> None:
         chats = job.chats if job.chats is not None else self._plan(app_id, job)

@@ -167,10 +167,11 @@ def test_a_pressure_ends_within_its_own_length_after_a_clock_step_back(
     clock, client = stepped
     quota = Quota(client, Rates(per_s=10, per_min=100_000, chat_per_s=1000))
     client.delete(app_key("cli_a"))
-    pressed(quota)
-    clock.step(-300)
-    assert quota.acquire("cli_a", low=True, patient=True, timeout_s=5)
-    assert quota.acquire("cli_a", low=True, timeout_s=5), "the pressure lasted the step"
+    for step_s in (-300, -90):  # past the quota's TTL, and within it
+        pressed(quota)
+        clock.step(step_s)
+        assert quota.acquire("cli_a", low=True, patient=True, timeout_s=5)
+        assert quota.acquire("cli_a", low=True, timeout_s=5), "the pressure lasted the step"
 
 
 def test_a_reply_whose_budget_ends_in_a_hold_gives_feishus_answer_as_the_reason(

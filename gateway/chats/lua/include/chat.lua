@@ -30,6 +30,16 @@ local function last_fence()
   return tonumber(redis.call('HGET', K.tries, 'fence') or redis.call('GET', K.fence) or '0')
 end
 
+-- A message's stored json with the `caught_up` mark (read back after an outage) when
+-- `caught` says it had it: an edit's json (gateway/core/model.py Message.to_json, compact,
+-- never empty) does not carry it, and the late note must stay.
+local function keep_caught_up(json, caught)
+  if caught and not string.find(json, '"caught_up":true', 1, true) then
+    return '{"caught_up":true,' .. string.sub(json, 2)
+  end
+  return json
+end
+
 local function entry_id(entry)
   local a = string.find(entry, '|', 1, true)
   local b = string.find(entry, '|', a + 1, true)

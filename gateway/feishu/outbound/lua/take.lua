@@ -30,16 +30,21 @@ if held > now + length then  -- the clock stepped back past the hold's own lengt
   redis.call('HSET', KEYS[1], 'until', str(held), 'hold_end', str(held))
 end
 if held > now and cost > 0 then return held - now end
+local buckets = (#ARGV - 3) / 2
 if reserve > 0 and cost > 0 then
   local pressed = tonumber(redis.call('HGET', KEYS[1], 'pressed') or '0')
-  if pressed > now + tonumber(ARGV[3]) * 1000 then  -- the clock stepped back past it
+  local longest = 0  -- no pressure lasts longer than a reply's longest wait and PRESS_MS
+  for i = 1, buckets do
+    local rate, capacity = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
+    if rate > 0 then longest = math.max(longest, math.ceil(capacity * 1000 / rate)) end
+  end
+  if pressed > now + PRESS_MS + longest then  -- the clock stepped back past it
     redis.call('HDEL', KEYS[1], 'pressed')
   elseif pressed > now then
     return now - pressed
   end
 end
 local tokens, wait, stepped = {}, 0, false
-local buckets = (#ARGV - 3) / 2
 for i = 1, buckets do
   local rate, capacity = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
   local state = redis.call('HMGET', KEYS[1], 't' .. i, 'ts' .. i)

@@ -6,19 +6,22 @@
 -- KEYS: 1 up (string: the server ms of the app's last beat)  2 job (hash, see take.lua)
 -- ARGV: 1 after_ms  2 window_ms  3 margin_ms
 -- The job reads back [since, until]: from the last beat before the gap (less the margin; no
--- earlier than window_ms ago; window_ms ago when no beat is remembered: a first start, or
--- a gap longer than the window) to now plus the margin. A gap while a job is pending widens
+-- earlier than window_ms ago) to now plus the margin. With no beat remembered (a first
+-- start, an upgrade, Redis's data lost with its dedupe marks) nothing is planned: there is
+-- no gap known, and reading the whole window would answer again what was answered. The
+-- beat is kept a week (UP_TTL_MS), so a gap longer than the window reads the window. A gap while a job is pending widens
 -- it and starts it over (`gen` + 1: its holder's progress no longer counts; the messages
 -- read again are duplicates).
 -- A step of Redis's clock back is no gap; a step forward by S looks like a gap of S (a
 -- catch-up that finds nothing new).
 -- → {pending ('1' | '0'), gap_ms ('' when nothing was planned now; '-1': no beat known)}
+local UP_TTL_MS = 7 * 24 * 3600 * 1000
 local _, now = clock()
 local after, window, margin = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local last = tonumber(redis.call('GET', KEYS[1]) or '')
 local since, gap = false, ''
 if not last then
-  since, gap = now - window, '-1'
+  gap = '-1'
 elseif now - last > after then
   since, gap = last - margin, str(now - last)
 end
@@ -33,5 +36,5 @@ if since then
              'pages', '0', 'planned_ms', str(now))
   redis.call('PEXPIRE', KEYS[2], window)
 end
-redis.call('SET', KEYS[1], str(now), 'PX', window)
+redis.call('SET', KEYS[1], str(now), 'PX', math.max(window, UP_TTL_MS))
 return {tostring(redis.call('EXISTS', KEYS[2])), gap}
