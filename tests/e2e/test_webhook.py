@@ -81,7 +81,7 @@ def test_a_push_meeting_a_redis_failure_is_answered_500_and_taken_on_feishus_ret
         rig: Rig) -> None:
     chat = "oc_webhook_redis_pause"
     client = rig.client()
-    client.execute_command("CLIENT", "PAUSE", "1500", "WRITE")
+    client.client_pause(1500, all=False)  # writes wait 1.5 s: the Redis step times out
     message_id = rig.sim.send_text(chat, "through a pause")
     assert [a.code for a in rig.sim.acks_of(message_id)][:1] == [500]
     wait_until(lambda: message_id in replies_to(rig.sim, chat), 30, "the retried push's reply")
@@ -117,8 +117,11 @@ def test_two_replicas_one_killed_while_events_flow_lose_nothing_and_answer_once(
         flow.join(60)
         for chat in {c for c, _ in sent}:
             mine = [m for c, m in sent if c == chat]
-            wait_until(lambda chat=chat, mine=mine: set(mine) <= set(replies_to(rig.sim, chat)),
-                       60, f"every reply in {chat}")
+
+            def all_answered(chat: str = chat, mine: list[str] = mine) -> bool:
+                return set(mine) <= set(replies_to(rig.sim, chat))
+
+            wait_until(all_answered, 60, f"every reply in {chat}")
             answered = Counter(m.reply_to for m in rig.sim.sent_messages(chat))
             assert all(answered[m] == 1 for m in mine), "a message answered twice"
         survivor = [p for p in rig.webhook_urls if p is not doomed][0]

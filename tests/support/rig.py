@@ -209,8 +209,8 @@ class Rig:
         if self.mode == "ws":
             return self.fleet("listener", wait=wait, **env)  # type: ignore[arg-type]
         port = free_port()
-        proc = self.fleet("listener", wait=wait, argv=SERVE_ARGV,  # type: ignore[arg-type]
-                          FEISHU_WEBHOOK_PORT=str(port), **env)
+        env["FEISHU_WEBHOOK_PORT"] = str(port)
+        proc = self.fleet("listener", wait=wait, argv=SERVE_ARGV, **env)  # type: ignore[arg-type]
         self.webhook_urls[proc] = f"http://127.0.0.1:{port}/feishu/events"
         self.sim.set_webhook_urls(list(self.webhook_urls.values()))
         return proc

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 
 import pytest
 from Crypto.Cipher import AES
@@ -41,7 +42,7 @@ def event(token: str = TOKEN, **header: str) -> dict[str, object]:
             "event": {}}
 
 
-def pushed(payload: dict[str, object], key: str = KEY, *, at_s: float = NOW_S,
+def pushed(payload: Mapping[str, object], key: str = KEY, *, at_s: float = NOW_S,
            sign_key: str | None = None) -> tuple[bytes, Signed]:
     body = json.dumps({"encrypt": encrypt(json.dumps(payload).encode(), key)}).encode()
     ts, nonce = str(int(at_s)), "n0nce"
