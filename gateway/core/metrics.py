@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from gateway.core.presence import UP_STATES
+
 logger = logging.getLogger(__name__)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -88,11 +90,12 @@ def serve_listener(port: int, addr: str, connections: Callable[[], Iterable[Any]
     class Connections:
         def collect(self) -> Iterator[Any]:
             up = GaugeMetricFamily("gateway_connection_up", "1 while the app's long "
-                                   "connection is connected", labels=["app"])
+                                   "connection is connected (in webhook mode: while its "
+                                   "server serves)", labels=["app"])
             again = CounterMetricFamily("gateway_reconnects", "Reconnects of the app's long "
                                         "connection", labels=["app"])
             for status in connections():
-                up.add_metric([status.app_id], 1.0 if status.state == "connected" else 0.0)
+                up.add_metric([status.app_id], 1.0 if status.state in UP_STATES else 0.0)
                 again.add_metric([status.app_id], float(status.reconnects))
             yield up
             yield again

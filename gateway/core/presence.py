@@ -26,6 +26,8 @@ CONNECTIONS_KEY = "gw:connections"
 CONNECTIONS_STALE_S = 30.0
 CONNECTION_TIMES = ("since", "last_frame_at", "last_event_at")
 """The host-clock times a connection's record carries."""
+UP_STATES = ("connected", "serving")
+"""An app's long connection connected, or its webhook server serving (`serve`)."""
 
 
 def redis_time_s(client: redis.Redis) -> float:

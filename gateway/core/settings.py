@@ -18,13 +18,14 @@ from gateway.core.rules import (
     busy_mode,
     parse_group_rules,
 )
+from gateway.core.webhook_settings import WEBHOOK_SECRETS, WebhookSettings
 
 DEFAULT_DOMAIN = "https://open.feishu.cn"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 BROKER_SCHEMES = ("redis", "rediss", "unix", "amqp", "amqps", "pyamqp")
 
 
-class Settings(BaseSettings):
+class Settings(WebhookSettings, BaseSettings):
     """Everything the listener, the workers and the CLI may be configured with."""
 
     model_config = SettingsConfigDict(
@@ -420,7 +421,7 @@ def _describe(error: ValidationError) -> str:
     alias = info.validation_alias if info is not None else None
     name = alias if isinstance(alias, str) else field.upper()
     got = first.get("input")
-    secret = name in ("FEISHU_APP_SECRET", "FEISHU_APPS", "OPENAI_API_KEY")
+    secret = name in ("FEISHU_APP_SECRET", "FEISHU_APPS", "OPENAI_API_KEY", *WEBHOOK_SECRETS)
     if isinstance(got, str) and "://" in got:
         got = masked_url(got)
     shown = "" if secret else f", got {got!r}"

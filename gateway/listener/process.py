@@ -24,9 +24,10 @@ FATAL_POLL_S = 0.5
 """How often the process looks for a signal or a fatal refusal."""
 
 
-def run_listener(settings: Settings, sender: TaskSender) -> None:
+def run_listener(settings: Settings, sender: TaskSender, *, webhook: bool = False) -> None:
     """Run the listener until SIGINT or SIGTERM (then stop it cleanly), or until Feishu
-    refuses an app for good (GatewayError saying why)."""
+    refuses an app for good (GatewayError saying why). `webhook`: take events by HTTP
+    (`serve`) instead of the long connections."""
     quiet_lark_handler()  # the long connection's codec has loaded the SDK
     started: list[ListenerService] = []
     if settings.metrics_port:
@@ -42,7 +43,7 @@ def run_listener(settings: Settings, sender: TaskSender) -> None:
                                f"{settings.metrics_port} (GATEWAY_METRICS_PORT, "
                                f"GATEWAY_METRICS_ADDR): {error.strerror or error}") from None
     bound_publishing(sender, 2 * settings.redis_timeout_s)
-    service = ListenerService(settings, sender).start()
+    service = ListenerService(settings, sender, webhook=webhook).start()
     started.append(service)
     stop = threading.Event()
 

@@ -11,11 +11,14 @@ from gateway.core.errors import CredentialsRefused, GatewayError, RetryableError
 from gateway.core.logs import masked_url
 from gateway.core.loops import Periodic
 from gateway.core.names import TaskSender
+from gateway.core.redis_clock import RedisClock
 from gateway.core.settings import Settings
 from gateway.feishu.outbound.openapi import OpenApi
+from gateway.feishu.webhook.server import WebhookServer
 from gateway.feishu.ws.connection import ConnectionStatus
 from gateway.feishu.ws.listener import Listener, StatusBoard
 from gateway.listener.catchup.runner import CatchUpRunner
+from gateway.listener.ingress import Ingress, webhook_server, webhook_url
 from gateway.listener.runtime import ListenerRuntime
 
 logger = logging.getLogger(__name__)
@@ -54,14 +57,21 @@ def check_durability(client: redis.Redis, mode: str) -> None:
 
 
 class ListenerService:
-    def __init__(self, settings: Settings, sender: TaskSender) -> None:
+    """`webhook`: events come by HTTP (`serve`) instead of the long connections (`listen`);
+    no catch-up then, as Feishu retries each push for hours (docs/webhook.md)."""
+
+    def __init__(self, settings: Settings, sender: TaskSender, *,
+                 webhook: bool = False) -> None:
         self.settings = settings
         self.runtime = rt = ListenerRuntime(settings, sender)
         self.board: StatusBoard | None = None
         self.catchup: CatchUpRunner | None = None
-        self.listener = Listener(settings, rt.intake.on_frame, on_change=self._changed)
+        self.clock = RedisClock(rt.redis) if webhook else None
+        self.listener: Ingress = (
+            webhook_server(settings, rt.intake.on_frame, self.clock.now_s) if self.clock
+            else Listener(settings, rt.intake.on_frame, on_change=self._changed))
         self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
-        if settings.catchup_max_chats > 0:
+        if settings.catchup_max_chats > 0 and not webhook:
             self.catchup = rt.catchup(self._connected_apps)
         self.identity = Periodic("gateway-bot-identity", self._learn_identity,
                                  IDENTITY_RETRY_FIRST_S)
@@ -71,6 +81,8 @@ class ListenerService:
             self.runtime.redis.ping()  # fail at start, in one line, if Redis is not there
             check_durability(self.runtime.redis, self.settings.durable_ack)
             self.runtime.store.claim_keyspace()
+            if self.clock is not None:
+                self.clock.start()
         except redis.RedisError as error:
             raise GatewayError(f"cannot reach Redis at {masked_url(self.settings.redis_url)}: "
                                f"{error}") from None
@@ -87,8 +99,12 @@ class ListenerService:
         if self.catchup is not None:
             self.catchup.start()
         self.listener.start()
-        logger.info("listening to %s (app %s)", self.settings.feishu_domain,
-                    ", ".join(app_id for app_id, _ in self.settings.apps))
+        apps = ", ".join(app_id for app_id, _ in self.settings.apps)
+        if isinstance(self.listener, WebhookServer):
+            logger.info("listening to %s (webhook mode, app %s)", webhook_url(self.listener),
+                        apps)
+        else:
+            logger.info("listening to %s (app %s)", self.settings.feishu_domain, apps)
         return self
 
     def _learn_identity(self) -> None:
@@ -108,10 +124,10 @@ class ListenerService:
     def _know(self, app_id: str, open_id: str) -> None:
         """The bot identity of `app_id` ('' while unknown), for admission and the status."""
         self.runtime.intake.bot_open_ids[app_id] = open_id
-        for connection in self.listener.connections:
-            if connection.app.app_id == app_id:
-                connection.status.identity_known = bool(open_id)
-                self._changed(connection.status)
+        for status in self.listener.statuses():
+            if status.app_id == app_id:
+                status.identity_known = bool(open_id)
+                self._changed(status)
 
     def _changed(self, status: ConnectionStatus) -> None:
         if self.board is not None:
@@ -129,6 +145,8 @@ class ListenerService:
         if self.catchup is not None:
             self.catchup.stop()
         self.identity.stop()
+        if self.clock is not None:
+            self.clock.stop()
         if self.board is not None:
             self.board.stop()
         self.runtime.sweeper.stop()

@@ -140,3 +140,5 @@ def worker_argv(name: str, concurrency: int, loglevel: str = "INFO",
 
 
 LISTENER_ARGV = ["-m", "gateway.ops.cli", "listen"]
+SERVE_ARGV = ["-m", "gateway.ops.cli", "serve"]
+"""The listener in webhook mode; it logs LISTENER_READY too when it serves."""

@@ -20,6 +20,7 @@ from gateway.simulator.observe import Observations
 from gateway.simulator.redelivery import Redeliverer, RedeliveryPolicy
 from gateway.simulator.server import Hub, build_app
 from gateway.simulator.state import SimState
+from gateway.simulator.webhook import WebhookConfig, WebhookPusher
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -34,7 +35,8 @@ class SimulatorCore(Observations):
                  reconnect_nonce_s: int = 0, *, app_name: str = "Simulator Bot",
                  delivery_timeout_s: float = 10.0, redeliver_after_s: float | None = None,
                  redeliver_max: int = 20, redeliver_cap_s: float = 8.0,
-                 card_answer_limit_ms: float = CARD_ANSWER_LIMIT_MS) -> None:
+                 card_answer_limit_ms: float = CARD_ANSWER_LIMIT_MS,
+                 webhook: WebhookConfig | None = None) -> None:
         self.config = SimConfig(
             app_id=app_id, app_secret=app_secret, bot_open_id=bot_open_id, app_name=app_name,
             ping_interval_s=ping_interval_s, reconnect_interval_s=reconnect_interval_s,
@@ -43,7 +45,12 @@ class SimulatorCore(Observations):
         self.host, self.port = host, port
         self.delivery_timeout_s = delivery_timeout_s
         self.card_answer_limit_ms = card_answer_limit_ms
-        self.redelivery = RedeliveryPolicy(redeliver_after_s, redeliver_max, redeliver_cap_s)
+        self.webhook = webhook
+        """Webhook mode: events are POSTed to `webhook_urls` (set_webhook_urls) and pushed
+        again on Feishu's schedule (compressed by its retry_scale) until answered 200."""
+        self.redelivery = RedeliveryPolicy(
+            redeliver_after_s, redeliver_max, redeliver_cap_s,
+            schedule_s=webhook.schedule_s() if webhook is not None else ())
         self.state = SimState()
         self.faults = FaultPlan()
         self.listing = Listing()
@@ -53,6 +60,7 @@ class SimulatorCore(Observations):
         self._runner: web.AppRunner | None = None
         self._hub: Hub | None = None
         self._redeliverer: Redeliverer | None = None
+        self._pusher: WebhookPusher | None = None
 
     # lifecycle
     def start(self) -> Self:
@@ -80,7 +88,10 @@ class SimulatorCore(Observations):
                                    card_limit_ms=self.card_answer_limit_ms,
                                    listing=self.listing)
         app.router.add_routes(self._user_routes())
-        self._redeliverer = Redeliverer(self._hub, self.state, self.redelivery)
+        if self.webhook is not None:
+            self._pusher = WebhookPusher(self.state, self.webhook, self._hub.answered)
+        self._redeliverer = Redeliverer(self._hub, self.state, self.redelivery,
+                                        push=self._pusher.deliver if self._pusher else None)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
@@ -92,6 +103,8 @@ class SimulatorCore(Observations):
     async def _shutdown(self) -> None:
         if self._redeliverer is not None:
             await self._redeliverer.close()
+        if self._pusher is not None:
+            await self._pusher.close()
         if self._hub is not None:
             await self._hub.close_all()
         if self._runner is not None:
@@ -107,7 +120,7 @@ class SimulatorCore(Observations):
                 worker.call(self._shutdown(), 10.0)
         finally:
             worker.stop()
-            self._runner = self._hub = self._redeliverer = None
+            self._runner = self._hub = self._redeliverer = self._pusher = None
 
     def __enter__(self) -> Self:
         return self if self._worker is not None else self.start()
@@ -176,6 +189,24 @@ class SimulatorCore(Observations):
     def mention_user(open_id: str, name: str, key: str = "@_user_1") -> dict[str, Any]:
         """A mentions entry for a user."""
         return p.mention(key, open_id, name)
+
+    # webhook mode
+    def set_webhook_urls(self, urls: Sequence[str]) -> None:
+        """Webhook mode: the request URLs pushes go to (round-robin, as a load balancer)."""
+        if self.webhook is None:
+            raise RuntimeError("simulator: not in webhook mode (Simulator(webhook=...))")
+        pusher = self._pusher
+        if pusher is None:
+            raise RuntimeError("simulator is not running; call start() first")
+        pusher.urls = list(urls)
+
+    def verify_url(self, url: str) -> bool:
+        """Feishu's URL verification of `url` (as when the request URL is saved): whether
+        it answered the challenge."""
+        pusher = self._pusher
+        if pusher is None:
+            raise RuntimeError("simulator: not in webhook mode, or not running")
+        return self._call(pusher.verify_url(url), 10.0)
 
     # connections
     def drop_connections(self) -> int:

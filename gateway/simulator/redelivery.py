@@ -1,10 +1,12 @@
-"""Feishu-like automatic redelivery of events whose frames got no ACK with code 200."""
+"""Feishu-like automatic redelivery of events whose frames got no ACK with code 200 (in
+webhook mode: whose pushes got no HTTP 200)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from gateway.simulator.server import Hub
@@ -13,6 +15,8 @@ from gateway.simulator.state import SimState
 logger = logging.getLogger(__name__)
 
 ACK_OK = 200
+Push = Callable[..., Awaitable[None]]
+"""Delivers one frame: the hub's `deliver`, or the webhook pusher's."""
 REDELIVERIES = "redeliveries"
 WATCHED = "redelivery-watched"
 
@@ -25,6 +29,23 @@ class RedeliveryPolicy:
     after_s: float | None = None
     max_attempts: int = 20
     cap_s: float = 8.0
+    schedule_s: tuple[float, ...] = ()
+    """Webhook mode: the delays of Feishu's retries, in order (after_s and cap_s unused)."""
+
+    @property
+    def on(self) -> bool:
+        return self.after_s is not None or bool(self.schedule_s)
+
+    def delay_s(self, attempt: int) -> float:
+        """How long after the push before it the push `attempt` (0: the first retry) goes."""
+        if self.schedule_s:
+            return self.schedule_s[min(attempt, len(self.schedule_s) - 1)]
+        assert self.after_s is not None
+        return float(min(self.after_s * 2 ** min(attempt, 60), self.cap_s))
+
+    @property
+    def attempts(self) -> int:
+        return len(self.schedule_s) if self.schedule_s else self.max_attempts
 
     def __post_init__(self) -> None:
         if self.after_s is not None and self.after_s <= 0:
@@ -52,8 +73,10 @@ class Redeliverer:
     """Delivers frames through the hub and watches each event until a frame of it is
     ACKed with code 200. Lives on the simulator loop: every method runs there."""
 
-    def __init__(self, hub: Hub, state: SimState, policy: RedeliveryPolicy) -> None:
+    def __init__(self, hub: Hub, state: SimState, policy: RedeliveryPolicy, *,
+                 push: Push | None = None) -> None:
         self.hub, self.state, self.policy = hub, state, policy
+        self._push: Push = push or hub.deliver
         self._events: dict[str, _Event] = {}
         self._frame_event: dict[str, str] = {}
         hub.ack_listener = self.on_ack
@@ -69,30 +92,30 @@ class Redeliverer:
                            card_message_id)
             self._events[event_key] = event
         self._frame_event[frame_id] = event_key  # before sending: the ACK may come first
-        await self.hub.deliver(payload, frame_id=frame_id, frame_type=frame_type, parts=parts,
-                               timeout_s=timeout_s, app_id=app_id)
+        await self._push(payload, frame_id=frame_id, frame_type=frame_type, parts=parts,
+                         timeout_s=timeout_s, app_id=app_id)
         idle = event.task is None or event.task.done()
-        if self.policy.after_s is not None and idle and not event.settled.is_set():
+        if self.policy.on and idle and not event.settled.is_set():
             self.state.bump(WATCHED)
             event.task = asyncio.get_running_loop().create_task(
-                self._watch(event, self.policy.after_s), name=f"redeliver-{event_key}")
+                self._watch(event), name=f"redeliver-{event_key}")
 
     def on_ack(self, frame_id: str, code: int) -> None:
         key = self._frame_event.get(frame_id)
         if key is not None and code == ACK_OK:
             self._events[key].settled.set()
 
-    async def _watch(self, event: _Event, delay: float) -> None:
+    async def _watch(self, event: _Event) -> None:
         """Redeliver while no frame got a 200 ACK; after the last attempt, wait one more
         backoff for its ACK before giving up (so "watched" means "still in flight")."""
         try:
-            for attempt in range(self.policy.max_attempts + 1):
+            for attempt in range(self.policy.attempts + 1):
                 try:
-                    await asyncio.wait_for(event.settled.wait(), delay)
+                    await asyncio.wait_for(event.settled.wait(), self.policy.delay_s(attempt))
                     return
                 except TimeoutError:
                     pass
-                if attempt == self.policy.max_attempts:
+                if attempt == self.policy.attempts:
                     logger.warning("event %s got no 200 ACK after %d redeliveries; giving up",
                                    event.key, attempt)
                     return
@@ -100,7 +123,6 @@ class Redeliverer:
                     await self._redeliver(event)
                 except Exception:  # never fatal: the next attempt may work
                     logger.exception("automatic redelivery of event %s failed", event.key)
-                delay = min(delay * 2, self.policy.cap_s)
         finally:
             self.state.bump(WATCHED, -1)
 
@@ -110,8 +132,8 @@ class Redeliverer:
                                 app_id=event.app_id, card_message_id=event.card_message_id)
         self._frame_event[frame_id] = event.key
         # No deadline: wait for a client to (re)connect; other work goes on meanwhile.
-        await self.hub.deliver(event.payload, frame_id=frame_id, frame_type=event.frame_type,
-                               parts=event.parts, timeout_s=None, app_id=event.app_id)
+        await self._push(event.payload, frame_id=frame_id, frame_type=event.frame_type,
+                         parts=event.parts, timeout_s=None, app_id=event.app_id)
         self.state.bump(REDELIVERIES)
         logger.info("redelivered event %s as frame %s", event.key, frame_id)
 

@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -165,14 +166,20 @@ class Hub:
             logger.warning("malformed ACK for frame %s: %s", frame_id, exc)
             return
         biz_rt = frame.headers.get(frames.HEADER_BIZ_RT)
-        recorded = self.state.record_ack(
-            frame_id, ack.code, ack.data, int(biz_rt) if biz_rt and biz_rt.isdigit() else None)
-        logger.debug("ACK %s code=%s latency=%.1f ms", frame_id, ack.code, recorded.latency_ms)
+        self.answered(frame_id, ack.code, ack.data,
+                      int(biz_rt) if biz_rt and biz_rt.isdigit() else None)
+
+    def answered(self, frame_id: str, code: int, data: dict[str, Any] | None,
+                 biz_rt_ms: int | None) -> None:
+        """A frame's answer (an ACK, or a webhook push's HTTP answer): recorded, a card
+        callback's card applied, the redeliverer told."""
+        recorded = self.state.record_ack(frame_id, code, data, biz_rt_ms)
+        logger.debug("ACK %s code=%s latency=%.1f ms", frame_id, code, recorded.latency_ms)
         sent = self.state.find_frame(frame_id)
         if sent is not None and sent.card_message_id is not None:
             self._apply_card_answer(sent.card_message_id, recorded)
         if self.ack_listener is not None:
-            self.ack_listener(frame_id, ack.code)
+            self.ack_listener(frame_id, code)
 
     def _apply_card_answer(self, message_id: str, ack: Ack) -> None:
         """As Feishu does: an in-time answer carrying a raw card replaces the clicked card."""

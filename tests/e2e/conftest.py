@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import GatewayProcess
@@ -15,8 +16,10 @@ from gateway.simulator import Simulator
 from tests.support.rig import (
     EDGE_PING_S,
     EDGE_SECOND_APP,
+    MODES,
     POOLS,
     Fleet,
+    Front,
     Rig,
     Spawn,
     env_for,
@@ -72,3 +75,23 @@ def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         rig.up()
         rig.sim.wait_connected(2, timeout_s=30)
         yield rig
+
+
+@pytest.fixture(scope="session")
+def webhook_gateway(tmp_path_factory: pytest.TempPathFactory, pool: str) -> Iterator[Rig]:
+    """The session's gateway in webhook mode (`serve`; the simulator POSTs encrypted,
+    signed pushes), on the same pool, for the few tests that run in both modes."""
+    with rig_up(tmp_path_factory, mode="webhook", pool=pool) as rig:
+        yield rig
+
+
+@pytest.fixture(params=MODES)
+def front(request: pytest.FixtureRequest, feishu: Simulator, spawn: Spawn,
+          redis_client: redis.Redis) -> Front:
+    """The session's gateway by long connection, then by webhook (a test taking it runs in
+    both modes; keep them few: each mode costs the test's time again)."""
+    if request.param == "ws":
+        request.getfixturevalue("listener")
+        return Front("ws", feishu, redis_client, lambda: spawn.logs("listener"))
+    rig: Rig = request.getfixturevalue("webhook_gateway")
+    return Front("webhook", rig.sim, rig.client(), lambda: rig.fleet.logs("listener"))

@@ -15,7 +15,14 @@ from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
 from gateway.simulator.records import SentMessage
 from tests.support.replies import agent_events, button, replies_to
-from tests.support.rig import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, rig_up
+from tests.support.rig import (
+    MODES,
+    TEST_CANCEL_TIMEOUT_S,
+    TEST_LEASE_TTL_S,
+    Mode,
+    Rig,
+    rig_up,
+)
 
 REQUESTER, ADMIN, ALLOWED, STRANGER = "ou_requester", "ou_admin", "ou_allowed", "ou_stranger"
 
@@ -23,6 +30,13 @@ REQUESTER, ADMIN, ALLOWED, STRANGER = "ou_requester", "ou_admin", "ou_allowed", 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     with rig_up(tmp_path_factory, FEISHU_ADMINS=ADMIN, FEISHU_ALLOWED_USERS=ALLOWED) as rig:
+        yield rig
+
+
+@pytest.fixture
+def webhook_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    with rig_up(tmp_path_factory, mode="webhook", FEISHU_ADMINS=ADMIN,
+                FEISHU_ALLOWED_USERS=ALLOWED) as rig:
         yield rig
 
 
@@ -72,8 +86,11 @@ def card_text(sim: Simulator, card: SentMessage) -> str:
     return str(current.content)
 
 
+@pytest.mark.parametrize("mode", MODES)
 def test_the_requester_allows_once_and_a_second_click_is_told_it_was_decided(
-        rig: Rig) -> None:
+        mode: Mode, request: pytest.FixtureRequest) -> None:
+    """In both modes: by webhook the click is a POST, answered with the toast and card."""
+    rig: Rig = request.getfixturevalue("rig" if mode == "ws" else "webhook_rig")
     sim, chat = rig.sim, "oc_approve_requester"
     message_id, card = ask(sim, chat)
     store = ChatStore(rig.client())

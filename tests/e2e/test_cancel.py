@@ -13,12 +13,12 @@ from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
 from tests.support.cli import operator
 from tests.support.replies import agent_events, replies_to, reply_of, started
-from tests.support.rig import TEST_CANCEL_TIMEOUT_S, Spawn, rig_up
+from tests.support.rig import TEST_CANCEL_TIMEOUT_S, Front, Spawn, rig_up
 
 
 def test_stop_ends_a_cooperative_turn_and_the_follow_up_is_answered(
-        feishu: Simulator, listener: GatewayProcess, spawn: Spawn, redis_client: redis.Redis,
-        chat_id: str) -> None:
+        front: Front, chat_id: str) -> None:
+    feishu, redis_client = front.sim, front.redis
     long_turn = feishu.send_text(chat_id, "sleep 30")
     wait_until(lambda: started(redis_client, chat_id, long_turn), 20, "the long turn")
     stop = feishu.send_text(chat_id, "/stop")
@@ -30,7 +30,7 @@ def test_stop_ends_a_cooperative_turn_and_the_follow_up_is_answered(
     assert long_turn not in replies_to(feishu, chat_id)
     line = re.compile(rf"cancel chat={chat_id} turn=turn:{chat_id}:{long_turn}:\d+ "
                       r"how=cooperative took_s=")
-    wait_until(lambda: line.search(spawn.logs("listener")), 5, "the cancel log line")
+    wait_until(lambda: line.search(front.logs()), 5, "the cancel log line")
 
 
 def test_a_turn_ignoring_the_flag_is_fenced_at_the_timeout_and_its_reply_discarded(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,11 +19,13 @@ from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import (
     LISTENER_ARGV,
     LISTENER_READY,
+    SERVE_ARGV,
     WORKER_READY,
     GatewayProcess,
     worker_argv,
 )
 from gateway.simulator import Simulator
+from gateway.simulator.webhook import WebhookConfig
 from tests.support.servers import TEST_SERVER, valkey
 
 TEST_LEASE_TTL_S = 3.0
@@ -29,6 +33,13 @@ TEST_CANCEL_TIMEOUT_S = 2.0
 POOLS = ("prefork", "threads")
 EDGE_PING_S = 1.0
 EDGE_SECOND_APP = ("cli_second_app", "second-secret", "ou_second_bot")
+Mode = Literal["ws", "webhook"]
+"""How a rig's listeners take events: the long connection (`listen`) or webhook (`serve`)."""
+MODES: tuple[Mode, ...] = ("ws", "webhook")
+TEST_WEBHOOK = WebhookConfig(verification_token="test-verification-token",
+                             encrypt_key="test encrypt key", retry_scale=0.02)
+"""Webhook mode's app: encrypted, signed pushes; Feishu's retries (5 s, 5 min, 1 h, 6 h)
+fifty times faster."""
 """The `edge` gateway's pings and its second app (tests/e2e/conftest.py)."""
 
 FLEETS: list[Fleet] = []
@@ -106,13 +117,13 @@ class Fleet:
 
     def __call__(self, kind: str, *, concurrency: int = 2, supervise: bool = False,
                  wait: bool = True, pool: str | None = None, extra: tuple[str, ...] = (),
-                 **env: str) -> GatewayProcess:
+                 argv: list[str] | None = None, **env: str) -> GatewayProcess:
         workdir = Path(self._tmp.mktemp(kind))
         name = f"{kind}-{len(self.started)}"
         if kind == "worker":
             argv = [*worker_argv(name, concurrency, pool=pool or self.pool), *extra]
         else:
-            argv = LISTENER_ARGV
+            argv = argv or LISTENER_ARGV
         proc = GatewayProcess(name, argv, {**self._env, **env}, workdir)
         with self._guard:
             self.started.append(proc)
@@ -169,21 +180,45 @@ class Rig:
 
     def __init__(self, tmp: pytest.TempPathFactory, *, persistent: bool = False,
                  pool: str = "prefork", redeliver_after_s: float | None = None,
-                 server: dict[str, Any] | None = None, **env: str) -> None:
-        """`server`: more `EmbeddedRedis` options (another binary: Valkey, a stepped clock)."""
+                 server: dict[str, Any] | None = None, mode: Mode = "ws",
+                 **env: str) -> None:
+        """`server`: more `EmbeddedRedis` options (another binary: Valkey, a stepped clock).
+        `mode`: "webhook" runs `serve` listeners, each on a port of its own, and the
+        simulator POSTs to them round-robin (TEST_WEBHOOK)."""
         self.redis = start_redis(persistent=persistent, **(server or {}))
         self.listener_env: dict[str, str] = {}
         """More environment for every listener (a skewed host clock)."""
-        self.sim = Simulator(redeliver_after_s=redeliver_after_s).start()
+        self.mode = mode
+        webhook = TEST_WEBHOOK if mode == "webhook" else None
+        self.sim = Simulator(redeliver_after_s=redeliver_after_s, webhook=webhook).start()
         self.env = {**env_for(self.redis.url, self.sim), **env}
+        if webhook is not None:
+            self.env.update(FEISHU_VERIFICATION_TOKEN=webhook.verification_token,
+                            FEISHU_ENCRYPT_KEY=webhook.encrypt_key,
+                            FEISHU_WEBHOOK_ADDR="127.0.0.1")
+        self.webhook_urls: dict[GatewayProcess, str] = {}
         self.fleet = Fleet(self.env, tmp, pool)
 
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis.url, decode_responses=True)
 
-    def listener(self, *, wait: bool = True) -> GatewayProcess:
-        """A listener, with `listener_env`."""
-        return self.fleet("listener", wait=wait, **self.listener_env)  # type: ignore[arg-type]
+    def listener(self, *, wait: bool = True, **env: str) -> GatewayProcess:
+        """A listener, with `listener_env` (and `env`); in webhook mode a `serve` process
+        on a free port, which the simulator's pushes go to from now on."""
+        env = {**self.listener_env, **env}
+        if self.mode == "ws":
+            return self.fleet("listener", wait=wait, **env)  # type: ignore[arg-type]
+        port = free_port()
+        env["FEISHU_WEBHOOK_PORT"] = str(port)
+        proc = self.fleet("listener", wait=wait, argv=SERVE_ARGV, **env)  # type: ignore[arg-type]
+        self.webhook_urls[proc] = f"http://127.0.0.1:{port}/feishu/events"
+        self.sim.set_webhook_urls(list(self.webhook_urls.values()))
+        return proc
+
+    def forget(self, proc: GatewayProcess) -> None:
+        """Webhook mode: pushes no longer go to this (stopped) listener."""
+        self.webhook_urls.pop(proc, None)
+        self.sim.set_webhook_urls(list(self.webhook_urls.values()))
 
     def up(self, *, workers: int = 1, concurrency: int = 2, supervise: bool = True,
            **worker_env: str) -> Rig:
@@ -195,7 +230,8 @@ class Rig:
         procs.append(self.listener(wait=False))
         for proc in procs:
             self.fleet.wait_ready(proc)
-        self.sim.wait_connected(1, timeout_s=30)
+        if self.mode == "ws":
+            self.sim.wait_connected(1, timeout_s=30)
         return self
 
     def close(self, *, kill: bool = False) -> None:
@@ -207,16 +243,37 @@ class Rig:
 Start = Literal["all", "listener", "nothing"]
 
 
+@dataclass(frozen=True)
+class Front:
+    """Where a test's events go in (tests/e2e/conftest.py's `front`): the simulator, the
+    gateway's Redis, its listeners' logs."""
+
+    mode: Mode
+    sim: Simulator
+    redis: redis.Redis
+    logs: Callable[[], str]
+
+
+def free_port() -> int:
+    """A port free now on 127.0.0.1 (for a `serve` process about to bind it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @contextlib.contextmanager
 def rig_up(tmp: pytest.TempPathFactory, *, start: Start = "all", kill: bool = False,
            listener_env: dict[str, str] | None = None, workers: int = 1,
            concurrency: int = 2, supervise: bool = True,
            worker_env: dict[str, str] | None = None, persistent: bool = False,
            pool: str = "prefork", redeliver_after_s: float | None = None,
-           server: dict[str, Any] | None = None, **env: str) -> Iterator[Rig]:
+           server: dict[str, Any] | None = None, mode: Mode = "ws",
+           **env: str) -> Iterator[Rig]:
     """A gateway of the caller's own, closed on the way out (its processes SIGKILLed with
     `kill`, when nothing more is to be seen). `env`: settings over the tests' own
     (`env_for`); `persistent`, `pool`, `redeliver_after_s`, `server`: as `Rig` takes them.
+
+    `mode`: "webhook" for listeners in webhook mode (`serve`, see Rig).
 
     `start`: "all" starts `workers` workers (`concurrency`, `supervise`, `worker_env`) and a
     listener (with `listener_env`), and waits until the listener is connected; "listener"
@@ -228,7 +285,7 @@ def rig_up(tmp: pytest.TempPathFactory, *, start: Start = "all", kill: bool = Fa
                 yield rig
     """
     rig = Rig(tmp, persistent=persistent, pool=pool, redeliver_after_s=redeliver_after_s,
-              server=server, **env)
+              server=server, mode=mode, **env)
     try:
         rig.listener_env = dict(listener_env or {})
         if start != "nothing":

@@ -18,6 +18,7 @@ from gateway.core.settings import load_settings
 from gateway.ops.cli import actions, naming, show, views
 from gateway.ops.cli.context import Ops, Run
 from gateway.ops.cli.sandbox import demo, simulator
+from gateway.ops.cli.serve import serve
 
 NOTIFY_BUDGET_S = 15.0
 """How long `purge --notify` keeps trying to send its one line."""
@@ -262,9 +263,9 @@ def purge(chat_id: str, app: str, yes: bool, and_stop: bool, notify: bool) -> No
 @cli.command()
 @click.argument("role", type=click.Choice(["listener", "worker"]))
 def health(role: str) -> None:
-    """Exit 0 when this host's listener (every app connected) or Celery worker (answers a
-    ping within a second) is healthy; else one line and exit 1, whatever went wrong (Redis
-    or the broker down too: Docker reserves a healthcheck's exit 2). For healthchecks.
+    """Exit 0 when this host's listener (every app connected, or served by `serve`) or Celery
+    worker (answers a ping within a second) is healthy; else one line and exit 1, whatever
+    went wrong (Redis or the broker down too: Docker reserves a healthcheck's exit 2).
 
     Reads REDIS_URL (listener) or CELERY_BROKER_URL (worker)."""
     import socket
@@ -272,12 +273,12 @@ def health(role: str) -> None:
     host = socket.gethostname()
     o = ops()
     if role == "listener":
-        from gateway.core.presence import read_connections
+        from gateway.core.presence import UP_STATES, read_connections
 
         mine = {owner: c for owner, c in read_connections(o.redis).items()
                 if owner.startswith(f"{host}:")}
         down = sorted(owner.split("|", 1)[-1] for owner, c in mine.items()
-                      if c.get("state") != "connected")
+                      if c.get("state") not in UP_STATES)
         unknown = sorted(owner.split("|", 1)[-1] for owner, c in mine.items()
                          if c.get("identity_known") is False)
         if not mine or down or unknown:
@@ -294,5 +295,6 @@ def health(role: str) -> None:
     click.echo(f"worker(s) on {host}: {', '.join(sorted(answered))}")
 
 
+cli.add_command(serve)
 cli.add_command(simulator)
 cli.add_command(demo)

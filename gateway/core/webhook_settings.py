@@ -1,0 +1,50 @@
+"""The settings of webhook mode (`feishu-gateway serve`), a part of `Settings` of their own."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+WEBHOOK_SECRETS = ("FEISHU_VERIFICATION_TOKEN", "FEISHU_ENCRYPT_KEY")
+"""Never printed, not even in a bad setting's line."""
+
+
+class WebhookSettings(BaseSettings):
+    """Feishu's HTTP event subscription: its secrets, the server's address and its bounds."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=True,
+                                      use_attribute_docstrings=True)
+
+    verification_token: SecretStr = Field(SecretStr(""),
+                                          validation_alias="FEISHU_VERIFICATION_TOKEN")
+    """The app's Verification Token (Events and callbacks > Encryption strategy); every push
+    must carry it. Needed by `serve`; never printed."""
+    encrypt_key: SecretStr = Field(SecretStr(""), validation_alias="FEISHU_ENCRYPT_KEY")
+    """The app's Encrypt Key, when one is set: pushes are then decrypted and their
+    X-Lark-Signature checked (a plain or unsigned push is refused). Never printed."""
+    webhook_max_age_s: float = Field(300.0, validation_alias="FEISHU_WEBHOOK_MAX_AGE_S",
+                                     ge=0, le=86_400)
+    """A push whose X-Lark-Request-Timestamp is further than this from Redis's clock is
+    refused as a replay (0: not checked). Feishu stamps each push, retries included, when it
+    sends it."""
+    webhook_addr: str = Field("0.0.0.0", validation_alias="FEISHU_WEBHOOK_ADDR", min_length=1)
+    """The address `serve` binds (behind a reverse proxy on the same host: 127.0.0.1)."""
+    webhook_port: int = Field(8080, validation_alias="FEISHU_WEBHOOK_PORT", ge=1, le=65535)
+    """The port `serve` binds."""
+    webhook_path: str = Field("/feishu/events", validation_alias="FEISHU_WEBHOOK_PATH")
+    """The path of the request URL given to Feishu, for events and card callbacks alike."""
+    webhook_max_body_bytes: int = Field(1_048_576,
+                                        validation_alias="FEISHU_WEBHOOK_MAX_BODY_BYTES",
+                                        ge=4096, le=67_108_864)
+    """A bigger request body is refused with 413 (Feishu's events are a few KB)."""
+    webhook_concurrency: int = Field(8, validation_alias="FEISHU_WEBHOOK_CONCURRENCY",
+                                     ge=1, le=256)
+    """Pushes whose Redis step runs at once (threads off the event loop); four times as many
+    may wait for one, and a push beyond that is answered 503 at once (Feishu retries it)."""
+
+    @field_validator("webhook_path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        if not value.startswith("/") or any(c.isspace() for c in value):
+            raise ValueError("expected a URL path such as /feishu/events")
+        return value

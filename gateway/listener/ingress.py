@@ -1,0 +1,43 @@
+"""Where a listener's events come from: the long connections (`listen`) or the webhook
+server (`serve`). Either one feeds the same intake, and the service runs the same duties
+(outbox, control desk, sweeper, status board) around it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from gateway.core.settings import Settings
+from gateway.feishu.webhook.server import ServerOptions, WebhookServer
+from gateway.feishu.webhook.verify import Keys
+from gateway.feishu.ws.connection import ConnectionStatus
+from gateway.feishu.ws.listener import AppHandler
+
+
+class Ingress(Protocol):
+    fatal: str | None
+
+    def start(self) -> object: ...
+
+    def statuses(self) -> list[ConnectionStatus]: ...
+
+    def stop(self) -> None: ...
+
+
+def webhook_server(settings: Settings, handler: AppHandler,
+                   now_s: Callable[[], float]) -> WebhookServer:
+    """The webhook server of `serve`, from its settings (FEISHU_WEBHOOK_*, the app's
+    Verification Token and Encrypt Key); `now_s` is the clock its replay window reads."""
+    keys = Keys(settings.verification_token.get_secret_value(),
+                settings.encrypt_key.get_secret_value(), settings.webhook_max_age_s)
+    options = ServerOptions(settings.webhook_addr, settings.webhook_port, settings.webhook_path,
+                            settings.webhook_max_body_bytes, settings.webhook_concurrency)
+    return WebhookServer(keys, options, handler, apps=[a for a, _ in settings.apps],
+                         now_s=now_s)
+
+
+def webhook_url(server: WebhookServer) -> str:
+    """Where the server listens, for the log line that says it is ready."""
+    o = server.options
+    host = f"[{o.addr}]" if ":" in o.addr else o.addr
+    return f"http://{host}:{server.port}{o.path}"
