@@ -37,7 +37,7 @@ def stopped_mark(by: str) -> str:
 
 INTERRUPTED_MARK = "⏹ Interrupted by your next message: answering them together."
 FAILED_MARK = "⚠ The answer broke off here."
-MIN_INTERVAL_S = 0.1
+MIN_INTERVAL_S = 0.12
 """Feishu takes at most 10 operations per second on one card, whatever
 FEISHU_STREAM_INTERVAL_MS says."""
 COARSEST = 8
