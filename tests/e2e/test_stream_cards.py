@@ -53,7 +53,7 @@ def click_stop(sim: Simulator, chat_id: str, card: SentMessage, who: str,
 
 def closed(sim: Simulator, card: SentMessage) -> CardView | None:
     """The card once the gateway closed it (its Stop button gone), else None."""
-    view = sim.card(card.card_id)
+    view = sim.card(card.card_id or "")
     if view is None or [n for n in nodes(view.card.get("body")) if n.get("tag") == "button"]:
         return None
     return view
@@ -115,10 +115,11 @@ def test_a_strangers_click_is_refused_and_an_admins_stops_the_turn(
     card = the_card(sim, chat_id, asked)
     refused = click_stop(sim, chat_id, card, STRANGER)
     assert refused.toast["type"] == "error" and "may not" in refused.toast["content"]
-    before = len((sim.card(card.card_id) or sim.wait_for_card(card.message_id)).history)
-    wait_until(lambda: len(sim.card(card.card_id).history) > before + 2, 10,  # type: ignore[union-attr]
-               "the turn going on after the stranger's click")
-    assert sim.card(card.card_id).streaming_mode  # type: ignore[union-attr]
+    before = len(sim.wait_for_card(card.message_id).history)
+    going = wait_until(lambda: next((v for v in [sim.card_of(card.message_id)]
+                                     if v is not None and len(v.history) > before + 2), None),
+                       10, "the turn going on after the stranger's click")
+    assert isinstance(going, CardView) and going.streaming_mode
     click_stop(sim, chat_id, card, ADMIN)
     view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
     assert f"⏹ Stopped by <at id={ADMIN}></at>" in view.text
@@ -132,6 +133,7 @@ def test_streaming_closed_on_feishus_side_is_turned_on_again_and_closed_with_the
         asked = sim.send_text(chat_id, "stream 30 0.1")
         card = the_card(sim, chat_id, asked)
         view = wait_until(lambda: closed(sim, card), 20, "the card closed by the gateway")
+        assert isinstance(view, CardView)
     finally:
         sim.set_card_streaming_s(600.0)
     assert view.elements["answer"].split() == [f"w{n}" for n in range(30)]

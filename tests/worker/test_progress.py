@@ -4,6 +4,7 @@ steps with their times, and a stream that shows steps within the throttle, from 
 from __future__ import annotations
 
 import threading
+import time
 
 from gateway.ops.processes import wait_until
 from gateway.worker.progress import STEP_MAX_CHARS, STEPS_KEPT, Done, Steps, shorten, with_step
@@ -92,12 +93,13 @@ def test_steps_from_other_threads_are_shown_no_faster_than_ten_a_second() -> Non
     original = surface.update
 
     def timed(text: str) -> bool:
-        import time
         times.append(time.monotonic())
         return original(text)
     surface.update = timed  # type: ignore[method-assign]
-    workers = [threading.Thread(target=lambda n=n: [stream.progress(f"t{n} step {i}")
-                                                    for i in range(50)]) for n in range(4)]
+    def report(n: int) -> None:
+        for i in range(50):
+            stream.progress(f"t{n} step {i}")
+    workers = [threading.Thread(target=report, args=(n,)) for n in range(4)]
     for worker in workers:
         worker.start()
     stream.consume(f"w{i} " for i in range(200))
