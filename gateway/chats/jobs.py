@@ -33,8 +33,10 @@ class ControlJob:
     job_id: str
     kind: str
     """`command`, `interrupt` (busy mode interrupt: stop the turn of `target`),
-    `inbox-full`, `late`, `refused`, or `stopping` (a running turn whose message was
-    withdrawn, or whose chat the bot left, was flagged: end it)."""
+    `inbox-full`, `late`, `refused`, `stopping` (a running turn whose message was
+    withdrawn, or whose chat the bot left, was flagged: end it), or `click-stop` (a
+    streaming card's Stop button: stop the turn of `target` as /stop does; `task` is the
+    click's token, `why` who clicked)."""
     chat_id: str
     message: Message | None
     command: str = ""

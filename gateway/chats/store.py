@@ -20,6 +20,7 @@ from gateway.chats.keys import UNDELIVERED_KEY
 from gateway.chats.model import entry_message, entry_parts, text_of
 from gateway.chats.recovery import RecoverySteps
 from gateway.chats.routing import route
+from gateway.chats.stop_clicks import StopClickSteps
 from gateway.chats.turn import TurnSteps
 from gateway.core import metrics
 from gateway.core.model import Message
@@ -28,7 +29,8 @@ UNDELIVERED_CAP = 1000
 UNDELIVERED_TTL_S = 7 * 86_400
 
 
-class ChatStore(InboxSteps, TurnSteps, RecoverySteps, CancelSteps, ChangeSteps):
+class ChatStore(InboxSteps, TurnSteps, RecoverySteps, CancelSteps, ChangeSteps,
+                StopClickSteps):
     # reading, for the operator
     def active_chats(self, limit: int) -> list[str]:
         """Chats with pending messages, soonest sweeper deadline first."""

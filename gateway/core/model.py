@@ -98,6 +98,14 @@ def _no_fetcher(file_key: str, kind: str) -> bytes:
     raise LookupError("this turn cannot fetch attachments")
 
 
+Progress = Callable[[str], None]
+"""(step) → None: shows what the agent does now (`Turn.progress`)."""
+
+
+def _no_progress(step: str) -> None:
+    return None
+
+
 def merged_text(messages: Sequence[Message]) -> str:
     """Several messages as one text, oldest first, each on its own line(s) with its sender and
     its time (UTC): `[10:01:02 UTC] ou_…: text` (pure)."""
@@ -124,6 +132,7 @@ class Turn:
     messages: tuple[Message, ...] = ()
     """Every message the turn answers, oldest first (busy modes merge and interrupt: those
     sent while the chat was busy or in quick succession); `(message,)` when it is one."""
+    reporter: Progress = field(default=_no_progress)
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -143,6 +152,13 @@ class Turn:
         A "session" or "always" answer is remembered for `key` (default: the prompt), so
         the next ask of this session (or chat) returns it at once."""
         return self.approver(prompt, timeout_s, key)
+
+    def progress(self, step: str) -> None:
+        """Tell the chat what the agent is doing now ("searching the wiki…", a tool and its
+        argument): shown above the answer while it streams (shortened to one line), and
+        listed with the finished steps when it ends. Thread-safe; a no-op once the answer is
+        complete, and where nothing streams (docs/agents.md#progress)."""
+        self.reporter(step)
 
     @property
     def chat_id(self) -> str:

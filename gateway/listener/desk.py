@@ -204,6 +204,9 @@ class ControlDesk:
         if job.kind == "stopping":  # nobody to tell: the sender withdrew it, or the bot left
             return self._park(job, self._canceller.watch(
                 job.chat_id, int(job.target), job.task, job.why or "stopped"))
+        if job.kind == "click-stop":  # a card's Stop button: as /stop; the card tells who
+            begun = self._canceller.begin(job.chat_id, f"click:{job.task}", target=job.target)
+            return True if not isinstance(begun, Waiting) else self._park(job, begun)
         message = job.message
         if message is None:
             logger.error("control job %s dropped: its message cannot be read", job.job_id)

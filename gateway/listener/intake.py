@@ -65,7 +65,8 @@ def decode_event(payload: bytes) -> tuple[str, Mapping[str, Any]] | None:
 class Intake:
     def __init__(self, store: ChatStore, publisher: Publisher, outbox: Outbox, *,
                  max_text_chars: int, primary_app_id: str = "", several_apps: bool = False,
-                 cards: CardHandler | None = None, rules: Rules | None = None,
+                 cards: CardHandler | None = None, stops: CardHandler | None = None,
+                 rules: Rules | None = None,
                  refusal_notice_every_s: int = 86_400, welcome_group: str = "",
                  welcome_dm: str = "") -> None:
         self._store = store
@@ -78,6 +79,7 @@ class Intake:
         configured with another first app still replies as the right one."""
         self.bot_open_ids: dict[str, str] = {}
         self.cards = cards
+        self.stops = stops
         self.rules = rules or Rules(require_mention=False)
         self.refusal_notice_every_s = refusal_notice_every_s
         self.changes = ChatChanges(store, self._publish, self._greeting, self._tag,
@@ -107,8 +109,12 @@ class Intake:
             if event_type in CHANGES:
                 self.changes.handle(event_type, event, app_id)
                 return None
-            if event_type == CARD_EVENT and self.cards is not None:
-                return self.cards(app_id, event)
+            if event_type == CARD_EVENT:  # a streaming card's Stop button, or an approval's
+                for handler in (self.stops, self.cards):
+                    answer = None if handler is None else handler(app_id, event)
+                    if answer is not None:
+                        return answer
+                return None
         except redis.RedisError as error:  # ACK 500: Feishu delivers it again
             raise RetryableError(f"Redis unavailable: {error}") from None
         logger.debug("event of type %r not handled (frame type %s)", event_type, kind)

@@ -27,6 +27,7 @@ from gateway.listener.catchup.runner import CatchUpRunner, Limits
 from gateway.listener.desk import ControlDesk
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
+from gateway.listener.stop_button import StopButton
 from gateway.runtime import Runtime
 
 ORPHAN_AFTER_MS = 10_000
@@ -68,7 +69,9 @@ class ListenerRuntime(Runtime):
         s = self.settings
         return Intake(self.store, self.publisher, self.outbox, max_text_chars=s.max_text_chars,
                       primary_app_id=s.primary_app_id, several_apps=len(s.apps) > 1,
-                      cards=self.verdicts.on_click, rules=s.admission_rules,
+                      cards=self.verdicts.on_click, stops=StopButton(
+                          self.store, admins=s.admin_ids, allowed=s.allowed_user_ids).on_click,
+                      rules=s.admission_rules,
                       refusal_notice_every_s=s.refusal_notice_every_s,
                       welcome_group=s.welcome_group, welcome_dm=s.welcome_dm)
 

@@ -95,14 +95,29 @@ def find_element(card: dict[str, Any], element_id: str) -> dict[str, Any] | None
                 None)
 
 
+CONTROL_TAGS = frozenset({"button"})
+"""Components whose label is a control, not what the card reads."""
+
+
 def _texts(node: Any) -> Iterator[dict[str, Any]]:
-    return (n for n in nodes(node)
-            if n.get("tag") in TEXT_TAGS and isinstance(n.get("content"), str))
+    if isinstance(node, dict) and node.get("tag") in CONTROL_TAGS:
+        return
+    if isinstance(node, list):
+        for item in node:
+            yield from _texts(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("tag") in TEXT_TAGS and isinstance(node.get("content"), str):
+        yield node
+    for value in node.values():
+        if isinstance(value, (dict, list)):
+            yield from _texts(value)
 
 
 def card_text(card: dict[str, Any]) -> str:
     """What the card reads: its header's texts, then every markdown and plain_text of its
-    body, one per line."""
+    body (not a button's label), one per line."""
     parts = [n["content"] for part in (card.get("header"), card.get("body"))
              for n in _texts(part) if n["content"]]
     return "\n".join(parts)

@@ -11,7 +11,10 @@ card-element/content) and feishu-cards/streaming-updates-openapi-overview:
 - element text streams only in streaming mode (300309 when off, 200850 once it closed
   by itself, CARD_STREAMING_S after it was last turned on) and only into markdown and
   plain_text elements (300310);
-- a card entity is sent once (im/v1 answers 230099, see `claim`).
+- a card entity is sent once (im/v1 answers 230099, see `claim`);
+- at most CARD_OPS_PER_S update calls per card in any second (feishu-cards streaming
+  docs: 10 a second per card); a faster one is refused with Feishu's frequency-limit
+  answer (HTTP 429, 99991400), and `busiest_second` measures the calls that came.
 Not documented, chosen here: an unknown element answers 300313 "not find elementID" (as
 Feishu was seen answering card batch updates); a rejected call does not use up its
 sequence or uuid.
@@ -24,6 +27,7 @@ import json
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +60,8 @@ class CardView:
     """Update calls answered with an error."""
     history: tuple[str, ...]
     """Its text when created and after each update."""
+    busiest_second: int
+    """The most update calls (refused ones included) that came within one second."""
     message_id: str | None
     """The message that shows it (None until sent)."""
 
@@ -73,6 +79,17 @@ class _Entity:
     rejected: int = 0
     history: list[str] = field(default_factory=list)
     uuids: dict[str, str] = field(default_factory=dict)
+    calls: deque[float] = field(default_factory=deque)
+    """When the update calls of the last second came (monotonic)."""
+    busiest_second: int = 0
+
+    def count_call(self, now: float) -> int:
+        """Record an update call now; how many came within the last second, this one too."""
+        while self.calls and self.calls[0] <= now - 1.0:
+            self.calls.popleft()
+        self.calls.append(now)
+        self.busiest_second = max(self.busiest_second, len(self.calls))
+        return len(self.calls)
 
     def streaming(self, now: float) -> bool:
         return self.streaming_until is not None and now < self.streaming_until
@@ -107,7 +124,8 @@ class CardStore:
     def _view(self, e: _Entity) -> CardView:
         return CardView(e.card_id, e.app_id, copy.deepcopy(e.card), cj.card_text(e.card),
                         cj.element_texts(e.card), e.streaming(time.monotonic()), e.sequence,
-                        e.updates, e.rejected, tuple(e.history), e.message_id)
+                        e.updates, e.rejected, tuple(e.history), e.busiest_second,
+                        e.message_id)
 
     def view(self, card_id: str) -> CardView | None:
         with self._cond:
@@ -150,6 +168,12 @@ class CardStore:
             self._cards[card_id].message_id = message_id
             self._cond.notify_all()
 
+    def set_streaming_s(self, seconds: float) -> None:
+        """Streaming closes by itself this long after it was turned on (Feishu: 10
+        minutes), for cards turned on from now."""
+        with self._cond:
+            self._streaming_s = seconds
+
     def expire_streaming(self, card_id: str) -> None:
         """Streaming closes by itself now, as it does CARD_STREAMING_S after it was turned
         on (text updates then get 200850); KeyError when unknown."""
@@ -165,6 +189,9 @@ class CardStore:
         with self._cond:
             entity = self._owned(card_id, app_id)
             try:
+                if entity.count_call(time.monotonic()) > c.CARD_OPS_PER_S:
+                    raise ApiError(c.CODE_CARD_RATE_LIMIT, "request trigger frequency limit",
+                                   status=429)
                 if uuid is not None and uuid in entity.uuids:
                     if entity.uuids[uuid] == fingerprint:
                         return  # the same call again: done already

@@ -48,6 +48,10 @@ CODE_CARD_ELEMENT = 300313
 CODE_CARD_SEQUENCE = 300317
 CARD_ELEMENTS_MAX = 200
 CARD_TEXT_MAX_CHARS = 100_000
+CODE_CARD_RATE_LIMIT = 99991400
+"""Feishu's frequency-limit answer (HTTP 429), given to a card updated too often."""
+CARD_OPS_PER_S = 10
+"""Update calls one card takes per second (feishu-cards streaming-updates docs)."""
 CARD_STREAMING_S = 600.0
 """Feishu closes a card's streaming mode this long after it was last turned on."""
 

@@ -92,6 +92,12 @@ class Controls:
         turned on: text updates get 200850 until settings or an update turn it on again."""
         self.state.cards.expire_streaming(card_id)
 
+    def set_card_streaming_s(self, seconds: float) -> None:
+        """Compress Feishu's streaming timeout: streaming mode closes by itself `seconds`
+        after it was turned on (Feishu: 10 minutes), for cards turned on from now; text
+        updates then get 200850."""
+        self.state.cards.set_streaming_s(seconds)
+
     def wait_for_card(self, message_id: str, *, text: str | None = None,
                       streaming: bool | None = None, timeout_s: float = 10) -> CardView:
         """Wait until `message_id` shows a card entity (reading `text`, in streaming mode

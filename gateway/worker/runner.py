@@ -93,8 +93,9 @@ class TurnRunner:
         self.replies.leave()
 
     def _agent_turn(self, message: Message, fence: int, stopped: threading.Event,
-                    merged: tuple[Message, ...] = ()) -> Turn:
-        """The agent's view; `merged`: every message it answers, `message` the last."""
+                    merged: tuple[Message, ...] = (), stream: Stream | None = None) -> Turn:
+        """The agent's view; `merged`: every message it answers, `message` the last;
+        its progress steps go to `stream` (none: nowhere)."""
         asker, api = self.asker, self.replies.api_for(message.app_id)
         if self.enricher is not None:
             enricher = self.enricher
@@ -112,7 +113,8 @@ class TurnRunner:
             return api.download(message.message_id, file_key, kind=kind,
                                 max_bytes=self.fetch_max_bytes)
 
-        return Turn(message, fence, stopped.is_set, approve, fetch, merged)
+        return Turn(message, fence, stopped.is_set, approve, fetch, merged,
+                    *(() if stream is None else (stream.progress,)))
 
     def run(self, turn: TurnRef, *, task_id: str, worker: str) -> str:
         """Run `turn`, then the chat's next ones while they are already waiting (up to
@@ -235,7 +237,7 @@ class TurnRunner:
                 try:
                     answer, outcome = self._ask(
                         lambda t: self._run_agent(session, t, missed, stream),
-                        self._agent_turn(message, turn.fence, handle.stopped, merged))
+                        self._agent_turn(message, turn.fence, handle.stopped, merged, stream))
                 finally:
                     if typing is not None and self.typist is not None:
                         self.typist.end(typing, failed=outcome == "failed")

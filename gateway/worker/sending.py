@@ -22,8 +22,9 @@ from gateway.core.model import GREETING, Message
 from gateway.feishu.outbound.chunking import chunk_markdown
 from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
 from gateway.feishu.outbound.openapi import BOT_NOT_IN_CHAT
+from gateway.feishu.outbound.stream_card import stop_value
 from gateway.worker.handles import TurnHandle
-from gateway.worker.streaming import FAILED_MARK, INTERRUPTED_MARK, STOPPED_MARK, Stream
+from gateway.worker.streaming import FAILED_MARK, INTERRUPTED_MARK, Stream, stopped_mark
 from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,9 @@ class AnswerSender:
                                     attempt=attempt, may_send=may_send, stopped=handle.stopped)
         else:
             surface = CardSurface(self.replies, self.streams, message, attempt=attempt,
-                                  may_send=may_send, stopped=handle.stopped)
+                                  may_send=may_send, stopped=handle.stopped,
+                                  stop=stop_value(turn.chat_id, turn.message_id,
+                                                  message.sender_open_id, message.chat_type))
         return Stream(surface, what=f"message {message.message_id} of chat {message.chat_id}",
                       interval_s=self.stream_interval_s, limit_chars=self.chunk_chars,
                       stopped=handle.stopped)
@@ -80,7 +83,7 @@ class AnswerSender:
         replies)."""
         if handle.stopped.is_set():
             stream.close(stream.text, INTERRUPTED_MARK if self.store.interrupted(turn)
-                         else STOPPED_MARK)
+                         else stopped_mark(self.store.stopped_by(turn.chat_id, turn.fence)))
             return None
         if outcome == "failed":
             stream.close(stream.text, FAILED_MARK)

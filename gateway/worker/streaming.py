@@ -1,7 +1,9 @@
 """A streamed answer shown as it grows on one surface per answered message (a CardKit card,
 or a text or post message edited in place: gateway/worker/surfaces.py), at most once per
-FEISHU_STREAM_INTERVAL_MS while the agent writes, then replaced by the final text (or the
-text so far with a "stopped" or "failed" mark).
+FEISHU_STREAM_INTERVAL_MS (never faster than 10 a second) while the agent writes or reports
+progress steps (`Turn.progress`, gateway/worker/progress.py: the current step shows as a
+line above the text), then replaced by the final text (or the text so far with a "stopped"
+or "failed" mark) and the list of finished steps.
 
 Updates while streaming draw from the quota at the low priority and a failed one is skipped
 (the next carries the whole text). While replies wait for the send quota, updates yield to
@@ -19,13 +21,25 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gateway.core.errors import GatewayError
+from gateway.worker.progress import Steps, with_step
 from gateway.worker.surfaces import Surface
 
 logger = logging.getLogger(__name__)
 
 STOPPED_MARK = "⏹ Stopped."
+
+
+def stopped_mark(by: str) -> str:
+    """The mark of an answer stopped by `by` (an open_id: Feishu shows the name), or by a
+    /stop ('')."""
+    return f"⏹ Stopped by <at id={by}></at>" if by else STOPPED_MARK
+
+
 INTERRUPTED_MARK = "⏹ Interrupted by your next message: answering them together."
 FAILED_MARK = "⚠ The answer broke off here."
+MIN_INTERVAL_S = 0.12
+"""Feishu takes at most 10 operations per second on one card, whatever
+FEISHU_STREAM_INTERVAL_MS says."""
 COARSEST = 8
 """Skipped updates stretch the interval to at most this many times FEISHU_STREAM_INTERVAL_MS."""
 
@@ -49,6 +63,10 @@ class Throttle:
         self._last = now
         return True
 
+    def wait_s(self, now: float) -> float:
+        """How long until the next update is due."""
+        return max(self._last + self.current_s - now, 0.0)
+
     def missed(self) -> None:
         self._stretch = min(self._stretch * 2, COARSEST)
 
@@ -57,15 +75,23 @@ class Throttle:
 
 
 class Stream:
-    """One turn's streamed answer. Not thread-safe: the turn's thread only."""
+    """One turn's streamed answer and its progress steps. Thread-safe: the turn's thread
+    feeds the pieces, an agent may report steps from any thread; one lock orders every
+    surface call (so an update is never sent twice at once, nor after the close). A step or
+    piece that comes while the throttle holds is shown once the interval allows it."""
 
     def __init__(self, surface: Surface, *, what: str, interval_s: float, limit_chars: int,
                  stopped: threading.Event,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.surface, self._what = surface, what
         self._stopped, self._clock = stopped, clock
-        self._throttle = Throttle(interval_s)
+        self._throttle = Throttle(max(interval_s, MIN_INTERVAL_S))
         self._limit = limit_chars
+        self._lock = threading.RLock()
+        self._timer: threading.Timer | None = None
+        self._shown = ""
+        self._closed = False
+        self.steps = Steps(clock)
         self.opened = False
         self.broken = False
         """No surface could be made: the answer goes out as ordinary replies."""
@@ -84,19 +110,49 @@ class Stream:
         """Join the agent's pieces, showing the text as it grows; stops early when the
         turn is stopped. Returns the text (so far)."""
         for piece in pieces:
-            self.text += str(piece)
-            if self._stopped.is_set():
-                break
-            if not self.broken and self.text.strip() and self._throttle.due(self._clock()):
-                self._show(self.text)
+            with self._lock:
+                self.text += str(piece)
+                if self._stopped.is_set():
+                    break
+                self._maybe_show()
         return self.text
+
+    def progress(self, step: str) -> None:
+        """`Turn.progress`: a new current step, shown with the answer so far (opening the
+        surface when nothing showed yet). A no-op once closed or stopped."""
+        with self._lock:
+            if self._closed or self._stopped.is_set() or not self.steps.add(step):
+                return
+            self._maybe_show()
+
+    def _display(self) -> str:
+        return with_step(self._visible(self.text), self.steps.current)
+
+    def _maybe_show(self) -> None:
+        """Show the text (and step) now if the throttle allows, else once it does."""
+        if self.broken or self._closed or self._stopped.is_set():
+            return
+        display = self._display()
+        if not display.strip() or display == self._shown:
+            return
+        if self._throttle.due(self._clock()):
+            self._show(display)
+        elif self._timer is None:
+            self._timer = threading.Timer(self._throttle.wait_s(self._clock()), self._flush)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _flush(self) -> None:
+        with self._lock:
+            self._timer = None
+            self._maybe_show()
 
     def _visible(self, text: str) -> str:
         return text if len(text) <= self._limit else text[:self._limit].rstrip() + " …"
 
     def _open(self, text: str) -> bool:
         try:
-            fresh = self.surface.open(self._visible(text) or "…")
+            fresh = self.surface.open(text or "…")
         except GatewayError as error:
             logger.warning("no streaming surface for %s (%s); the answer is sent when it is "
                            "complete", self._what, error)
@@ -105,21 +161,27 @@ class Stream:
         self.opened = True
         return fresh
 
-    def _show(self, text: str) -> None:
-        if not self.opened and self._open(text):
+    def _show(self, display: str) -> None:
+        self._shown = display
+        if not self.opened and self._open(display):
             return  # the new surface was made with this text
         if not self.broken:
-            if self.surface.update(self._visible(text)):
+            if self.surface.update(display):
                 self._throttle.shown()
             else:
                 self._throttle.missed()
 
     def close(self, text: str, mark: str = "") -> bool:
-        """Show `text` as the final content (with `mark` under it), streaming off. True
-        when the surface shows it; False when there is none (then the caller sends the text
-        as ordinary replies)."""
-        if not self.opened and not self.broken:
-            self._open(text)
-        if self.broken:
-            return False
-        return self.surface.finish(self._visible(text) or "…", mark)
+        """Show `text` as the final content (with the finished steps and `mark` under it),
+        streaming off. True when the surface shows it; False when there is none (then the
+        caller sends the text as ordinary replies)."""
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not self.opened and not self.broken:
+                self._open(self._visible(text))
+            if self.broken:
+                return False
+            return self.surface.finish(self._visible(text) or "…", mark, self.steps.done())

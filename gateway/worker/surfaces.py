@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from gateway.chats.streams import StreamCards
 from gateway.core.errors import GatewayError, Yielded
 from gateway.core.model import Message
 from gateway.feishu.outbound.delivery import Replies, derived_uuid, reply_uuid
-from gateway.feishu.outbound.render import card_json, render
+from gateway.feishu.outbound.render import render
+from gateway.feishu.outbound.stream_card import closed_card, streaming_card
+from gateway.worker.progress import Done
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +33,12 @@ SEQUENCE_SPAN = 1_000_000
 """Each attempt's card update numbers start this far above the previous attempt's."""
 UPDATE_BUDGET_S = 2.0
 CLOSE_BUDGET_S = 10.0
+CARD_OP_GAP_S = 0.12
+"""Feishu takes at most 10 operations per second on one card: each waits this long after
+the previous one on the same card (a margin over 0.1 s: calls reach Feishu with jitter)."""
+STREAMING_TIMEOUT = 200850
+"""Feishu closed the card's streaming mode by itself (it does some minutes after it was
+turned on): turned on again, and the text sent again."""
 EDITS_MAX = 20
 """Feishu edits one text or post message at most this often."""
 EDITS_WHILE_STREAMING = EDITS_MAX - 4
@@ -51,9 +60,10 @@ class Surface(Protocol):
         """Show `text` (best effort: a failed update is logged and skipped, and so is one
         that yields to replies waiting for the send quota); whether it was shown."""
 
-    def finish(self, text: str, mark: str) -> bool:
-        """Show `text` (with `mark` under it) as the final content; False when it could not
-        be shown (the caller then sends the text as ordinary replies)."""
+    def finish(self, text: str, mark: str, done: Done | None = None) -> bool:
+        """Show `text` (with the finished steps `done` and `mark` under it) as the final
+        content; False when it could not be shown (the caller then sends the text as
+        ordinary replies)."""
 
 
 class _Sender:
@@ -75,14 +85,28 @@ class _Sender:
 
 
 class CardSurface(_Sender):
-    """A CardKit card in streaming mode, its one markdown element set as the text grows."""
+    """A CardKit card in streaming mode, its one markdown element set as the text grows,
+    with a Stop button (`stop`: its callback value). Its calls are spaced CARD_OP_GAP_S
+    apart; a text update Feishu refuses because streaming closed by itself turns streaming
+    on again and is sent again, once."""
 
     def __init__(self, replies: Replies, cards: StreamCards, message: Message, *,
-                 attempt: int, may_send: Callable[[], bool], stopped: threading.Event) -> None:
+                 attempt: int, may_send: Callable[[], bool], stopped: threading.Event,
+                 stop: Mapping[str, str] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(replies, message, may_send=may_send, stopped=stopped)
         self._cards = cards
         self._sequence = attempt * SEQUENCE_SPAN
+        self._stop, self._clock = stop, clock
+        self._last_op = float("-inf")
         self.card_id = ""
+
+    def _pace(self) -> None:
+        """Wait until CARD_OP_GAP_S passed since this card's previous call."""
+        wait_s = self._last_op + CARD_OP_GAP_S - self._clock()
+        if wait_s > 0:
+            time.sleep(wait_s)  # pacing Feishu's per-card rate, not synchronising
+        self._last_op = self._clock()
 
     def _next(self) -> tuple[int, str]:
         self._sequence += 1
@@ -95,24 +119,47 @@ class CardSurface(_Sender):
         card_id = self._cards.card_of(chat, m.reply_key)
         fresh = card_id is None
         if card_id is None:
-            card = card_json(text, element_id=ELEMENT_ID, streaming=True)
+            card = streaming_card(text, element_id=ELEMENT_ID, stop=self._stop)
             made = self._replies.call("streaming card", lambda api: api.create_card(card),
                                       app_id=m.app_id, chat_id=m.chat_id,
                                       may_send=self._may_send, stopped=self._stopped)
             card_id = self._cards.keep(chat, m.reply_key, made)
             fresh = card_id == made
+            self._last_op = self._clock()
         self._reply("interactive", {"type": "card", "data": {"card_id": card_id}})
         self.card_id = card_id
         return fresh
 
-    def update(self, text: str) -> bool:
+    def _set_text(self, text: str) -> None:
+        self._pace()
         sequence, uuid = self._next()
         m, card_id = self._message, self.card_id
+        self._replies.call("streaming card text", lambda api: api.set_card_text(
+            card_id, ELEMENT_ID, text, sequence=sequence, uuid=uuid), app_id=m.app_id,
+            chat_id=m.chat_id, low=True, budget_s=UPDATE_BUDGET_S,
+            may_send=self._may_send, stopped=self._stopped)
+
+    def _streaming_on(self) -> None:
+        self._pace()
+        sequence, uuid = self._next()
+        m, card_id = self._message, self.card_id
+        self._replies.call("streaming card settings", lambda api: api.set_card_settings(
+            card_id, {"config": {"streaming_mode": True}}, sequence=sequence, uuid=uuid),
+            app_id=m.app_id, chat_id=m.chat_id, low=True, budget_s=UPDATE_BUDGET_S,
+            may_send=self._may_send, stopped=self._stopped)
+
+    def update(self, text: str) -> bool:
+        m = self._message
         try:
-            self._replies.call("streaming card text", lambda api: api.set_card_text(
-                card_id, ELEMENT_ID, text, sequence=sequence, uuid=uuid), app_id=m.app_id,
-                chat_id=m.chat_id, low=True, budget_s=UPDATE_BUDGET_S,
-                may_send=self._may_send, stopped=self._stopped)
+            try:
+                self._set_text(text)
+            except GatewayError as error:
+                if getattr(error, "code", None) != STREAMING_TIMEOUT:
+                    raise
+                logger.info("streaming of the card answering %s closed on Feishu's side; "
+                            "turned on again", m.message_id)
+                self._streaming_on()
+                self._set_text(text)
         except Yielded:
             return False
         except GatewayError as error:
@@ -121,10 +168,14 @@ class CardSurface(_Sender):
         self.updates += 1
         return True
 
-    def finish(self, text: str, mark: str) -> bool:
+    def finish(self, text: str, mark: str, done: Done | None = None) -> bool:
+        self._pace()
         sequence, uuid = self._next()
         m, card_id = self._message, self.card_id
-        card = card_json(text, element_id=ELEMENT_ID, footer=mark)
+        card = closed_card(text, element_id=ELEMENT_ID, footer=mark) if done is None else \
+            closed_card(text, element_id=ELEMENT_ID, footer=mark,
+                        steps=[(step.text, step.took_s) for step in done.steps],
+                        dropped=done.dropped, elapsed_s=done.elapsed_s)
         try:
             self._replies.call("streaming card close", lambda api: api.replace_card(
                 card_id, card, sequence=sequence, uuid=uuid), app_id=m.app_id,
@@ -174,7 +225,7 @@ class EditedMessage(_Sender):
         self.updates += 1
         return True
 
-    def finish(self, text: str, mark: str) -> bool:
+    def finish(self, text: str, mark: str, done: Done | None = None) -> bool:
         try:
             self._edit(f"{text}\n\n{mark}" if mark else text, low=False,
                        budget_s=CLOSE_BUDGET_S)

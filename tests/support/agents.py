@@ -12,6 +12,9 @@
 - `stream N D [K]` answers in N pieces `w<i> `, D seconds apart (returning early once the
                  turn is cancelled); with K, kills its process after K pieces on the first
                  run of this message only (a crash mid-stream)
+- `steps N D`    reports N progress steps `step <i>` (`turn.progress`), D seconds apart
+                 (returning early once the turn is cancelled), then replies
+                 `done after <n> steps`
 - `table N`      replies a markdown table of N rows
 - `quoted`       replies `quote: <the text of the message it replied to>`
 - a file message replies `fetched <n> bytes: <first 20>` (or why it could not, e.g. too large)
@@ -99,6 +102,18 @@ class ScriptedAgent:
                 except GatewayError as error:
                     return f"not fetched: {type(error).__name__}"
                 return f"fetched {len(data)} bytes: {data[:20].decode(errors='replace')}"
+            if word == "steps":
+                count, gap_s = rest.split()[:2]
+                done = 0
+                for n in range(int(count)):
+                    turn.progress(f"step {n}")
+                    done += 1
+                    deadline = time.monotonic() + float(gap_s)
+                    while time.monotonic() < deadline and not turn.cancelled():
+                        time.sleep(0.01)
+                    if turn.cancelled():
+                        break
+                return f"done after {done} steps"
             if word == "quoted":
                 return f"quote: {turn.message.quote}"
             if word == "table":

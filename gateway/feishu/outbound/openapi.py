@@ -186,6 +186,15 @@ class OpenApi:
             "PUT", f"/open-apis/cardkit/v1/cards/{card_id}/elements/{element_id}/content",
             f"card {card_id} text", body={"content": text, "sequence": sequence, "uuid": uuid})
 
+    def set_card_settings(self, card_id: str, settings: dict[str, Any], *, sequence: int,
+                          uuid: str) -> None:
+        """Change a card entity's settings (`{"config": {"streaming_mode": true}}` turns
+        streaming on again after Feishu closed it)."""
+        self._authorized("PATCH", f"/open-apis/cardkit/v1/cards/{card_id}/settings",
+                         f"card {card_id} settings",
+                         body={"settings": json.dumps(settings, ensure_ascii=False),
+                               "sequence": sequence, "uuid": uuid})
+
     def replace_card(self, card_id: str, card: dict[str, Any], *, sequence: int,
                      uuid: str) -> None:
         """Replace a card entity whole (its streaming mode included)."""

@@ -1,0 +1,64 @@
+"""The Stop button of a streaming card (gateway/feishu/outbound/stream_card.py): a click ends
+the turn as /stop does, answered at once with a toast.
+
+The click is judged here, on the connection's ingest thread (never the SDK's loop), within
+Feishu's 3 s: who may stop the turn is who may decide its approvals (the requester, admins,
+allowlisted users; in a DM, its user: gateway/approvals/policy.py), a stranger is refused
+and nothing changes. Then one Redis step (ChatStore.click_stop) writes a stop job, deduped by
+the click's token (Feishu's redelivery counts once) and bound to the turn the card was shown
+for; the control desk ends the turn through the canceller, with /stop's debounce and records,
+and the worker closes the card saying who stopped it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.approvals.policy import may_decide
+from gateway.chats.store import ChatStore
+from gateway.feishu.outbound.stream_card import STOP_ACTION
+
+logger = logging.getLogger(__name__)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _toast(kind: str, text: str) -> dict[str, Any]:
+    return {"toast": {"type": kind, "content": text}}
+
+
+class StopButton:
+    def __init__(self, store: ChatStore, *, admins: frozenset[str] = frozenset(),
+                 allowed: frozenset[str] = frozenset()) -> None:
+        self._store = store
+        self.admins, self.allowed = admins, allowed
+
+    def on_click(self, app_id: str, payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """A `card.action.trigger` event → the callback's answer (None: not a Stop button)."""
+        event = _mapping(payload.get("event"))
+        value = _mapping(_mapping(event.get("action")).get("value"))
+        if value.get("action") != STOP_ACTION:
+            return None
+        chat, turn = str(value.get("chat") or ""), str(value.get("turn") or "")
+        requester, chat_type = str(value.get("requester") or ""), str(value.get("chat_type"))
+        clicker = str(_mapping(event.get("operator")).get("open_id") or "")
+        token = str(event.get("token") or _mapping(payload.get("header")).get("event_id") or "")
+        if not chat or not turn or not token:
+            logger.warning("stop click by %s ignored: the button names no turn", clicker)
+            return _toast("error", "This button names no answer to stop.")
+        dm_user = requester if chat_type == "p2p" else ""
+        if not may_decide(clicker, requester=requester, chat_type=chat_type, dm_user=dm_user,
+                          admins=self.admins, allowed=self.allowed):
+            logger.warning("stop click in chat %s by %s refused: not the requester, an admin "
+                           "or allowed", chat, clicker or "?")
+            return _toast("error", "You may not stop this answer.")
+        click = self._store.click_stop(chat, turn, clicker, token)
+        logger.info("stop click in chat %s on the turn of %s by %s: %s", chat, turn, clicker,
+                    click.outcome)
+        if click.outcome == "over":
+            return _toast("info", "This answer has already ended.")
+        return _toast("success", "Stopping…")

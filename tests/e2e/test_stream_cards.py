@@ -1,0 +1,142 @@
+"""Streaming cards end to end: progress steps shown in order above the answer and listed
+when it ends; the Stop button (requester, stranger, admin, a click delivered twice); Feishu's
+limit of 10 card updates a second, measured by the simulator; streaming closed on Feishu's
+side mid-answer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gateway.ops.processes import wait_until
+from gateway.simulator import Simulator
+from gateway.simulator.cardjson import nodes
+from gateway.simulator.cards import CardView
+from gateway.simulator.records import SentMessage
+from tests.support.replies import replies_to
+from tests.support.rig import Rig, rig_up
+
+REQUESTER, ADMIN, STRANGER = "ou_requester", "ou_admin", "ou_stranger"
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """Updates asked for every 50 ms: twice what Feishu takes on one card."""
+    with rig_up(tmp_path_factory, FEISHU_STREAM_INTERVAL_MS="50", FEISHU_ADMINS=ADMIN) as rig:
+        yield rig
+
+
+def the_card(sim: Simulator, chat_id: str, asked: str) -> SentMessage:
+    wait_until(lambda: asked in replies_to(sim, chat_id), 20, "the streaming card")
+    [card] = [m for m in sim.sent_messages(chat_id) if m.reply_to == asked]
+    assert card.msg_type == "interactive" and card.card_id, card
+    return card
+
+
+def stop_button(view: CardView) -> dict[str, Any]:
+    [button] = [n for n in nodes(view.card.get("body")) if n.get("tag") == "button"]
+    return dict(button["behaviors"][0]["value"])
+
+
+def click_stop(sim: Simulator, chat_id: str, card: SentMessage, who: str,
+               token: str | None = None, value: dict[str, Any] | None = None) -> Any:
+    """Click the card's Stop button (`value`: the button's, else read from the card)."""
+    if value is None:
+        value = stop_button(sim.wait_for_card(card.message_id, streaming=True))
+    frame = sim.send_card_action(chat_id, card.message_id, who, value, token=token)
+    response = sim.card_response(frame, timeout_s=10)
+    assert not response.late, f"answered in {response.latency_ms:.0f} ms, over Feishu's 3 s"
+    return response
+
+
+def closed(sim: Simulator, card: SentMessage) -> CardView | None:
+    """The card once the gateway closed it (its Stop button gone), else None."""
+    view = sim.card(card.card_id or "")
+    if view is None or [n for n in nodes(view.card.get("body")) if n.get("tag") == "button"]:
+        return None
+    return view
+
+
+def test_progress_steps_show_in_order_and_the_closed_card_lists_them(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    asked = sim.send_text(chat_id, "steps 4 0.3", sender_open_id=REQUESTER)
+    card = the_card(sim, chat_id, asked)
+    view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
+    shown = [line for text in view.history for line in text.split("\n")
+             if line.startswith("⏳")]
+    assert [line for n, line in enumerate(shown) if line not in shown[:n]] == [
+        f"⏳ step {n}" for n in range(4)], "each step shown while it ran, in order"
+    lines = view.text.split("\n")
+    assert lines[0] == "done after 4 steps"
+    assert lines[1].startswith("4 steps · ") and lines[2].startswith("1. step 0 (")
+    assert [line.split(" (")[0] for line in lines[2:6]] == [f"{n + 1}. step {n}"
+                                                            for n in range(4)]
+    assert not [n for n in nodes(view.card.get("body")) if n.get("tag") == "button"]
+    assert view.busiest_second <= 10 and view.rejected == 0
+
+
+def test_a_fast_stream_updates_its_card_at_most_ten_times_a_second(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    asked = sim.send_text(chat_id, "stream 80 0.02")
+    card = the_card(sim, chat_id, asked)
+    view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
+    assert view.elements["answer"].split() == [f"w{n}" for n in range(80)]
+    assert view.updates >= 8, "it did stream"
+    assert view.busiest_second <= 10 and view.rejected == 0, "within Feishu's 10 a second"
+
+
+def test_the_requester_stops_the_turn_with_the_button_and_the_card_says_who(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    asked = sim.send_text(chat_id, "steps 200 0.1", sender_open_id=REQUESTER)
+    card = the_card(sim, chat_id, asked)
+    value = stop_button(sim.wait_for_card(card.message_id, streaming=True))
+    answer = click_stop(sim, chat_id, card, REQUESTER, token="tok-requester", value=value)
+    assert answer.toast["type"] == "success"
+    again = click_stop(sim, chat_id, card, REQUESTER, token="tok-requester", value=value)
+    assert again.toast["type"] == "success", "Feishu's redelivery is answered the same"
+    view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
+    assert f"⏹ Stopped by <at id={REQUESTER}></at>" in view.text
+    assert "step 199" not in view.text
+    wait_until(lambda: "cancel chat=" in rig.fleet.logs("listener"), 10, "the stop's end")
+    log = rig.fleet.logs("listener")
+    assert log.count("stop click in chat") == 2 and log.count(": duplicate") == 1
+    assert log.count("cancel chat=") == 1, "one stop"
+
+
+def test_a_strangers_click_is_refused_and_an_admins_stops_the_turn(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    asked = sim.send_text(chat_id, "steps 200 0.1", sender_open_id=REQUESTER)
+    card = the_card(sim, chat_id, asked)
+    refused = click_stop(sim, chat_id, card, STRANGER)
+    assert refused.toast["type"] == "error" and "may not" in refused.toast["content"]
+    before = len(sim.wait_for_card(card.message_id).history)
+    going = wait_until(lambda: next((v for v in [sim.card_of(card.message_id)]
+                                     if v is not None and len(v.history) > before + 2), None),
+                       10, "the turn going on after the stranger's click")
+    assert isinstance(going, CardView) and going.streaming_mode
+    click_stop(sim, chat_id, card, ADMIN)
+    view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
+    assert f"⏹ Stopped by <at id={ADMIN}></at>" in view.text
+
+
+def test_streaming_closed_on_feishus_side_is_turned_on_again_and_closed_with_the_answer(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    sim.set_card_streaming_s(0.6)
+    try:
+        asked = sim.send_text(chat_id, "stream 30 0.1")
+        card = the_card(sim, chat_id, asked)
+        view = wait_until(lambda: closed(sim, card), 20, "the card closed by the gateway")
+        assert isinstance(view, CardView)
+    finally:
+        sim.set_card_streaming_s(600.0)
+    assert view.elements["answer"].split() == [f"w{n}" for n in range(30)]
+    assert view.rejected >= 1, "Feishu closed streaming (200850) at least once"
+    assert any("w25" in text for text in view.history[:-1]), \
+        "the text went on growing after streaming closed on Feishu's side"
