@@ -147,6 +147,12 @@ class TurnSteps(ChatScripts):
             keep is not None and text_of(keep) == "1" and \
             (why is None or text_of(why) == "stopped")  # (not a withdrawn merged message)
 
+    def asked_to_stop(self, turn: TurnRef) -> bool:
+        """True when the turn was asked to stop (/stop, a Stop click, a withdraw, an
+        interrupt), not merely cut from its lease (its re-run then goes on)."""
+        fence = self.redis.hget(self.keys(turn.chat_id).stop, "fence")
+        return fence is not None and text_of(fence) == str(turn.fence)
+
     def may_reply(self, turn: TurnRef) -> bool:
         """True while this turn holds the chat and was not asked to stop (one round trip)."""
         k = self.keys(turn.chat_id)

@@ -205,7 +205,10 @@ class ControlDesk:
             return self._park(job, self._canceller.watch(
                 job.chat_id, int(job.target), job.task, job.why or "stopped"))
         if job.kind == "click-stop":  # a card's Stop button: as /stop; the card tells who
-            begun = self._canceller.begin(job.chat_id, f"click:{job.task}", target=job.target)
+            # (bound to its turn's fence: no debounce, which would drop a click that came
+            # just after another turn's /stop)
+            begun = self._canceller.begin(job.chat_id, f"click:{job.task}", target=job.target,
+                                          debounce=False)
             return True if not isinstance(begun, Waiting) else self._park(job, begun)
         message = job.message
         if message is None:

@@ -4,6 +4,7 @@ server (`serve`). Either one feeds the same intake, and the service runs the sam
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Protocol
 
@@ -12,6 +13,8 @@ from gateway.feishu.webhook.server import ServerOptions, WebhookServer
 from gateway.feishu.webhook.verify import Keys
 from gateway.feishu.ws.connection import ConnectionStatus
 from gateway.feishu.ws.listener import AppHandler
+
+logger = logging.getLogger(__name__)
 
 
 class Ingress(Protocol):
@@ -30,6 +33,10 @@ def webhook_server(settings: Settings, handler: AppHandler,
     Verification Token and Encrypt Key); `now_s` is the clock its replay window reads."""
     keys = Keys(settings.verification_token.get_secret_value(),
                 settings.encrypt_key.get_secret_value(), settings.webhook_max_age_s)
+    if not keys.encrypt_key:
+        logger.warning("FEISHU_ENCRYPT_KEY is not set: pushes are neither encrypted nor "
+                       "signed, and anyone who learns the Verification Token can forge one "
+                       "(docs/webhook.md)")
     options = ServerOptions(settings.webhook_addr, settings.webhook_port, settings.webhook_path,
                             settings.webhook_max_body_bytes, settings.webhook_concurrency)
     return WebhookServer(keys, options, handler, apps=[a for a, _ in settings.apps],

@@ -6,8 +6,8 @@ Feishu's 3 s: who may stop the turn is who may decide its approvals (the request
 allowlisted users; in a DM, its user: gateway/approvals/policy.py), a stranger is refused
 and nothing changes. Then one Redis step (ChatStore.click_stop) writes a stop job, deduped by
 the click's token (Feishu's redelivery counts once) and bound to the turn the card was shown
-for; the control desk ends the turn through the canceller, with /stop's debounce and records,
-and the worker closes the card saying who stopped it.
+for; the control desk ends the turn through the canceller, with /stop's records (no debounce:
+the click names its turn), and the worker closes the card saying who stopped it.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ class StopButton:
         token = str(event.get("token") or _mapping(payload.get("header")).get("event_id") or "")
         if not chat or not turn or not token:
             logger.warning("stop click by %s ignored: the button names no turn", clicker)
+            return _toast("error", "This button names no answer to stop.")
+        shown_in = str(_mapping(event.get("context")).get("open_chat_id") or "")
+        if shown_in and shown_in != chat.split("@", 1)[0]:  # (a state id: chat@app)
+            logger.warning("stop click by %s refused: a button of chat %s clicked in %s",
+                           clicker, chat, shown_in)
             return _toast("error", "This button names no answer to stop.")
         dm_user = requester if chat_type == "p2p" else ""
         if not may_decide(clicker, requester=requester, chat_type=chat_type, dm_user=dm_user,

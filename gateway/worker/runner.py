@@ -246,6 +246,8 @@ class TurnRunner:
             if answer is None:
                 return "stopped" if handle.stopped.is_set() else outcome
             if handle.stopped.is_set() or not self.store.keep_answer(turn, answer):
+                if stream is not None:  # (a stop that came as the answer was kept)
+                    self.sender.close_stopped(turn, stream)
                 return "stopped"
         self.sender.send(turn, message, answer, handle, started.attempt, stream)
         return outcome

@@ -82,8 +82,7 @@ class AnswerSender:
         else kept as a "stream" answer (its first chunk closes the card, the rest follow as
         replies)."""
         if handle.stopped.is_set():
-            stream.close(stream.text, INTERRUPTED_MARK if self.store.interrupted(turn)
-                         else stopped_mark(self.store.stopped_by(turn.chat_id, turn.fence)))
+            self.close_stopped(turn, stream)
             return None
         if outcome == "failed":
             stream.close(stream.text, FAILED_MARK)
@@ -92,6 +91,14 @@ class AnswerSender:
             stream.close(stream.text)
             return None
         return Answer("stream", answer.chunks)
+
+    def close_stopped(self, turn: TurnRef, stream: Stream) -> None:
+        """Close a stopped turn's card with its mark (who stopped it, or interrupted). Not
+        when the turn only lost its lease: its re-run streams into the same card and closes
+        it."""
+        if stream.live and self.store.asked_to_stop(turn):
+            stream.close(stream.text, INTERRUPTED_MARK if self.store.interrupted(turn)
+                         else stopped_mark(self.store.stopped_by(turn.chat_id, turn.fence)))
 
     def send(self, turn: TurnRef, message: Message, answer: Answer, handle: TurnHandle,
              attempt: int, stream: Stream | None = None) -> None:

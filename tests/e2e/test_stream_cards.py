@@ -23,8 +23,10 @@ REQUESTER, ADMIN, STRANGER = "ou_requester", "ou_admin", "ou_stranger"
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    """Updates asked for every 50 ms: twice what Feishu takes on one card."""
-    with rig_up(tmp_path_factory, FEISHU_STREAM_INTERVAL_MS="50", FEISHU_ADMINS=ADMIN) as rig:
+    """Updates asked for every 50 ms: twice what Feishu takes on one card; a /stop's
+    debounce long enough that a click never outruns it by chance."""
+    with rig_up(tmp_path_factory, FEISHU_STREAM_INTERVAL_MS="50", FEISHU_ADMINS=ADMIN,
+                GATEWAY_STOP_DEBOUNCE_S="30") as rig:
         yield rig
 
 
@@ -120,9 +122,26 @@ def test_a_strangers_click_is_refused_and_an_admins_stops_the_turn(
                                      if v is not None and len(v.history) > before + 2), None),
                        10, "the turn going on after the stranger's click")
     assert isinstance(going, CardView) and going.streaming_mode
+    elsewhere = click_stop(sim, "oc_another_chat", card, REQUESTER,
+                           value=stop_button(going))  # its value shown in another chat
+    assert elsewhere.toast["type"] == "error"
     click_stop(sim, chat_id, card, ADMIN)
     view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
     assert f"⏹ Stopped by <at id={ADMIN}></at>" in view.text
+
+
+def test_a_click_just_after_a_stop_of_the_turn_before_stops_its_own_turn(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    first = sim.send_text(chat_id, "steps 200 0.1", sender_open_id=REQUESTER)
+    the_card(sim, chat_id, first)
+    second = sim.send_text(chat_id, "steps 200 0.1", sender_open_id=REQUESTER)
+    stop = sim.send_text(chat_id, "/stop", sender_open_id=REQUESTER)
+    wait_until(lambda: stop in replies_to(sim, chat_id), 20, "the /stop's answer")
+    card = the_card(sim, chat_id, second)  # within the /stop's debounce
+    assert click_stop(sim, chat_id, card, REQUESTER).toast["type"] == "success"
+    view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=15)
+    assert f"⏹ Stopped by <at id={REQUESTER}></at>" in view.text, "not debounced away"
 
 
 def test_streaming_closed_on_feishus_side_is_turned_on_again_and_closed_with_the_answer(

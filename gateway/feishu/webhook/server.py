@@ -99,6 +99,9 @@ class WebhookServer:
     async def _push(self, request: web.Request) -> web.Response:
         arrived = time.monotonic()
         try:
+            if (request.content_length or 0) > self.options.max_body_bytes:
+                raise web.HTTPRequestEntityTooLarge(max_size=self.options.max_body_bytes,
+                                                    actual_size=request.content_length or 0)
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             logger.warning("push from %s refused: a body over FEISHU_WEBHOOK_MAX_BODY_BYTES "

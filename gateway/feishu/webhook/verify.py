@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -118,14 +119,21 @@ def check_fresh(timestamp: str, max_age_s: float, now_s: float) -> None:
     try:
         sent_s = float(timestamp)
     except ValueError:
-        raise PushRefused(f"{TIMESTAMP_HEADER} is not a number") from None
+        sent_s = math.nan
+    if not math.isfinite(sent_s):
+        raise PushRefused(f"{TIMESTAMP_HEADER} is not a number")
     if abs(now_s - sent_s) > max_age_s:
         raise PushRefused(f"a push {now_s - sent_s:.0f}s old (FEISHU_WEBHOOK_MAX_AGE_S="
                           f"{max_age_s:g}): a replay, or a clock far off")
 
 
 def open_push(body: bytes, signed: Signed, keys: Keys, now_s: float) -> Challenge | Event:
-    """The push, checked: a Challenge or an Event; PushRefused says why not."""
+    """The push, checked: a Challenge or an Event; PushRefused says why not. A signed push
+    is checked before anything is decrypted (a stranger's body costs one hash)."""
+    headed = bool(signed.timestamp and signed.nonce and signed.signature)
+    if keys.encrypt_key and headed and not signature_ok(
+            signed.signature, signed.timestamp, signed.nonce, keys.encrypt_key, body):
+        raise PushRefused(f"wrong {SIGNATURE_HEADER}")
     inner = plaintext(body, keys)
     event = _json_object(inner, "the decrypted body")
     given = token_of(event)
@@ -137,12 +145,8 @@ def open_push(body: bytes, signed: Signed, keys: Keys, now_s: float) -> Challeng
         if not isinstance(challenge, str):
             raise PushRefused("a URL verification without a challenge")
         return Challenge(challenge)
-    if keys.encrypt_key:
-        if not (signed.timestamp and signed.nonce and signed.signature):
-            raise PushRefused(f"no {SIGNATURE_HEADER} (with its timestamp and nonce)")
-        if not signature_ok(signed.signature, signed.timestamp, signed.nonce,
-                            keys.encrypt_key, body):
-            raise PushRefused(f"wrong {SIGNATURE_HEADER}")
+    if keys.encrypt_key and not headed:  # (checked above when it came)
+        raise PushRefused(f"no {SIGNATURE_HEADER} (with its timestamp and nonce)")
     if signed.timestamp:
         check_fresh(signed.timestamp, keys.max_age_s, now_s)
     return Event(inner, event)

@@ -94,16 +94,25 @@ def test_refusals_say_why_in_one_line(case: str, why: str) -> None:
                           "another key" if case == "key" else KEY,
                           at_s=NOW_S - 301 if case == "old" else
                           NOW_S + 400 if case == "future" else NOW_S,
-                          sign_key="another key" if case in ("signature", "key") else None)
+                          sign_key="another key" if case == "signature" else
+                          KEY if case == "key" else None)
     if case == "unsigned":
         signed = Signed()
-    if case == "plain":
-        body = json.dumps(event()).encode()
-    if case == "not-json":
-        body = b"{nope"
+    if case in ("plain", "not-json"):  # signed right: refused for what it holds
+        body = json.dumps(event()).encode() if case == "plain" else b"{nope"
+        signed = Signed(signed.timestamp, signed.nonce,
+                        signature(signed.timestamp, signed.nonce, KEY, body))
     with pytest.raises(PushRefused, match=why) as refused:
         open_push(body, signed, Keys(TOKEN, KEY, max_age_s=300), NOW_S)
     assert "\n" not in str(refused.value) and KEY not in str(refused.value)
+
+
+def test_a_wrong_signature_is_refused_before_anything_is_decrypted() -> None:
+    body, signed = pushed(event(), "another key", sign_key=KEY + "x")
+    with pytest.raises(PushRefused, match="wrong X-Lark-Signature"):  # not "cannot decrypt"
+        open_push(body, signed, Keys(TOKEN, KEY), NOW_S)
+    with pytest.raises(PushRefused, match="not a number"):
+        check_fresh("nan", 300, NOW_S)
 
 
 def test_without_an_encrypt_key_the_token_guards_and_an_encrypted_body_is_refused() -> None:
