@@ -5,6 +5,7 @@ then only what changed. Not thread-safe: its owner serialises the calls.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -50,7 +51,13 @@ def split_mark(text: str) -> tuple[str, str]:
     for mark in (STOPPED_MARK, INTERRUPTED_MARK, FAILED_MARK):
         if text.endswith(mark):
             return text[:-len(mark)].rstrip("\n"), mark
+    by = _STOPPED_BY.search(text)  # "⏹ Stopped by <at id=ou_…></at>" (a Stop click)
+    if by is not None:
+        return text[:by.start()].rstrip("\n"), f"⏹ Stopped by {by.group(1)}"
     return text, ""
+
+
+_STOPPED_BY = re.compile(r"⏹ Stopped by <at id=([^>]*)></at>$")
 
 
 @dataclass

@@ -123,3 +123,5 @@ def test_a_process_that_exits_while_starting_is_named_at_once(tmp_path: Path) ->
 def test_an_interrupted_answer_shows_its_mark_on_a_line_of_its_own() -> None:
     for mark in (STOPPED_MARK, INTERRUPTED_MARK):
         assert split_mark(f"part of it\n{mark}") == ("part of it", mark)
+    assert split_mark("part of it\n⏹ Stopped by <at id=ou_ann></at>") == (
+        "part of it", "⏹ Stopped by ou_ann")
