@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gateway.core.errors import GatewayError
+from gateway.feishu.outbound.chunking import MAX_BYTES, fits_within
 from gateway.worker.progress import Steps, with_step
 from gateway.worker.surfaces import Surface
 
@@ -148,7 +149,8 @@ class Stream:
             self._maybe_show()
 
     def _visible(self, text: str) -> str:
-        return text if len(text) <= self._limit else text[:self._limit].rstrip() + " …"
+        shown = fits_within(text, self._limit, MAX_BYTES)  # (Feishu's 30 KB a card)
+        return text if shown >= len(text) else text[:shown].rstrip() + " …"
 
     def _open(self, text: str) -> bool:
         try:

@@ -5,7 +5,9 @@ would break is carried over so every chunk renders on its own: a code fence open
 is closed at the end of the chunk and reopened (with its language) at the start of the
 next; a table cut between rows has its header row repeated at the top of the next chunk.
 A reply with more tables than one card element may hold is split between tables first.
-When there is more than one chunk, each ends with its label "(i/n)".
+When there is more than one chunk, each ends with its label "(i/n)". A chunk also keeps
+within MAX_BYTES of UTF-8, so a card or post of it stays under Feishu's 30 KB (CJK text
+takes three bytes a character): a long answer goes on in the next message.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import re
 FENCE = "```"
 LABEL_ROOM = 12
 """Characters kept free in every chunk for its " (i/n)" label."""
+MAX_BYTES = 24_000
+"""UTF-8 bytes of one chunk at most: Feishu takes 30 KB of card or post content, and the
+rest is kept for the JSON around it (escapes, the card's elements, a streaming card's steps
+and button)."""
 _ROW = re.compile(r"^\s*\|.*\|\s*$")
 _RULE = re.compile(r"^\s*\|?(\s*:?-{3,}:?\s*\|)+\s*(:?-{3,}:?\s*)?\|?\s*$")
 
@@ -82,8 +88,24 @@ def split_tables(text: str, max_tables: int) -> list[str]:
     return [piece for piece in pieces if piece.strip()]
 
 
-def chunk_text(text: str, limit: int) -> list[str]:
-    """Chunks of at most `limit` characters (plus a carried fence line or table header)."""
+def fits_within(text: str, chars: int, max_bytes: int) -> int:
+    """How many of `text`'s first characters fit in `chars` and `max_bytes` of UTF-8."""
+    chars = min(chars, len(text))
+    if len(text[:chars].encode()) <= max_bytes:
+        return chars
+    low, high = 0, chars  # the most that fits lies in [low, high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if len(text[:middle].encode()) <= max_bytes:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def chunk_text(text: str, limit: int, max_bytes: int = MAX_BYTES) -> list[str]:
+    """Chunks of at most `limit` characters and about `max_bytes` of UTF-8 (plus a carried
+    fence line or table header)."""
     if limit < 32:
         raise ValueError("limit must be at least 32 characters")
     chunks: list[str] = []
@@ -91,8 +113,9 @@ def chunk_text(text: str, limit: int) -> list[str]:
     rest = text
     while rest:
         prefix = f"{carried}\n" if carried else ""
-        room = limit - len(prefix) - len(FENCE) - 1
-        if len(rest) <= limit - len(prefix):
+        fits = fits_within(rest, limit - len(prefix), max_bytes - len(prefix.encode()))
+        room = fits - len(FENCE) - 1
+        if len(rest) <= fits:
             chunks.append(prefix + rest)
             break
         at = _cut_point(rest, max(room, 16))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gateway.feishu.outbound.chunking import chunk_markdown, chunk_text, split_tables, tables_in
+from gateway.feishu.outbound.stream_card import closed_card
+from gateway.simulator.cardjson import card_size, check_card
+from gateway.simulator.config import CARD_LIMIT_BYTES
 
 
 def test_short_text_is_one_chunk() -> None:
@@ -78,3 +81,16 @@ def test_several_chunks_are_labelled_and_stay_within_the_limit() -> None:
     assert [c.rsplit("\n", 1)[1] for c in chunks] == [
         f"({n}/{len(chunks)})" for n in range(1, len(chunks) + 1)]
     assert chunk_markdown("short", 400) == ["short"]
+
+
+def test_a_long_cjk_answer_is_cut_so_each_card_stays_under_feishus_30_kb() -> None:
+    """30,000 characters a chunk (the highest GATEWAY_REPLY_CHUNK_CHARS) of Chinese is 90 KB:
+    cut by bytes too, each chunk's card, closed with 30 steps and a mark, is accepted."""
+    text = "\n\n".join("这是一个很长的回答，用来测试卡片的大小限制。" * 40 for _ in range(60))
+    chunks = chunk_markdown(text, 30_000)
+    assert len(chunks) > 1 and "".join(chunks).count("这") == text.count("这")
+    steps = [(f"步骤 {n}: 搜索知识库里的相关文档和资料", 1.5) for n in range(30)]
+    for chunk in chunks:
+        card = closed_card(chunk, element_id="answer", footer="⏹ Stopped.", steps=steps)
+        check_card(card)  # the simulator's check of Feishu's limits (200860 past 30 KB)
+        assert card_size(card) <= CARD_LIMIT_BYTES
