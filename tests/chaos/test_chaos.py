@@ -13,7 +13,8 @@ redelivers every event not ACKed 200, as Feishu does.
 After the faults stop: every admitted message answered exactly once (a merged message by
 the one reply that repeats it), per-chat order kept,
 no chat blocked, no approval card left asking, no per-chat key without a TTL, the release
-queue within its bound. Each fault also runs alone (`-k "chaos and worker-kill"`), so a
+queue within its bound. A run in webhook mode (two `serve` replicas, one SIGKILLed, workers
+killed) holds the same. Each fault also runs alone (`-k "chaos and worker-kill"`), so a
 failure points at its cause. The figures of each run are printed at the end of the session
 (`chaos {...}` lines).
 """
@@ -53,6 +54,10 @@ QUIESCENCE_DEADLINE_S = 150.0
 RUN_S = 40.0
 """The run with every fault at once; each fault alone runs `SINGLE_RUN_S` (CI's budget)."""
 SINGLE_RUN_S = 18.0
+WEBHOOK = "webhook"
+"""A run in webhook mode (`serve` replicas behind the simulator's round robin, which skips a
+dead one): the listener's faults there, with workers killed too."""
+WEBHOOK_FAULTS = {"worker-kill", "listener-kill"}
 MERGE_WINDOW_MS = 500
 """The merge groups' window: a burst of three is one turn, and a turn waiting out its window
 holds a worker slot only briefly."""
@@ -104,11 +109,12 @@ def clocks(request: pytest.FixtureRequest) -> Iterator[Clocks]:
 
 
 @pytest.fixture
-def chaos_rig(tmp_path_factory: pytest.TempPathFactory, clocks: Clocks,
-              run_id: str) -> Iterator[Rig]:
+def chaos_rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+              clocks: Clocks, run_id: str) -> Iterator[Rig]:
     merging = {chat: {"busy": "merge"} for c, chat in enumerate(chat_ids(run_id))
                if kind_of(c) == "merge"}
-    with rig_up(tmp_path_factory, workers=2, concurrency=3,
+    webhook = request.node.callspec.params["faults"] == WEBHOOK
+    with rig_up(tmp_path_factory, workers=2, concurrency=3, mode="webhook" if webhook else "ws",
                 listener_env=clocks.listeners.env({}) if clocks.listeners else None,
                 kill=True,  # the figures are taken: nothing more to see
                 persistent=True, redeliver_after_s=1.0,
@@ -165,11 +171,12 @@ def send_all(rig: Rig, run_id: str, spread_s: float,
 
 @pytest.mark.chaos
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize("faults", ["all", *FAULTS])
+@pytest.mark.parametrize("faults", ["all", *FAULTS, WEBHOOK])
 def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, run_id: str,
                                          faults: str) -> None:
     rig = chaos_rig
-    enabled = set(FAULTS) if faults == "all" else {faults}
+    enabled = set(FAULTS) if faults == "all" else WEBHOOK_FAULTS if faults == WEBHOOK \
+        else {faults}
     figures = Figures(faults)
     run_s = RUN_S if faults == "all" else SINGLE_RUN_S
     monkey = Monkey(rig, enabled, run_s=run_s, redis_clock=clocks.redis).start()
