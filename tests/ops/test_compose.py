@@ -40,6 +40,8 @@ KINDS = {
     "simulator": Kind(r"\bfeishu-gateway simulator\b", "http://127.0.0.1:{port}/", ()),
     "listener": Kind(r"\bfeishu-gateway listen\b", "feishu-gateway health listener",
                      ("redis", "open-api", "settings")),
+    "webhook": Kind(r"\bfeishu-gateway serve\b", "feishu-gateway health listener",
+                    ("redis", "open-api", "settings")),
     "worker": Kind(r"\bcelery -A tasks worker\b", "feishu-gateway health worker",
                    ("redis", "open-api", "agent", "settings")),
     "flower": Kind(r"\bcelery -A tasks flower\b", "http://127.0.0.1:{port}/healthcheck",
@@ -226,7 +228,7 @@ def test_every_service_of_every_profile_has_what_its_kind_needs(
 
 def test_production_splits_the_queues_and_says_what_redis_may_lose() -> None:
     services = compose()["services"]
-    assert {"redis", "listener", "worker", "worker-low", "flower"} <= set(services)
+    assert {"redis", "listener", "webhook", "worker", "worker-low", "flower"} <= set(services)
     assert "gateway.turns" in services["worker"]["command"]
     assert "gateway.release" in services["worker-low"]["command"]
     command = services["redis"]["command"]
