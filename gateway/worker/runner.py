@@ -35,18 +35,10 @@ from gateway.feishu.outbound.reactions import Typist
 from gateway.publisher import Publisher
 from gateway.worker.handles import TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.worker.heartbeat import Heartbeater
-from gateway.worker.sending import SHUTDOWN, AnswerSender
+from gateway.worker.sending import FAILURE_REPLY, SHUTDOWN, AnswerSender, gave_up_reply
 from gateway.worker.streaming import Stream
 
 logger = logging.getLogger(__name__)
-
-FAILURE_REPLY = "Sorry, something went wrong while answering this message."
-
-
-def gave_up_reply(attempts: int) -> str:
-    return (f"Sorry, this message could not be answered: {attempts} attempts to answer it "
-            "were cut off. The chat goes on with your next message.")
-
 
 @dataclass
 class TurnRunner:

@@ -35,6 +35,13 @@ SHUTDOWN = "its worker is shutting down"
 """Why a turn stopped sending its reply: it is handed back for another worker to send."""
 
 
+FAILURE_REPLY = "Sorry, something went wrong while answering this message."
+
+
+def gave_up_reply(attempts: int) -> str:
+    return (f"Sorry, this message could not be answered: {attempts} attempts to answer it "
+            "were cut off. The chat goes on with your next message.")
+
 @dataclass(frozen=True)
 class AnswerSender:
     """The answers of one worker's turns, sent as `TurnRunner` configures them."""

@@ -15,7 +15,7 @@ import pytest
 from gateway.feishu.outbound.delivery import derived_uuid, reply_uuid
 from gateway.ops.processes import wait_until
 from gateway.simulator import SendFaults, SentMessage
-from gateway.worker.runner import gave_up_reply
+from gateway.worker.sending import gave_up_reply
 from tests.support.replies import agent_events, replies_to
 from tests.support.rig import TEST_LEASE_TTL_S, Rig, rig_up
 

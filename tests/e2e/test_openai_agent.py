@@ -13,7 +13,7 @@ from gateway.agents.chat_completions import EndpointError, sse_pieces
 from gateway.ops.processes import wait_until
 from gateway.simulator import SentMessage, Simulator
 from gateway.simulator.payloads import flatten_text
-from gateway.worker.runner import FAILURE_REPLY
+from gateway.worker.sending import FAILURE_REPLY
 from gateway.worker.streaming import STOPPED_MARK
 from gateway.worker.surfaces import EDITS_WHILE_STREAMING
 from tests.support.fake_llm import API_KEY, FakeLlm

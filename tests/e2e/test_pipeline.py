@@ -18,7 +18,7 @@ from gateway.listener.desk import full_inbox_notice
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
-from gateway.worker.runner import FAILURE_REPLY, gave_up_reply
+from gateway.worker.sending import FAILURE_REPLY, gave_up_reply
 from tests.support.replies import agent_events, replies_to
 from tests.support.rig import TEST_LEASE_TTL_S, Front, Spawn
 

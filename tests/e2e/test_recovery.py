@@ -23,7 +23,7 @@ from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.publisher import Publisher
 from gateway.simulator import Simulator
-from gateway.worker.runner import gave_up_reply
+from gateway.worker.sending import gave_up_reply
 from tests.support.replies import agent_events, replies_to, reply_of, started
 from tests.support.rig import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, Spawn, rig_up
 
