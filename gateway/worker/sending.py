@@ -42,6 +42,7 @@ def gave_up_reply(attempts: int) -> str:
     return (f"Sorry, this message could not be answered: {attempts} attempts to answer it "
             "were cut off. The chat goes on with your next message.")
 
+
 @dataclass(frozen=True)
 class AnswerSender:
     """The answers of one worker's turns, sent as `TurnRunner` configures them."""
