@@ -19,13 +19,16 @@ import redis
 from gateway.approvals.book import ApprovalBook
 from gateway.chats.cancel import Canceller
 from gateway.chats.clients import keyspace, store_config
+from gateway.chats.model import Completion, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.streams import StreamCards
 from gateway.core.names import TaskSender
 from gateway.core.redis_client import redis_client
 from gateway.core.settings import Settings
 from gateway.feishu.outbound.delivery import Replies, RetryPolicy
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.feishu.outbound.quota import Quota, Rates
+from gateway.orphan_cards import OrphanCards
 from gateway.publisher import BROKER_ERRORS, Publisher
 
 logger = logging.getLogger(__name__)
@@ -125,9 +128,22 @@ class Runtime:
                            task_id, error)
 
     @cached_property
+    def orphan_cards(self) -> OrphanCards:
+        return OrphanCards(self.store, StreamCards(self.redis, keyspace(self.settings)),
+                           self.replies)
+
+    def fence_off(self, turn: TurnRef, outcome: str) -> Completion:
+        """End a stopped turn that did not end by itself in time (its worker is gone, or
+        ignores the flag), and close the card it left streaming."""
+        completion = self.publisher.hand_over(turn, outcome)
+        if completion.outcome != "stale":
+            self.orphan_cards.close(turn, outcome)
+        return completion
+
+    @cached_property
     def canceller(self) -> Canceller:
         s = self.settings
-        return Canceller(self.store, self.publisher.publish, self.publisher.hand_over,
+        return Canceller(self.store, self.publisher.publish, self.fence_off,
                          self.revoke, timeout_s=s.cancel_timeout_s, lease_ttl_ms=s.lease_ttl_ms,
                          debounce_s=s.stop_debounce_s, terminate=s.cancel_terminate)
 

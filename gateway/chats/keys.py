@@ -61,6 +61,11 @@ class ChatKeys:
         """String: the card entity streaming the answer to `message_id` (a day)."""
         return f"{self.prefix}:stream:{message_id}"
 
+    def live_card(self, fence: int) -> str:
+        """Hash: the card the turn of `fence` is streaming now and its text so far, so the
+        canceller can close it when the turn's worker is gone (a day; gone once closed)."""
+        return f"{self.prefix}:livecard:{fence}"
+
     @property
     def lease(self) -> str:
         return f"{self.prefix}:lease"

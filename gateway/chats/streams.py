@@ -1,14 +1,35 @@
 """Which card entity streams the answer to a message, so that a re-run of the turn (after
-a crash mid-stream) streams into the same card instead of sending a second one."""
+a crash mid-stream) streams into the same card instead of sending a second one; and the
+card a turn is streaming now (its live card), so that when a stop has to fence the turn
+off because its worker is gone, the canceller can still close the card with the text it
+showed and the stop's mark."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import redis
 
 from gateway.chats.keys import Keyspace
+from gateway.chats.model import TurnRef, text_of
 from gateway.core.model import Message
 
 TTL_S = 86_400
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCard:
+    """A turn's card while it streams: where it is and the last text it showed."""
+
+    card_id: str
+    app_id: str
+    chat_id: str
+    """The Feishu chat it was sent to."""
+    answers: str
+    """The message it answers (its reply key)."""
+    text: str
+    sequence: int
+    """The last sequence number used on the card (each call takes a higher one)."""
 
 
 class StreamCards:
@@ -35,3 +56,32 @@ class StreamCards:
         if self._redis.set(key, card_id, nx=True, ex=TTL_S):
             return card_id
         return self.card_of(chat_id, message_id) or card_id
+
+    def _live_key(self, turn: TurnRef) -> str:
+        return self._keyspace.chat(turn.chat_id).live_card(turn.fence)
+
+    def streaming(self, turn: TurnRef, card: LiveCard) -> None:
+        """The turn's card as it shows now (one round trip; written after each update)."""
+        key = self._live_key(turn)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.hset(key, mapping={"card_id": card.card_id, "app_id": card.app_id,
+                                "chat_id": card.chat_id, "answers": card.answers,
+                                "text": card.text, "sequence": card.sequence})
+        pipe.expire(key, TTL_S)
+        pipe.execute()
+
+    def closed(self, turn: TurnRef) -> None:
+        """The turn's card no longer streams (closed by its turn or by the canceller)."""
+        self._redis.delete(self._live_key(turn))
+
+    def live(self, turn: TurnRef) -> LiveCard | None:
+        """The card the turn left streaming, if any."""
+        raw = self._redis.hgetall(self._live_key(turn))
+        if not raw:
+            return None
+        got = {text_of(k): text_of(v) for k, v in raw.items()}
+        try:
+            return LiveCard(got["card_id"], got["app_id"], got["chat_id"], got["answers"],
+                            got["text"], int(got["sequence"]))
+        except (KeyError, ValueError):
+            return None

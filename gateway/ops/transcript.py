@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from gateway.worker.streaming import FAILED_MARK, INTERRUPTED_MARK, STOPPED_MARK
+from gateway.feishu.outbound.stream_card import INTERRUPTED_MARK, STOPPED_MARK
+from gateway.worker.streaming import FAILED_MARK
 
 if TYPE_CHECKING:
     from gateway.simulator import SentMessage

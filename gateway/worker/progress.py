@@ -16,21 +16,12 @@ from dataclasses import dataclass
 
 STEP_MAX_CHARS = 80
 STEPS_KEPT = 30
-CURRENT_MARK = "⏳"
 
 
 def shorten(text: object, limit: int = STEP_MAX_CHARS) -> str:
     """`text` as one line of at most `limit` characters (pure)."""
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
-
-
-def with_step(text: str, step: str) -> str:
-    """What a streaming surface shows: the current step as a short line above the answer
-    so far (pure)."""
-    if not step:
-        return text
-    return f"{CURRENT_MARK} {step}\n\n{text}" if text.strip() else f"{CURRENT_MARK} {step}"
 
 
 @dataclass(frozen=True, slots=True)

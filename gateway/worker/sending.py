@@ -22,9 +22,9 @@ from gateway.core.model import GREETING, Message
 from gateway.feishu.outbound.chunking import chunk_markdown
 from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
 from gateway.feishu.outbound.openapi import BOT_NOT_IN_CHAT
-from gateway.feishu.outbound.stream_card import stop_value
+from gateway.feishu.outbound.stream_card import INTERRUPTED_MARK, stop_value, stopped_mark
 from gateway.worker.handles import TurnHandle
-from gateway.worker.streaming import FAILED_MARK, INTERRUPTED_MARK, Stream, stopped_mark
+from gateway.worker.streaming import FAILED_MARK, Stream
 from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,8 @@ class AnswerSender:
             surface = CardSurface(self.replies, self.streams, message, attempt=attempt,
                                   may_send=may_send, stopped=handle.stopped,
                                   stop=stop_value(turn.chat_id, turn.message_id,
-                                                  message.sender_open_id, message.chat_type))
+                                                  message.sender_open_id, message.chat_type),
+                                  turn=turn)
         return Stream(surface, what=f"message {message.message_id} of chat {message.chat_id}",
                       interval_s=self.stream_interval_s, limit_chars=self.chunk_chars,
                       stopped=handle.stopped)

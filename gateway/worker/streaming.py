@@ -22,21 +22,12 @@ from dataclasses import dataclass, field
 
 from gateway.core.errors import GatewayError
 from gateway.feishu.outbound.chunking import MAX_BYTES, fits_within
-from gateway.worker.progress import Steps, with_step
+from gateway.feishu.outbound.stream_card import with_step
+from gateway.worker.progress import Steps
 from gateway.worker.surfaces import Surface
 
 logger = logging.getLogger(__name__)
 
-STOPPED_MARK = "⏹ Stopped."
-
-
-def stopped_mark(by: str) -> str:
-    """The mark of an answer stopped by `by` (an open_id: Feishu shows the name), or by a
-    /stop ('')."""
-    return f"⏹ Stopped by <at id={by}></at>" if by else STOPPED_MARK
-
-
-INTERRUPTED_MARK = "⏹ Interrupted by your next message: answering them together."
 FAILED_MARK = "⚠ The answer broke off here."
 MIN_INTERVAL_S = 0.12
 """Feishu takes at most 10 operations per second on one card, whatever

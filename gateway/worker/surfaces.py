@@ -18,17 +18,20 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from gateway.chats.streams import StreamCards
+import redis
+
+from gateway.chats.model import TurnRef
+from gateway.chats.streams import LiveCard, StreamCards
 from gateway.core.errors import GatewayError, Yielded
 from gateway.core.model import Message
 from gateway.feishu.outbound.delivery import Replies, derived_uuid, reply_uuid
 from gateway.feishu.outbound.render import render
-from gateway.feishu.outbound.stream_card import closed_card, streaming_card
+from gateway.feishu.outbound.stream_card import ANSWER_ELEMENT_ID, closed_card, streaming_card
 from gateway.worker.progress import Done
 
 logger = logging.getLogger(__name__)
 
-ELEMENT_ID = "answer"
+ELEMENT_ID = ANSWER_ELEMENT_ID
 SEQUENCE_SPAN = 1_000_000
 """Each attempt's card update numbers start this far above the previous attempt's."""
 UPDATE_BUDGET_S = 2.0
@@ -92,10 +95,10 @@ class CardSurface(_Sender):
 
     def __init__(self, replies: Replies, cards: StreamCards, message: Message, *,
                  attempt: int, may_send: Callable[[], bool], stopped: threading.Event,
-                 stop: Mapping[str, str] | None = None,
+                 stop: Mapping[str, str] | None = None, turn: TurnRef | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(replies, message, may_send=may_send, stopped=stopped)
-        self._cards = cards
+        self._cards, self._turn = cards, turn
         self._sequence = attempt * SEQUENCE_SPAN
         self._stop, self._clock = stop, clock
         self._last_op = float("-inf")
@@ -128,7 +131,28 @@ class CardSurface(_Sender):
             self._last_op = self._clock()
         self._reply("interactive", {"type": "card", "data": {"card_id": card_id}})
         self.card_id = card_id
+        self._showing(text)
         return fresh
+
+    def _showing(self, text: str) -> None:
+        """Record the card as the turn's live card with `text` (best effort: it serves only
+        a stop that finds this worker gone)."""
+        if self._turn is None:
+            return
+        m = self._message
+        try:
+            self._cards.streaming(self._turn, LiveCard(self.card_id, m.app_id, m.chat_id,
+                                                       m.reply_key, text, self._sequence))
+        except redis.RedisError as error:
+            logger.info("live card of %s not recorded: %s", m.message_id, error)
+
+    def _closed(self) -> None:
+        if self._turn is None:
+            return
+        try:
+            self._cards.closed(self._turn)
+        except redis.RedisError as error:
+            logger.info("live card of %s not forgotten: %s", self._message.message_id, error)
 
     def _set_text(self, text: str) -> None:
         self._pace()
@@ -166,6 +190,7 @@ class CardSurface(_Sender):
             logger.info("streaming update of %s skipped: %s", m.message_id, error)
             return False
         self.updates += 1
+        self._showing(text)
         return True
 
     def finish(self, text: str, mark: str, done: Done | None = None) -> bool:
@@ -183,6 +208,8 @@ class CardSurface(_Sender):
         except GatewayError as error:
             logger.warning("streaming card of %s not closed: %s", m.message_id, error)
             return False
+        finally:
+            self._closed()
         return True
 
 

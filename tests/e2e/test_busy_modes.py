@@ -16,9 +16,9 @@ import redis
 
 from gateway.chats.history import read_history
 from gateway.chats.keys import ChatKeys
+from gateway.feishu.outbound.stream_card import INTERRUPTED_MARK
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
-from gateway.worker.streaming import INTERRUPTED_MARK
 from tests.support.replies import agent_events, replies_to, reply_of, started
 from tests.support.rig import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, rig_up
 

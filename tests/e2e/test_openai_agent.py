@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.agents.chat_completions import EndpointError, sse_pieces
+from gateway.feishu.outbound.stream_card import STOPPED_MARK
 from gateway.ops.processes import wait_until
 from gateway.simulator import SentMessage, Simulator
 from gateway.simulator.payloads import flatten_text
 from gateway.worker.sending import FAILURE_REPLY
-from gateway.worker.streaming import STOPPED_MARK
 from gateway.worker.surfaces import EDITS_WHILE_STREAMING
 from tests.support.fake_llm import API_KEY, FakeLlm
 from tests.support.replies import reply_of as cancel_reply_of

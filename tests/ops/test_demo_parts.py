@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from gateway.approvals.card import pending_card, resolved_card
+from gateway.feishu.outbound.stream_card import INTERRUPTED_MARK, STOPPED_MARK
 from gateway.ops.demo import script
 from gateway.ops.processes import GatewayProcess, StartFailed, wait_ready
 from gateway.ops.transcript import Transcript, split_mark
 from gateway.simulator import SentMessage
 from gateway.simulator.payloads import flatten_text
-from gateway.worker.streaming import INTERRUPTED_MARK, STOPPED_MARK
 
 
 def message(text: str, *, mid: str = "om_b1", streaming: bool = False,

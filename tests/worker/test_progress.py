@@ -6,8 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
+from gateway.feishu.outbound.stream_card import answer_of, with_step
 from gateway.ops.processes import wait_until
-from gateway.worker.progress import STEP_MAX_CHARS, STEPS_KEPT, Done, Steps, shorten, with_step
+from gateway.worker.progress import STEP_MAX_CHARS, STEPS_KEPT, Done, Steps, shorten
 from gateway.worker.streaming import MIN_INTERVAL_S, Stream
 
 
@@ -21,6 +22,11 @@ def test_the_current_step_shows_as_a_line_above_the_text() -> None:
     assert with_step("the answer", "reading") == "⏳ reading\n\nthe answer"
     assert with_step("", "reading") == "⏳ reading"
     assert with_step("the answer", "") == "the answer"
+
+
+def test_the_answer_is_read_back_without_the_step_line() -> None:
+    for text, step in [("the answer\n\nmore", "reading"), ("", "reading"), ("plain", "")]:
+        assert answer_of(with_step(text, step)) == text
 
 
 def test_steps_finish_in_order_with_their_times_and_repeats_count_once() -> None:

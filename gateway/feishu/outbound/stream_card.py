@@ -14,9 +14,36 @@ from typing import Any
 
 from gateway.feishu.outbound.render import card_json
 
+ANSWER_ELEMENT_ID = "answer"
 STOP_ACTION = "stop"
 STOP_ELEMENT_ID = "stop"
 STOP_LABEL = "Stop"
+STOPPED_MARK = "⏹ Stopped."
+INTERRUPTED_MARK = "⏹ Interrupted by your next message: answering them together."
+CURRENT_MARK = "⏳"
+
+
+def with_step(text: str, step: str) -> str:
+    """What a streaming surface shows: the current step as a short line above the answer
+    so far (pure)."""
+    if not step:
+        return text
+    return f"{CURRENT_MARK} {step}\n\n{text}" if text.strip() else f"{CURRENT_MARK} {step}"
+
+
+def answer_of(shown: str) -> str:
+    """The answer so far in what a streaming surface showed (`with_step`'s), without the
+    current step's line (pure)."""
+    if not shown.startswith(f"{CURRENT_MARK} "):
+        return shown
+    _, _, rest = shown.partition("\n\n")
+    return rest
+
+
+def stopped_mark(by: str) -> str:
+    """The mark of an answer stopped by `by` (an open_id: Feishu shows the name), or by a
+    /stop ('')."""
+    return f"⏹ Stopped by <at id={by}></at>" if by else STOPPED_MARK
 
 
 def stop_value(chat: str, turn: str, requester: str, chat_type: str) -> dict[str, str]:
