@@ -5,6 +5,10 @@ answered: 200 with the callback's answer (`{}` for an event), 500 when the step 
 (Feishu pushes it again: 5 s, 5 min, 1 h, 6 h later), 401 for a refused push, 413 for a body
 over the cap, 503 when the pool's queue is full.
 
+Card callbacks (a Stop or approval click, which Feishu wants answered within 3 s) have a
+small pool and queue of their own, so a burst of events queued for the Redis step never
+makes a click wait or be refused.
+
 The aiohttp server runs on an asyncio loop on a thread of its own, like the long connections;
 `statuses()` gives one record per app for `feishu-gateway status` and `health`."""
 
@@ -35,6 +39,7 @@ PushHandler = Callable[[str, str, bytes], Mapping[str, Any] | None]
 SERVING = "serving"
 """The state of an app whose pushes this server takes (`status`, `health`)."""
 QUEUE_PER_THREAD = 4
+CALLBACK_THREADS = 2
 SHUTDOWN_S = 5.0
 
 
@@ -45,6 +50,16 @@ class ServerOptions:
     path: str
     max_body_bytes: int
     concurrency: int
+
+
+@dataclass
+class _Lane:
+    """A pool for the Redis steps of one kind of push, and how many may wait on it (only
+    the server's loop touches `in_flight`)."""
+
+    executor: ThreadPoolExecutor
+    cap: int
+    in_flight: int = 0
 
 
 class WebhookServer:
@@ -58,10 +73,14 @@ class WebhookServer:
         self._primary = apps[0]
         self._statuses = {app_id: ConnectionStatus(app_id, SERVING, since=time.monotonic())
                           for app_id in apps}
-        self._executor = ThreadPoolExecutor(options.concurrency,
-                                            thread_name_prefix="gateway-webhook-ingest")
-        self._cap = options.concurrency * (1 + QUEUE_PER_THREAD)
-        self._in_flight = 0
+        self._lanes = {
+            False: _Lane(ThreadPoolExecutor(options.concurrency,
+                                            thread_name_prefix="gateway-webhook-ingest"),
+                         options.concurrency * (1 + QUEUE_PER_THREAD)),
+            True: _Lane(ThreadPoolExecutor(CALLBACK_THREADS,
+                                           thread_name_prefix="gateway-webhook-callback"),
+                        CALLBACK_THREADS * (1 + QUEUE_PER_THREAD)),
+        }
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="gateway-webhook",
@@ -71,6 +90,11 @@ class WebhookServer:
 
     def statuses(self) -> list[ConnectionStatus]:
         return list(self._statuses.values())
+
+    @property
+    def events_waiting(self) -> int:
+        """Events taken and not answered yet (their Redis step runs or waits for a thread)."""
+        return self._lanes[False].in_flight
 
     def start(self) -> WebhookServer:
         """Bind now (GatewayError in one line when the address cannot be), then serve."""
@@ -121,18 +145,21 @@ class WebhookServer:
             logger.warning("push from %s refused: for app %s, which this gateway does not "
                            "serve (FEISHU_APP_ID, FEISHU_APPS)", request.remote, app_id)
             return web.json_response({"msg": "refused"}, status=401)
-        if self._in_flight >= self._cap:
-            logger.warning("push answered 503: %d wait for the Redis step "
-                           "(FEISHU_WEBHOOK_CONCURRENCY); Feishu pushes it again", self._cap)
+        lane = self._lanes[opened.is_callback]
+        if lane.in_flight >= lane.cap:
+            logger.warning("push answered 503: %d %s wait for the Redis step "
+                           "(FEISHU_WEBHOOK_CONCURRENCY); Feishu pushes it again", lane.cap,
+                           "callbacks" if opened.is_callback else "events")
             return web.json_response({"msg": "busy"}, status=503)
         status.last_frame_at = status.last_event_at = arrived
-        return await self._take(app_id, opened.payload, arrived)
+        return await self._take(lane, app_id, opened.payload, arrived)
 
-    async def _take(self, app_id: str, payload: bytes, arrived: float) -> web.Response:
+    async def _take(self, lane: _Lane, app_id: str, payload: bytes,
+                    arrived: float) -> web.Response:
         """The intake's step off the loop, then the answer."""
-        self._in_flight += 1
+        lane.in_flight += 1
         try:
-            answer = await self._loop.run_in_executor(self._executor, self._handler, app_id,
+            answer = await self._loop.run_in_executor(lane.executor, self._handler, app_id,
                                                       "event", payload)
             code = 200
         except GatewayError as error:
@@ -142,7 +169,7 @@ class WebhookServer:
             logger.exception("push failed: answered 500, Feishu pushes it again")
             answer, code = None, 500
         finally:
-            self._in_flight -= 1
+            lane.in_flight -= 1
         metrics.acked(time.monotonic() - arrived, code)
         return web.json_response(dict(answer or {}), status=code)
 
@@ -158,6 +185,9 @@ class WebhookServer:
                     logger.warning("webhook server did not stop in time (%r)", error)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5.0)
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        if not self._loop.is_running() and not self._loop.is_closed():
+            self._loop.close()
+        for lane in self._lanes.values():
+            lane.executor.shutdown(wait=True, cancel_futures=True)
         for status in self._statuses.values():
             status.state, status.since = "stopped", time.monotonic()

@@ -23,6 +23,7 @@ TIMESTAMP_HEADER = "X-Lark-Request-Timestamp"
 NONCE_HEADER = "X-Lark-Request-Nonce"
 SIGNATURE_HEADER = "X-Lark-Signature"
 URL_VERIFICATION = "url_verification"
+CARD_CALLBACK = "card.action.trigger"
 
 
 class PushRefused(GatewayError):
@@ -71,6 +72,13 @@ class Event:
     def app_id(self) -> str:
         header = self.event.get("header")
         return str(header.get("app_id") or "") if isinstance(header, dict) else ""
+
+    @property
+    def is_callback(self) -> bool:
+        """A card callback (a click), which Feishu wants answered within 3 s."""
+        header = self.event.get("header")
+        kind = header.get("event_type") if isinstance(header, dict) else self.event.get("type")
+        return kind == CARD_CALLBACK
 
 
 def _json_object(raw: bytes, what: str) -> dict[str, Any]:
