@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import secrets
 import shlex
 import signal
 import sys
@@ -13,6 +14,7 @@ from types import FrameType
 from typing import TextIO
 
 from gateway.simulator.simulator import Simulator
+from gateway.simulator.webhook import WebhookConfig
 
 logger = logging.getLogger(__name__)
 
@@ -20,11 +22,13 @@ logger = logging.getLogger(__name__)
 def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_sim_app",
                   app_secret: str = "sim-secret", *, bot_open_id: str = "ou_sim_bot",
                   stop_event: threading.Event | None = None,
-                  out: TextIO | None = None) -> None:
+                  out: TextIO | None = None, webhook_url: str = "") -> None:
     """Serve until Ctrl-C, SIGTERM (main thread only) or `stop_event` is set.
 
     Prints where the web chat is, then the `export FEISHU_…=…` lines to paste into the
-    terminal that runs the gateway (see `paste_lines`).
+    terminal that runs the gateway (see `paste_lines`). With `webhook_url`, events are
+    POSTed there (signed and encrypted with a fresh Encrypt Key, retried on Feishu's
+    schedule) for `feishu-gateway serve`, instead of going over the long connection.
     """
     stop = stop_event or threading.Event()
     previous = None
@@ -35,8 +39,12 @@ def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_
 
         previous = signal.signal(signal.SIGTERM, _on_term)
     try:
-        with Simulator(app_id, app_secret, host=host, port=port,
-                       bot_open_id=bot_open_id) as sim:
+        webhook = WebhookConfig(secrets.token_hex(8), secrets.token_hex(16)) \
+            if webhook_url else None
+        with Simulator(app_id, app_secret, host=host, port=port, bot_open_id=bot_open_id,
+                       webhook=webhook) as sim:
+            if webhook_url:
+                sim.set_webhook_urls([webhook_url])
             print(paste_lines(sim), file=out or sys.stdout, flush=True)
             try:
                 stop.wait()
@@ -51,13 +59,18 @@ def paste_lines(sim: Simulator) -> str:
     """What the simulator prints once it listens: its web chat, and the lines that point a
     gateway at it, ready to paste into another terminal (the secret is the simulator's own,
     a made-up one)."""
-    exports = "\n".join(f"export {name}={shlex.quote(value)}" for name, value in (
-        ("FEISHU_APP_ID", sim.app_id), ("FEISHU_APP_SECRET", sim.app_secret),
-        ("FEISHU_DOMAIN", sim.url)))
+    settings = [("FEISHU_APP_ID", sim.app_id), ("FEISHU_APP_SECRET", sim.app_secret),
+                ("FEISHU_DOMAIN", sim.url)]
+    listener = "listener (`feishu-gateway listen`)"
+    if sim.webhook is not None:
+        settings += [("FEISHU_VERIFICATION_TOKEN", sim.webhook.verification_token),
+                     ("FEISHU_ENCRYPT_KEY", sim.webhook.encrypt_key)]
+        listener = "webhook server (`feishu-gateway serve`, at the URL the events go to)"
+    exports = "\n".join(f"export {name}={shlex.quote(value)}" for name, value in settings)
     return (f"feishu simulator on {sim.url} (web chat: {sim.url}/, bot open_id "
             f"{sim.bot_open_id})\n"
-            "To point a gateway at it, paste these lines into the terminals of its "
-            "listener (`feishu-gateway listen`) and workers:\n" + exports)
+            f"To point a gateway at it, paste these lines into the terminals of its "
+            f"{listener} and workers:\n" + exports)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,13 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--app-id", default="cli_sim_app")
     parser.add_argument("--app-secret", default="sim-secret")
     parser.add_argument("--bot-open-id", default="ou_sim_bot")
+    parser.add_argument("--webhook-url", default="",
+                        help="POST events to this URL (feishu-gateway serve) instead of "
+                             "the long connection")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         serve_forever(args.host, args.port, args.app_id, args.app_secret,
-                      bot_open_id=args.bot_open_id)
+                      bot_open_id=args.bot_open_id, webhook_url=args.webhook_url)
     except OSError as exc:
         print(f"feishu simulator: cannot listen on {args.host}:{args.port}: {exc}",
               file=sys.stderr)

@@ -7,11 +7,14 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 from typing import Any
 
 import httpx
 import pytest
 
+from gateway.feishu.webhook.server import ServerOptions, WebhookServer
+from gateway.feishu.webhook.verify import Keys
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator, serve_forever
 from gateway.simulator.userapi import local_host
@@ -141,3 +144,38 @@ def test_the_simulator_prints_lines_to_paste_into_another_terminal() -> None:
     finally:
         stop.set()
         serving.join(10)
+
+
+def test_with_a_webhook_url_the_simulator_pushes_signed_encrypted_events_there() -> None:
+    """`feishu-gateway simulator --webhook-url`: the lines to paste carry the token and the
+    Encrypt Key, and a message from the web chat reaches a webhook server that holds them."""
+    taken: list[dict[str, Any]] = []
+
+    def intake(app_id: str, kind: str, payload: bytes) -> None:
+        taken.append(json.loads(payload))
+
+    keys = Keys("to be read from the lines")
+    server = WebhookServer(keys, ServerOptions("127.0.0.1", 0, "/feishu", 65536, 2), intake,
+                           apps=["cli_sim_app"], now_s=time.time).start()
+    out, stop = io.StringIO(), threading.Event()
+    serving = threading.Thread(target=serve_forever, kwargs={
+        "port": 0, "stop_event": stop, "out": out,
+        "webhook_url": f"http://127.0.0.1:{server.port}/feishu"}, daemon=True)
+    serving.start()
+    try:
+        wait_until(lambda: "FEISHU_ENCRYPT_KEY" in out.getvalue(), 10, "the simulator's lines")
+        exports = dict(line.removeprefix("export ").split("=", 1)
+                       for line in out.getvalue().splitlines() if line.startswith("export "))
+        assert "feishu-gateway serve" in out.getvalue()
+        server.keys = Keys(exports["FEISHU_VERIFICATION_TOKEN"], exports["FEISHU_ENCRYPT_KEY"])
+        url = exports["FEISHU_DOMAIN"]
+        sent = httpx.post(f"{url}/sim/v1/messages", json={"chat_id": "oc_web", "text": "hi"},
+                          headers={"Origin": url}, timeout=10)
+        assert sent.status_code == 200, sent.text
+        wait_until(lambda: taken, 10, "the pushed event")
+        message = taken[0]["event"]["message"]
+        assert (message["chat_id"], json.loads(message["content"])) == ("oc_web", {"text": "hi"})
+    finally:
+        stop.set()
+        serving.join(10)
+        server.stop()

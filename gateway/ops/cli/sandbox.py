@@ -14,8 +14,11 @@ from gateway.core.logs import setup_logging
 @click.group(invoke_without_command=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=9900, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--webhook-url", default="", metavar="URL",
+              help="POST events to URL (a `feishu-gateway serve`) instead of the long "
+                   "connection.")
 @click.pass_context
-def simulator(ctx: click.Context, host: str, port: int) -> None:
+def simulator(ctx: click.Context, host: str, port: int, webhook_url: str) -> None:
     """Run the fake Feishu open platform (for demos and tests): it prints the `export` lines
     that point a gateway at it. `simulator send` talks to a running one as a user would."""
     if ctx.invoked_subcommand is not None:
@@ -24,7 +27,7 @@ def simulator(ctx: click.Context, host: str, port: int) -> None:
     from gateway.simulator import serve_forever
 
     try:
-        serve_forever(host=host, port=port)
+        serve_forever(host=host, port=port, webhook_url=webhook_url)
     except OSError as error:
         raise GatewayError(f"the simulator cannot listen on {host}:{port}: "
                            f"{error.strerror or error}") from None
