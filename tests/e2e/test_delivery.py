@@ -5,6 +5,7 @@ in the chat's order, and reported to the operator when finally given up."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -210,6 +211,23 @@ def test_a_streamed_answer_grows_in_one_card_within_the_throttle(
                for a, b in zip(grown, grown[1:], strict=False))
     assert view.updates <= took_s / 0.3 + 2, "at most one update per interval, and the close"
     assert [m.reply_to for m in sim.sent_messages(chat_id)] == [asked], "one card, no text"
+
+
+def test_a_streamed_answer_past_one_cards_limit_goes_on_in_the_next_message(
+        rig: Rig, chat_id: str) -> None:
+    sim = rig.sim
+    asked = sim.send_text(chat_id, "stream 1000 0")  # 5,890 characters: past one chunk
+    card = the_card(rig, chat_id, asked)
+    view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
+    assert len(view.elements["answer"]) <= 4000, "the card holds one chunk"
+    rest = wait_until(lambda: [m.text for m in sim.sent_messages(chat_id)
+                               if m.reply_to == asked and m.message_id != card.message_id],
+                      20, "the rest of the answer")
+    assert isinstance(rest, list)
+    said = (view.elements["answer"] + " " + " ".join(rest)).split()
+    assert [w for w in said if not re.fullmatch(r"\(\d/2\)", w)] == words(1000).split(), \
+        "every word once, in order, across the card and the next message (labelled 1/2, 2/2)"
+    assert view.rejected == 0
 
 
 def test_stop_mid_stream_closes_the_card_with_a_mark(rig: Rig, chat_id: str) -> None:
