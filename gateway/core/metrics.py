@@ -52,6 +52,9 @@ def _build(prom: Any, role: str) -> dict[str, Any]:
                            "not handle (ACKed and dropped)", ["type"]),
             "ack": h("gateway_ack_seconds", "From a frame's arrival to its ACK sent", ["code"],
                      buckets=ACK_BUCKETS_S),
+            "shed": c("gateway_events_shed_total", "Events answered with a failure, not taken, "
+                      "because they could not be taken within FEISHU_INGEST_WAIT_MAX_MS "
+                      "(Feishu delivers them again)"),
             "cancels": c("gateway_cancellations_total", "Stops of chats' turns, by how they "
                          "ended", ["how"]),
         }
@@ -214,6 +217,11 @@ def unhandled(event_type: str) -> None:
 def refused(reason: str) -> None:
     if (m := _m.get("refused")) is not None:
         m.labels(reason).inc()
+
+
+def shed() -> None:
+    if (m := _m.get("shed")) is not None:
+        m.inc()
 
 
 def acked(seconds: float, code: int) -> None:

@@ -75,6 +75,10 @@ class Settings(WebhookSettings, BaseSettings):
     ws_ping_timeout_s: float = Field(10.0, validation_alias="FEISHU_WS_PING_TIMEOUT", gt=0)
     """A connection with no pong and no data this long after a ping is dead: it is
     closed and rebuilt."""
+    ingest_wait_max_ms: int = Field(1000, validation_alias="FEISHU_INGEST_WAIT_MAX_MS", ge=0)
+    """The longest an event waits for the listener's Redis step: past it, it is answered at
+    once with a failure (ACK 500; webhook 503) and Feishu delivers it again, instead of an
+    ACK after Feishu's 3 s, which Feishu answers by sending it again anyway (0: no limit)."""
     late_after_s: float = Field(1800.0, validation_alias="FEISHU_LATE_AFTER_S", ge=0)
     """A message whose create_time is older than this when it arrives is late (0: never)."""
     late_events: Literal["note", "drop"] = Field("note", validation_alias="FEISHU_LATE_EVENTS")

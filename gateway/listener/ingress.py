@@ -38,7 +38,8 @@ def webhook_server(settings: Settings, handler: AppHandler,
                        "signed, and anyone who learns the Verification Token can forge one "
                        "(docs/webhook.md)")
     options = ServerOptions(settings.webhook_addr, settings.webhook_port, settings.webhook_path,
-                            settings.webhook_max_body_bytes, settings.webhook_concurrency)
+                            settings.webhook_max_body_bytes, settings.webhook_concurrency,
+                            settings.ingest_wait_max_ms / 1000)
     return WebhookServer(keys, options, handler, apps=[a for a, _ in settings.apps],
                          now_s=now_s)
 

@@ -15,6 +15,7 @@ The aiohttp server runs on an asyncio loop on a thread of its own, like the long
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import threading
@@ -28,6 +29,7 @@ from aiohttp import web
 
 from gateway.core import metrics
 from gateway.core.errors import GatewayError
+from gateway.feishu.gate import Gate, Shed
 from gateway.feishu.webhook.crypto import warm
 from gateway.feishu.webhook.verify import Challenge, Keys, PushRefused, Signed, open_push
 from gateway.feishu.ws.connection import ConnectionStatus
@@ -50,16 +52,21 @@ class ServerOptions:
     path: str
     max_body_bytes: int
     concurrency: int
+    ingest_wait_max_s: float = 0.0
 
 
 @dataclass
 class _Lane:
-    """A pool for the Redis steps of one kind of push, and how many may wait on it (only
-    the server's loop touches `in_flight`)."""
+    """A pool for the Redis steps of one kind of push, how many may wait on it, and its
+    gate (gateway/feishu/gate.py; only the server's loop touches the counts)."""
 
     executor: ThreadPoolExecutor
     cap: int
-    in_flight: int = 0
+    gate: Gate
+
+    @property
+    def in_flight(self) -> int:
+        return self.gate.in_flight
 
 
 class WebhookServer:
@@ -73,13 +80,15 @@ class WebhookServer:
         self._primary = apps[0]
         self._statuses = {app_id: ConnectionStatus(app_id, SERVING, since=time.monotonic())
                           for app_id in apps}
-        self._lanes = {
-            False: _Lane(ThreadPoolExecutor(options.concurrency,
-                                            thread_name_prefix="gateway-webhook-ingest"),
-                         options.concurrency * (1 + QUEUE_PER_THREAD)),
-            True: _Lane(ThreadPoolExecutor(CALLBACK_THREADS,
-                                           thread_name_prefix="gateway-webhook-callback"),
-                        CALLBACK_THREADS * (1 + QUEUE_PER_THREAD)),
+        events = ThreadPoolExecutor(options.concurrency,
+                                    thread_name_prefix="gateway-webhook-ingest")
+        callbacks = ThreadPoolExecutor(CALLBACK_THREADS,
+                                       thread_name_prefix="gateway-webhook-callback")
+        self._lanes = {  # (the gate's step time is per thread: its wait bound, per pool)
+            False: _Lane(events, options.concurrency * (1 + QUEUE_PER_THREAD),
+                         Gate(events, options.ingest_wait_max_s, "webhook events")),
+            True: _Lane(callbacks, CALLBACK_THREADS * (1 + QUEUE_PER_THREAD),
+                        Gate(callbacks, options.ingest_wait_max_s, "webhook callbacks")),
         }
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
@@ -157,19 +166,16 @@ class WebhookServer:
     async def _take(self, lane: _Lane, app_id: str, payload: bytes,
                     arrived: float) -> web.Response:
         """The intake's step off the loop, then the answer."""
-        lane.in_flight += 1
         try:
-            answer = await self._loop.run_in_executor(lane.executor, self._handler, app_id,
-                                                      "event", payload)
-            code = 200
+            taken = await lane.gate.step(functools.partial(self._handler, app_id, "event",
+                                                           payload))
+            answer, code = (None, 503) if isinstance(taken, Shed) else (taken, 200)
         except GatewayError as error:
             logger.error("push not taken (%s): answered 500, Feishu pushes it again", error)
             answer, code = None, 500
         except Exception:  # the push handler's boundary: the server goes on
             logger.exception("push failed: answered 500, Feishu pushes it again")
             answer, code = None, 500
-        finally:
-            lane.in_flight -= 1
         metrics.acked(time.monotonic() - arrived, code)
         return web.json_response(dict(answer or {}), status=code)
 

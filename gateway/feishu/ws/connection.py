@@ -4,13 +4,15 @@ The endpoint call, the websocket, Feishu's ping frames and the websocket's own k
 multi-part payloads, ACKs with `biz_rt`, reconnects with jittered backoff, and a clean
 close. The handler (one event's Redis step) runs on a thread of the connection's own, one
 event at a time in arrival order, so pings, pongs and other frames never wait behind it;
-its ACK goes back as soon as it returns.
+its ACK goes back as soon as it returns. An event that cannot begin its step within
+`ingest_wait_max_s` is ACKed 500 at once instead (gateway/feishu/gate.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -27,6 +29,7 @@ from websockets.protocol import State
 
 from gateway.core import metrics
 from gateway.core.errors import GatewayError, RetryableError
+from gateway.feishu.gate import Gate, Shed
 from gateway.feishu.ws import frames as f
 from gateway.feishu.ws.endpoint import (
     EndpointRefused,
@@ -64,6 +67,8 @@ class ConnectionOptions:
     ping_interval_s: float = 30.0
     ping_timeout_s: float = 10.0
     max_frame_bytes: int = 16 * 1024 * 1024
+    ingest_wait_max_s: float = 0.0
+    """An event not begun within this is ACKed 500 (Feishu delivers it again); 0: none."""
 
 
 @dataclass
@@ -96,6 +101,8 @@ class Connection:
         self._on_change = on_change
         self._rng = rng or random.Random()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"gateway-ingest-{app.app_id}")
+        self._gate = Gate(self._executor, options.ingest_wait_max_s,
+                          f"feishu app {app.app_id}")
         self._stop = asyncio.Event()
         self._link: Link | None = None
         self._closing: set[asyncio.Task[None]] = set()
@@ -216,12 +223,11 @@ class Connection:
             logger.warning("feishu app %s: data frame of type %r dropped", self.app.app_id, kind)
             return
         arrived = self.status.last_event_at = time.monotonic()
-        loop = asyncio.get_running_loop()
         timed = [0.0]
         try:
-            answer = await loop.run_in_executor(self._executor, self._timed, timed, kind,
-                                                frame.payload)
-            code = 200
+            taken = await self._gate.step(functools.partial(self._timed, timed, kind,
+                                                            frame.payload))
+            answer, code = (None, 500) if isinstance(taken, Shed) else (taken, 200)
         except GatewayError as error:
             logger.error("frame %s not taken (%s): ACK 500, Feishu delivers it again",
                          frame.headers.get(f.HEADER_MESSAGE_ID, "?"), error)

@@ -35,7 +35,8 @@ RESTART_AFTER_S = 1.0
 def options_for(settings: Settings) -> ConnectionOptions:
     return ConnectionOptions(domain=settings.feishu_domain,
                              ping_interval_s=settings.ws_ping_interval_s,
-                             ping_timeout_s=settings.ws_ping_timeout_s)
+                             ping_timeout_s=settings.ws_ping_timeout_s,
+                             ingest_wait_max_s=settings.ingest_wait_max_ms / 1000)
 
 
 class Listener:

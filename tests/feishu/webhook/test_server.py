@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -72,3 +73,27 @@ def test_a_click_is_answered_while_events_fill_their_queue(
         assert click.json() == {"toast": {"type": "success", "content": "Stopping…"}}
         intake.release.set()
         assert [w.result().status_code for w in waiting] == [200] * queued
+
+
+def test_an_event_that_cannot_begin_in_time_is_answered_503_and_its_step_skipped() -> None:
+    intake = Intake()
+    options = ServerOptions("127.0.0.1", 0, "/feishu", 65536, 1, ingest_wait_max_s=0.3)
+    server = WebhookServer(Keys(TOKEN), options, intake, apps=["cli_app"],
+                           now_s=lambda: 0.0).start()
+    url = f"http://127.0.0.1:{server.port}/feishu"
+    try:
+        with httpx.Client(timeout=30) as client, ThreadPoolExecutor(2) as pool:
+            first = pool.submit(client.post, url, content=push("im.message.receive_v1", 0))
+            wait_until(lambda: intake.entered == 1, 10, "the first event's step to begin")
+            clock = time.monotonic()
+            late = client.post(url, content=push("im.message.receive_v1", 1))
+            assert late.status_code == 503, "Feishu pushes it again"
+            assert 0.3 <= time.monotonic() - clock < 1.5, "answered once its wait was over"
+            intake.release.set()
+            assert first.result().status_code == 200, "a step that began is waited for"
+            after = client.post(url, content=push("im.message.receive_v1", 2))
+            assert after.status_code == 200
+            assert intake.entered == 2, "the refused event's step never ran"
+    finally:
+        intake.release.set()
+        server.stop()

@@ -1,0 +1,121 @@
+"""The ingest gate: an event is answered within FEISHU_INGEST_WAIT_MAX_MS, or refused.
+
+Feishu sends an event again when its ACK (or the push's answer) has not come within 3 s,
+and a duplicate doubles the load exactly when the listener is already behind. So an event
+never waits for its Redis step longer than `max_wait_s`:
+
+- on arrival, when the steps already waiting would take longer than that (their count
+  times the recent step time), it is refused at once;
+- while it waits, when that time passes before its step began, it is refused then, and its
+  step is skipped when its turn comes.
+
+A refused event is answered with a failure (ACK 500, HTTP 503) and recorded nowhere, so
+Feishu delivers it again later: nothing is lost, and nothing is ACKed that was not taken.
+An event whose step began is always waited for (its step is bounded by the Redis timeout).
+
+One gate per ingest thread (a connection's, a webhook lane's); its counts are touched on
+the event loop only, the ticket between the loop and the thread under a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any, Generic, TypeVar
+
+from gateway.core import metrics
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+STEP_WEIGHT = 0.2
+"""How much the latest step counts in the recent step time (an exponential average)."""
+LOG_EVERY_S = 5.0
+
+
+class Shed:
+    """An event refused because it could not be taken in time."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+class _Ticket(Generic[T]):
+    """An event's step: begun on the ingest thread, or shed by the loop, whichever first."""
+
+    def __init__(self, step: Callable[[], T]) -> None:
+        self._step = step
+        self._lock = threading.Lock()
+        self._state = "waiting"
+        self.took_s = 0.0
+
+    def run(self) -> T | Shed:
+        with self._lock:
+            if self._state != "waiting":
+                return Shed("skipped")
+            self._state = "running"
+        started = time.monotonic()
+        try:
+            return self._step()
+        finally:
+            self.took_s = time.monotonic() - started
+
+    def shed(self) -> bool:
+        """Refuse the step if it has not begun; whether it was refused."""
+        with self._lock:
+            if self._state != "waiting":
+                return False
+            self._state = "shed"
+            return True
+
+
+class Gate:
+    def __init__(self, executor: Executor, max_wait_s: float, what: str) -> None:
+        self._executor, self.max_wait_s, self.what = executor, max_wait_s, what
+        self.in_flight = 0
+        """Events taken and not answered yet (their step runs or waits)."""
+        self.step_s = 0.0
+        self._shed_since_log = 0
+        self._logged_at = float("-inf")
+
+    async def step(self, step: Callable[[], T]) -> T | Shed:
+        """Run `step` on the ingest thread and return what it returned, or Shed when it
+        could not begin within `max_wait_s` (0: always wait). Its exceptions propagate."""
+        if self.max_wait_s > 0 and self.in_flight * self.step_s > self.max_wait_s:
+            return self._refused("on arrival")
+        ticket = _Ticket(step)
+        future = asyncio.get_running_loop().run_in_executor(self._executor, ticket.run)
+        self.in_flight += 1
+        try:
+            if self.max_wait_s > 0:
+                done, _ = await asyncio.wait({future}, timeout=self.max_wait_s)
+                if not done and ticket.shed():
+                    future.add_done_callback(_retrieve)
+                    return self._refused("after waiting")
+            result = await future
+        finally:
+            self.in_flight -= 1
+        self.step_s += STEP_WEIGHT * (ticket.took_s - self.step_s)
+        return result
+
+    def _refused(self, when: str) -> Shed:
+        metrics.shed()
+        self._shed_since_log += 1
+        now = time.monotonic()
+        if now - self._logged_at >= LOG_EVERY_S:
+            logger.warning("%s: %d event(s) refused (%s, the latest) so they are answered "
+                           "within FEISHU_INGEST_WAIT_MAX_MS=%.0f: %d wait for the Redis "
+                           "step; Feishu delivers them again", self.what,
+                           self._shed_since_log, when, self.max_wait_s * 1000, self.in_flight)
+            self._shed_since_log, self._logged_at = 0, now
+        return Shed(when)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """A shed step's outcome, consumed (it is skipped, or cancelled at shutdown)."""
+    if not future.cancelled():
+        future.exception()
