@@ -26,6 +26,10 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         yield rig
 
 
+def answered(rig: Rig, chat: str, ids: list[str]) -> bool:
+    return all(m in replies_to(rig.sim, chat) for m in ids)
+
+
 def test_while_redis_is_held_up_every_ack_is_prompt_and_every_message_answered_once(
         rig: Rig) -> None:
     sim = rig.sim
@@ -33,11 +37,10 @@ def test_while_redis_is_held_up_every_ack_is_prompt_and_every_message_answered_o
     warm = sim.send_text(chats[0], "warm up")
     wait_until(lambda: warm in replies_to(sim, chats[0]), 30, "the first answer")
     before = len(sim.acks)
-    rig.client().execute_command("CLIENT", "PAUSE", str(PAUSE_MS), "WRITE")
+    rig.client().client_pause(PAUSE_MS, all=False)  # writes (and scripts) wait
     sent = {chat: [sim.send_text(chat, f"m{n}") for n in range(6)] for chat in chats}
-    for chat, ids in sent.items():
-        wait_until(lambda c=chat, i=ids: all(m in replies_to(sim, c) for m in i), 60,
-                   f"every message of {chat} answered")
+    wait_until(lambda: all(answered(rig, chat, ids) for chat, ids in sent.items()), 60,
+               "every message answered")
     for chat, ids in sent.items():
         answers = replies_to(sim, chat)
         assert [len(answers[m]) for m in ids] == [1] * len(ids), "each answered once"
