@@ -10,6 +10,7 @@ import os
 import socket
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Generic, Literal, TypeVar, overload
@@ -19,7 +20,6 @@ import redis
 from gateway.approvals.book import ApprovalBook
 from gateway.chats.cancel import Canceller
 from gateway.chats.clients import keyspace, store_config
-from gateway.chats.model import Completion, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.chats.streams import StreamCards
 from gateway.core.names import TaskSender
@@ -129,23 +129,20 @@ class Runtime:
 
     @cached_property
     def orphan_cards(self) -> OrphanCards:
+        """Closes the cards of turns a stop found gone; in the listener on a thread of its
+        own (never holding up the control desk), elsewhere at once."""
+        executor = ThreadPoolExecutor(1, thread_name_prefix="gateway-card-closer") \
+            if self.role == "listener" else None
         return OrphanCards(self.store, StreamCards(self.redis, keyspace(self.settings)),
-                           self.replies)
-
-    def fence_off(self, turn: TurnRef, outcome: str) -> Completion:
-        """End a stopped turn that did not end by itself in time (its worker is gone, or
-        ignores the flag), and close the card it left streaming."""
-        completion = self.publisher.hand_over(turn, outcome)
-        if completion.outcome != "stale":
-            self.orphan_cards.close(turn, outcome)
-        return completion
+                           self.replies, executor=executor)
 
     @cached_property
     def canceller(self) -> Canceller:
         s = self.settings
-        return Canceller(self.store, self.publisher.publish, self.fence_off,
+        return Canceller(self.store, self.publisher.publish, self.publisher.hand_over,
                          self.revoke, timeout_s=s.cancel_timeout_s, lease_ttl_ms=s.lease_ttl_ms,
-                         debounce_s=s.stop_debounce_s, terminate=s.cancel_terminate)
+                         debounce_s=s.stop_debounce_s, terminate=s.cancel_terminate,
+                         settle=self.orphan_cards.settle)
 
     @cached_property
     def approvals(self) -> ApprovalBook:

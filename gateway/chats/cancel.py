@@ -33,6 +33,13 @@ Revoke = Callable[[str, bool], None]
 """revoke(task_id, terminate): Celery's revoke broadcast."""
 HandOver = Callable[[TurnRef, str], Completion]
 """hand_over(turn, outcome): end the turn, recording `outcome` in the chat's history."""
+Settle = Callable[[str, str, int], None]
+"""settle(chat_id, outcome, fence): after a stop ended the turn of `fence` in the chat
+(gateway/orphan_cards.py: the cards its gone turns left streaming are closed)."""
+
+
+def _settled(chat_id: str, outcome: str, fence: int) -> None:
+    """Nothing to settle."""
 RECORD_TTL_MS = 300_000
 """A stop is remembered this long, so another listener can finish a command whose listener
 died (it takes orphaned control jobs up after 10 s), and never do it twice."""
@@ -96,8 +103,10 @@ class Waiting:
 class Canceller:
     def __init__(self, store: ChatStore, publish: Callable[[TurnRef], object],
                  hand_over: HandOver, revoke: Revoke, *, timeout_s: float, lease_ttl_ms: int,
-                 debounce_s: float, terminate: bool = False, poll_s: float = 0.02) -> None:
+                 debounce_s: float, terminate: bool = False, poll_s: float = 0.02,
+                 settle: Settle = _settled) -> None:
         self._store = store
+        self._settle = settle
         self._publish = publish
         self._hand_over = hand_over
         self._revoke = revoke
@@ -157,6 +166,8 @@ class Canceller:
                 self._publish(step.following)
             if step.task_id:
                 self._revoke(step.task_id, False)  # copies in the broker are skipped at once
+            if step.fence is not None:  # (a dropped re-run: its card, if any, is left)
+                self._settle(chat_id, "stopped", step.fence)
         else:
             assert step.fence is not None
             return Waiting(TurnRef(chat_id, "", step.fence), step.task_id, step.waiting,
@@ -179,6 +190,8 @@ class Canceller:
             how = "timeout-fenced"  # (stale: it completed by itself just as time ran out)
             if self.terminate and waiting.task_id:
                 self._revoke(waiting.task_id, True)
+        # (ended by itself, or its lease ran out: the card is left when its worker is gone)
+        self._settle(waiting.turn.chat_id, waiting.outcome, waiting.turn.fence)
         return self._result(waiting.turn.chat_id, how, waiting.task_id, waiting.began,
                             waiting.pending, waiting.new_session)
 

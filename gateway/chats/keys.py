@@ -67,6 +67,11 @@ class ChatKeys:
         return f"{self.prefix}:livecard:{fence}"
 
     @property
+    def live_cards(self) -> str:
+        """Set: the fences of the chat's turns with a live card (a day)."""
+        return f"{self.prefix}:livecards"
+
+    @property
     def lease(self) -> str:
         return f"{self.prefix}:lease"
 

@@ -60,28 +60,58 @@ class StreamCards:
     def _live_key(self, turn: TurnRef) -> str:
         return self._keyspace.chat(turn.chat_id).live_card(turn.fence)
 
-    def streaming(self, turn: TurnRef, card: LiveCard) -> None:
-        """The turn's card as it shows now (one round trip; written after each update)."""
-        key = self._live_key(turn)
-        pipe = self._redis.pipeline(transaction=False)
+    def streaming(self, turn: TurnRef, card: LiveCard, *, opened: bool = False) -> None:
+        """The turn's card as it shows now (one round trip, written after each update).
+        `opened`: the turn just took the card up, so an earlier run of the same answer
+        (gone: the chat runs one turn at a time) no longer holds it."""
+        key, index = self._live_key(turn), self._keyspace.chat(turn.chat_id).live_cards
+        if opened:
+            for raw in self._redis.smembers(index):
+                earlier = TurnRef(turn.chat_id, "", int(text_of(raw)))
+                if earlier.fence != turn.fence and text_of(self._redis.hget(
+                        self._live_key(earlier), "card_id") or "") == card.card_id:
+                    self.closed(earlier)
+        pipe = self._redis.pipeline(transaction=True)  # (never a record without its TTL)
         pipe.hset(key, mapping={"card_id": card.card_id, "app_id": card.app_id,
                                 "chat_id": card.chat_id, "answers": card.answers,
                                 "text": card.text, "sequence": card.sequence})
         pipe.expire(key, TTL_S)
+        pipe.sadd(index, turn.fence)
+        pipe.expire(index, TTL_S)
         pipe.execute()
 
     def closed(self, turn: TurnRef) -> None:
-        """The turn's card no longer streams (closed by its turn or by the canceller)."""
-        self._redis.delete(self._live_key(turn))
+        """The turn's card no longer streams: it closed it (or is about to)."""
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.delete(self._live_key(turn))
+        pipe.srem(self._keyspace.chat(turn.chat_id).live_cards, turn.fence)
+        pipe.execute()
 
-    def live(self, turn: TurnRef) -> LiveCard | None:
-        """The card the turn left streaming, if any."""
-        raw = self._redis.hgetall(self._live_key(turn))
-        if not raw:
-            return None
-        got = {text_of(k): text_of(v) for k, v in raw.items()}
-        try:
-            return LiveCard(got["card_id"], got["app_id"], got["chat_id"], got["answers"],
-                            got["text"], int(got["sequence"]))
-        except (KeyError, ValueError):
-            return None
+    def claim_left(self, chat_id: str, running: int | None) -> list[tuple[TurnRef, LiveCard]]:
+        """The live cards of the chat's turns other than the one running now (fence
+        `running`), taken out of the record: whoever gets one closes it."""
+        keys = self._keyspace.chat(chat_id)
+        left = []
+        for raw in self._redis.smembers(keys.live_cards):
+            fence = int(text_of(raw))
+            if fence == running:
+                continue
+            turn = TurnRef(chat_id, "", fence)
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.hgetall(self._live_key(turn))
+            pipe.delete(self._live_key(turn))
+            pipe.srem(keys.live_cards, fence)
+            got, _, _ = pipe.execute()
+            card = _card_of(got)
+            if card is not None:
+                left.append((turn, card))
+        return left
+
+
+def _card_of(raw: dict[bytes | str, bytes | str]) -> LiveCard | None:
+    got = {text_of(k): text_of(v) for k, v in raw.items()}
+    try:
+        return LiveCard(got["card_id"], got["app_id"], got["chat_id"], got["answers"],
+                        got["text"], int(got["sequence"]))
+    except (KeyError, ValueError):
+        return None

@@ -131,10 +131,10 @@ class CardSurface(_Sender):
             self._last_op = self._clock()
         self._reply("interactive", {"type": "card", "data": {"card_id": card_id}})
         self.card_id = card_id
-        self._showing(text)
+        self._showing(text, opened=True)
         return fresh
 
-    def _showing(self, text: str) -> None:
+    def _showing(self, text: str, *, opened: bool = False) -> None:
         """Record the card as the turn's live card with `text` (best effort: it serves only
         a stop that finds this worker gone)."""
         if self._turn is None:
@@ -142,7 +142,8 @@ class CardSurface(_Sender):
         m = self._message
         try:
             self._cards.streaming(self._turn, LiveCard(self.card_id, m.app_id, m.chat_id,
-                                                       m.reply_key, text, self._sequence))
+                                                       m.reply_key, text, self._sequence),
+                                  opened=opened)
         except redis.RedisError as error:
             logger.info("live card of %s not recorded: %s", m.message_id, error)
 
@@ -201,6 +202,7 @@ class CardSurface(_Sender):
             closed_card(text, element_id=ELEMENT_ID, footer=mark,
                         steps=[(step.text, step.took_s) for step in done.steps],
                         dropped=done.dropped, elapsed_s=done.elapsed_s)
+        self._closed()  # first: a stop that finds the record closes the card (as it was)
         try:
             self._replies.call("streaming card close", lambda api: api.replace_card(
                 card_id, card, sequence=sequence, uuid=uuid), app_id=m.app_id,
@@ -208,8 +210,6 @@ class CardSurface(_Sender):
         except GatewayError as error:
             logger.warning("streaming card of %s not closed: %s", m.message_id, error)
             return False
-        finally:
-            self._closed()
         return True
 
 

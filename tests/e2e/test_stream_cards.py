@@ -16,7 +16,7 @@ from gateway.simulator.cardjson import nodes
 from gateway.simulator.cards import CardView
 from gateway.simulator.records import SentMessage
 from tests.support.replies import replies_to
-from tests.support.rig import TEST_CANCEL_TIMEOUT_S, Rig, rig_up
+from tests.support.rig import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, rig_up
 
 REQUESTER, ADMIN, STRANGER = "ou_requester", "ou_admin", "ou_stranger"
 
@@ -161,22 +161,29 @@ def test_streaming_closed_on_feishus_side_is_turned_on_again_and_closed_with_the
         "the text went on growing after streaming closed on Feishu's side"
 
 
+@pytest.mark.parametrize("when", ["within-its-lease", "after-its-lease-ran-out"])
 def test_a_stop_while_the_turns_worker_is_dead_closes_its_card_with_the_text_shown(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Nobody is left to close the card: the stop fences the turn off after the cancel
-    timeout and closes it itself, with the text the card showed and who stopped it."""
+        tmp_path_factory: pytest.TempPathFactory, when: str) -> None:
+    """Nobody is left to close the card: once the stop ended the turn (fenced off after the
+    cancel timeout, or its lease ran out and the run again was dropped before it started),
+    the listener closes it, with the text the card showed and who stopped it."""
     with rig_up(tmp_path_factory, start="listener", kill=True,
                 FEISHU_STREAM_INTERVAL_MS="50") as rig:
-        sim, chat_id = rig.sim, "oc_stop_dead_worker"
+        sim, chat_id = rig.sim, f"oc_stop_dead_worker_{when}"
         worker = rig.fleet("worker")
         asked = sim.send_text(chat_id, "stream 400 0.05", sender_open_id=REQUESTER)
         card = the_card(sim, chat_id, asked)
         value = stop_button(sim.wait_for_card(card.message_id, streaming=True))
         wait_until(lambda: "w10" in getattr(sim.card(card.card_id or ""), "text", ""), 20,
                    "the answer to grow")
+        lease = f"gw:{{{chat_id}}}:lease"
+        fence = rig.client().hget(lease, "fence")
         worker.kill()
         shown = sim.card(card.card_id or "")
         assert shown is not None and shown.streaming_mode
+        if when == "after-its-lease-ran-out":  # the sweeper claims it again: no worker runs it
+            wait_until(lambda: rig.client().hget(lease, "fence") not in (fence, None),
+                       TEST_LEASE_TTL_S + 20, "the turn claimed again after its lease")
         assert click_stop(sim, chat_id, card, REQUESTER, value=value).toast["type"] == "success"
         view = wait_until(lambda: closed(sim, card), TEST_CANCEL_TIMEOUT_S + 20,
                           "the card closed for the dead worker's turn")
@@ -185,7 +192,10 @@ def test_a_stop_while_the_turns_worker_is_dead_closes_its_card_with_the_text_sho
         assert view.elements["answer"].startswith(shown.elements["answer"]), \
             "the text the card showed, not less"
         assert "w399" not in view.text and "⏳" not in view.text
-        assert "closed the card of the fenced-off turn" in rig.fleet.logs("listener")
+        wait_until(lambda: "closed the card left live" in rig.fleet.logs("listener"), 10,
+                   "the listener's line")
         rig.fleet("worker")  # the chat goes on
         after = sim.send_text(chat_id, "are you there?", sender_open_id=REQUESTER)
         wait_until(lambda: after in replies_to(sim, chat_id), 30, "the next message answered")
+        assert [m.message_id for m in sim.sent_messages(chat_id) if m.reply_to == asked] == \
+            [card.message_id], "one card, no second answer"
