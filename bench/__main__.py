@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         r["bare_sdk_acks"] = contenders.bare_sdk_acks(st, rates, args.ack_seconds)
         step("gateway")
         r["gateway"] = contenders.gateway(st, args.burst, args.singles, rates,
-                                          args.ack_seconds, args.stop_trials)
+                                          args.ack_seconds, args.stop_trials,
+                                          args.overload_burst)
         step("replies per minute under Feishu's default quota, without / with reactions")
         r["quota"] = quota.measure(st, args.quota_burst)
         if not args.quick:
@@ -55,9 +56,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                               GATEWAY_TASK_EVENTS="false")
             r["gateway_events"] = contenders.gateway_burst(st, args.burst, 2, "ev1",
                                                            GATEWAY_TASK_EVENTS="true")
-            step("gateway, 1 and 2 worker processes")
+            step(f"gateway, {args.workers} worker processes and {args.listeners} listeners")
             r["scaling"] = {str(c): contenders.gateway_burst(st, args.burst, c, f"sc{c}")
-                            for c in (1, 2)}
+                            for c in args.workers}
+            r["listeners"] = {str(n): contenders.gateway_burst(st, args.burst, max(
+                args.workers), f"li{n}", listeners=n) for n in args.listeners}
             step("turns behind a backlog of agent releases")
             r["releases"] = releases.measure(st)
             step(f"mass recovery of {args.sweep_chats:,} chats")
@@ -75,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ack-seconds", type=float, default=4.0)
     parser.add_argument("--stop-trials", type=int, default=30)
     parser.add_argument("--sweep-chats", type=int, default=100_000)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4],
+                        help="worker processes of the scaling table")
+    parser.add_argument("--listeners", type=int, nargs="+", default=[1, 2, 3],
+                        help="listeners of the scaling table")
+    parser.add_argument("--overload-burst", type=int, default=3000,
+                        help="messages sent at once, past what one listener takes in 1 s")
     parser.add_argument("--quota-burst", type=int, default=600,
                         help="messages of the burst under Feishu's default send quota")
     parser.add_argument("--quick", action="store_true",

@@ -11,9 +11,10 @@ import redis
 
 from bench import load, raw
 from bench.agents import STARTS_KEY
+from bench.cpu import CpuMeter
 from bench.load import Sent, percentile
 from bench.stack import Stack
-from gateway.ops.processes import wait_until
+from gateway.ops.processes import LISTENER_ARGV, LISTENER_READY, wait_until
 
 Figures = dict[str, Any]
 
@@ -33,10 +34,12 @@ def raw_celery(st: Stack, burst: int, singles: int) -> Figures:
         wait_until(lambda: client.llen(raw.DONE_KEY) >= 20, 30, "warm-up tasks")
         client.delete(raw.DONE_KEY)
         st.reset_stats()
+        cpu = CpuMeter({"worker": [worker.pid]}).start()
         first = time.time()
         for _ in range(burst):
             raw.noop.apply_async((time.time(),))
         wait_until(lambda: client.llen(raw.DONE_KEY) >= burst, 120, "the burst of tasks")
+        cpu_ms = cpu.per_message(burst)
         done = [tuple(map(float, r.split())) for r in client.lrange(raw.DONE_KEY, 0, -1)]
         commands = st.command_calls() / burst
         client.delete(raw.DONE_KEY)
@@ -49,18 +52,22 @@ def raw_celery(st: Stack, burst: int, singles: int) -> Figures:
             singles_ms.append((finished - sent) * 1000)
         return {"msgs_per_s": burst / (max(d for _, d in done) - first),
                 "burst": _summary([(d - s) * 1000 for s, d in done]),
-                "single": _summary(singles_ms), "redis_commands_per_msg": commands}
+                "single": _summary(singles_ms), "redis_commands_per_msg": commands,
+                "cpu_ms_per_msg": cpu_ms}
     finally:
         worker.stop()
 
 
-def _burst_and_singles(st: Stack, tag: str, burst: int, singles: int) -> Figures:
+def _burst_and_singles(st: Stack, tag: str, burst: int, singles: int,
+                       roles: dict[str, list[int]]) -> Figures:
     chat_ids = load.chats(tag, 100)
     warm = load.burst(st.sim, chat_ids, 100, f"{tag}-warm")
     load.reply_times(st.sim, warm, 60)
     st.reset_stats()
+    cpu = CpuMeter(roles).start()
     sent = load.burst(st.sim, chat_ids, burst, tag)
     done = load.reply_times(st.sim, sent, 300)
+    cpu_ms = cpu.per_message(burst)
     commands = st.command_calls() / burst
     breakdown = st.command_breakdown()
     st.reset_stats()
@@ -68,13 +75,14 @@ def _burst_and_singles(st: Stack, tag: str, burst: int, singles: int) -> Figures
     return {"msgs_per_s": load.throughput(sent, done), "answered": len(done),
             "burst": _summary(load.latencies_ms(sent, done)), "single": _summary(singles_ms),
             "redis_commands_per_msg": commands, "redis_commands": breakdown,
+            "cpu_ms_per_msg": cpu_ms,
             "redis_commands_per_single": st.command_calls() / max(singles, 1)}
 
 
 def naive_bot(st: Stack, burst: int, singles: int) -> Figures:
     bot = st.client_process("naive")
     try:
-        return _burst_and_singles(st, "naive", burst, singles)
+        return _burst_and_singles(st, "naive", burst, singles, {"bot": [bot.pid]})
     finally:
         bot.stop()
         st.wait_connections(0)
@@ -143,14 +151,33 @@ def finished_chat_bytes(st: Stack, chats: int) -> Figures:
             "history_bytes_per_chat": history / chats, "keys_without_ttl": unbounded}
 
 
+def overload(st: Stack, count: int) -> Figures:
+    """A burst past what the listener takes at once: every frame's ACK (the slowest, and
+    how many were refused to be sent again), and every message answered once."""
+    before = len(st.sim.acks)
+    sent = load.burst(st.sim, load.chats("over", 100), count, "over")
+    done = load.reply_times(st.sim, sent, 300)
+    acks = [a for a in st.sim.acks[before:] if a.message_id]
+    latencies = [a.latency_ms for a in acks]
+    first: dict[str, float] = {}
+    for a in acks:
+        first.setdefault(a.message_id or "", a.latency_ms)
+    return {"messages": count, "answered": len(done),
+            "ack_first": _summary(list(first.values())),
+            "ack_max_ms": max(latencies, default=float("nan")),
+            "refused": sum(1 for a in acks if a.code != 200)}
+
+
 def gateway(st: Stack, burst: int, singles: int, rates: tuple[int, ...],
-            duration_s: float, stop_trials: int) -> Figures:
+            duration_s: float, stop_trials: int, overload_burst: int) -> Figures:
     worker = st.worker()
     env: dict[str, str] = {}
     listener = st.listener(**env)
     try:
-        figures = _burst_and_singles(st, "gw", burst, singles)
+        figures = _burst_and_singles(st, "gw", burst, singles,
+                                     {"listener": [listener.pid], "worker": [worker.pid]})
         figures["acks"] = acks(st, "gwack", rates, duration_s, drain=True)
+        figures["overload"] = overload(st, overload_burst)
         figures["stop_to_next"] = stop_to_next(st, stop_trials)
         figures.update(finished_chat_bytes(st, 500))
         return figures
@@ -160,18 +187,28 @@ def gateway(st: Stack, burst: int, singles: int, rates: tuple[int, ...],
         st.wait_connections(0)
 
 
-def gateway_burst(st: Stack, burst: int, concurrency: int, tag: str, **env: str) -> Figures:
-    """Only the burst: for the scaling and task-events comparisons."""
+def gateway_burst(st: Stack, burst: int, concurrency: int, tag: str, *, listeners: int = 1,
+                  **env: str) -> Figures:
+    """Only the burst (the scaling and task-events comparisons): msgs/s, the frames' ACK
+    p99, and CPU ms per message of the listeners and of the worker."""
     worker = st.worker(concurrency, **env)
-    listener = st.listener(**env)
+    started = [st.listener(**env)]
     try:
+        for _ in range(listeners - 1):
+            started.append(st.start("listener", LISTENER_ARGV, LISTENER_READY, **env))
+        st.wait_connections(listeners)
         chat_ids = load.chats(tag, 100)
         warm = load.burst(st.sim, chat_ids, 100, f"{tag}-warm")
         load.reply_times(st.sim, warm, 60)
+        cpu = CpuMeter({"listeners": [p.pid for p in started], "worker": [worker.pid]}).start()
         sent = load.burst(st.sim, chat_ids, burst, tag)
         done = load.reply_times(st.sim, sent, 300)
-        return {"msgs_per_s": load.throughput(sent, done), "answered": len(done)}
+        cpu_ms = cpu.per_message(burst)
+        latencies, _ = load.ack_latencies_ms(st.sim, sent)
+        return {"msgs_per_s": load.throughput(sent, done), "answered": len(done),
+                "ack_p99_ms": percentile(latencies, 99), "cpu_ms_per_msg": cpu_ms}
     finally:
-        listener.stop()
+        for listener in started:
+            listener.stop()
         worker.stop()
         st.wait_connections(0)

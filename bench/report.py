@@ -53,6 +53,19 @@ def rows(r: dict[str, Any]) -> list[Row]:
                      f"{_f(mine['p99_ms'], ' ms')} / {_f(sdk_acks['p99_ms'], ' ms')} "
                      f"({_f(mine.get('handler_p99_ms', float('nan')), ' ms')})",
                      "<= SDK + 10 ms", _ok(mine["p99_ms"] <= sdk_acks["p99_ms"] + 10)))
+    if "overload" in gw:
+        over = gw["overload"]
+        out.append((f"a burst of {over['messages']:,} at once: frame ACK p99 / slowest "
+                    f"(refused, sent again; answered)",
+                    f"{_f(over['ack_first']['p99_ms'], ' ms')} / {_f(over['ack_max_ms'], ' ms')}"
+                    f" ({over['refused']:,}; {over['answered']:,})",
+                    "no ACK over 1.5 s, all answered",
+                    _ok(over["ack_max_ms"] <= 1500 and over["answered"] == over["messages"])))
+    cpu = [(name, figures.get("cpu_ms_per_msg", {})) for name, figures in
+           (("raw Celery", raw), ("naive bot", naive), ("gateway", gw))]
+    out.append(("CPU ms per message in the burst: " + ", ".join(
+        f"{name} {role}" for name, roles in cpu for role in roles),
+        " / ".join(_f(ms) for _, roles in cpu for ms in roles.values()), "stated", ""))
     stop = gw["stop_to_next"]
     out += [
         ("/stop -> next turn started p50 / p99",
@@ -84,10 +97,15 @@ def rows(r: dict[str, Any]) -> list[Row]:
                     f"{_f(marks['1000000'])} MB", "growth <= 30 MB", _ok(growth <= 30)))
     if "scaling" in r:
         s = r["scaling"]
-        gain = s["2"]["msgs_per_s"] / s["1"]["msgs_per_s"]
-        out.append(("worker processes 1 -> 2, msgs/s", f"{_f(s['1']['msgs_per_s'])} -> "
-                    f"{_f(s['2']['msgs_per_s'])} ({_f(gain, 'x')})", "4 give >= 1.6x of 1 "
-                    "(4 cores)", "see docs/performance.md"))
+        out.append(("worker processes " + " / ".join(s) + ": msgs/s (ACK p99)",
+                    " / ".join(f"{_f(v['msgs_per_s'])} ({_f(v.get('ack_p99_ms', math.nan))} ms)"
+                               for v in s.values()), "stated", ""))
+    if "listeners" in r:
+        li = r["listeners"]
+        out.append(("listeners " + " / ".join(li) + ": msgs/s (ACK p99; listener CPU ms/msg)",
+                    " / ".join(f"{_f(v['msgs_per_s'])} ({_f(v['ack_p99_ms'])} ms; "
+                               f"{_f(v['cpu_ms_per_msg']['listeners'])})" for v in li.values()),
+                    "stated", ""))
     if "sweep" in r:
         sw = r["sweep"]
         left = sw.get("not_recovered", 0)
