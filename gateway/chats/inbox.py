@@ -5,7 +5,10 @@ told (lua/ingest.lua, confirm.lua, refuse.lua)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import redis
 
 from gateway.chats.chat_scripts import ChatScripts
 from gateway.chats.model import Admission, NotDurable, TurnRef, claimed_turn, text_of
@@ -29,6 +32,16 @@ def _admission(chat_id: str, reply: Any) -> Admission:
     return Admission(outcome)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A message to ingest, with its command (parsed), its chat's busy mode and its app."""
+
+    message: Message
+    command: str = ""
+    busy: str = "queue"
+    app_id: str = ""
+
+
 class InboxSteps(ChatScripts):
     def ingest(self, message: Message, command: str = "", *, busy: str = "queue",
                app_id: str = "") -> Admission:
@@ -39,18 +52,7 @@ class InboxSteps(ChatScripts):
         chats that catch-up reads (`active_member`). A message read back after an outage
         (`message.caught_up`) that is a command is late: never run."""
         c = self.config
-        chat = self.keyspace.scope.of_message(message)  # the state it enters (scope.py)
-        k = self.keys(chat)
-        keys = [*k.all, k.seen(message.message_id), k.done, k.edit(message.message_id), k.left,
-                k.active(app_id)]
-        own: dict[str, Any] = {}
-        if busy != "queue":
-            own["busy"] = busy
-        if message.caught_up:
-            own["caught_up"] = True
-        args: list[Any] = [message.message_id, chat, message.create_time_ms,
-                           command, message.to_json(), self.options("ingest", **own),
-                           active_member(app_id, message.chat_type, message.chat_id)]
+        chat, keys, args = self._ingest_call(Entry(message, command, busy, app_id))
         if c.durable_ack == "none":
             return _admission(chat, self._scripts["ingest"](keys=keys, args=args))
         with self.redis.pipeline(transaction=False) as pipe:
@@ -64,6 +66,56 @@ class InboxSteps(ChatScripts):
         admission = _admission(chat, reply)
         self._check_durable(durable, admission)
         return admission
+
+    def _ingest_call(self, entry: Entry) -> tuple[str, list[str], list[Any]]:
+        """(chat state id, keys, args) of the ingest script for `entry`."""
+        message = entry.message
+        chat = self.keyspace.scope.of_message(message)  # the state it enters (scope.py)
+        k = self.keys(chat)
+        keys = [*k.all, k.seen(message.message_id), k.done, k.edit(message.message_id), k.left,
+                k.active(entry.app_id)]
+        own: dict[str, Any] = {}
+        if entry.busy != "queue":
+            own["busy"] = entry.busy
+        if message.caught_up:
+            own["caught_up"] = True
+        args: list[Any] = [message.message_id, chat, message.create_time_ms,
+                           entry.command, message.to_json(), self.options("ingest", **own),
+                           active_member(entry.app_id, message.chat_type, message.chat_id)]
+        return chat, keys, args
+
+    def ingest_many(self, entries: Sequence[Entry]) -> list[Admission | Exception]:
+        """`ingest` for each entry, in order, in one round trip (group commit: the events
+        that arrived while the listener's previous step ran); each gets its admission, or
+        the error its own step met. With durable ACKs on (each waits for its WAIT) or on a
+        cluster, one step each. A connection failure raises for all."""
+        if self.config.durable_ack != "none" or self.keyspace.shards or len(entries) == 1:
+            out: list[Admission | Exception] = []
+            for e in entries:
+                try:
+                    out.append(self.ingest(e.message, e.command, busy=e.busy, app_id=e.app_id))
+                except (redis.ConnectionError, redis.TimeoutError):
+                    raise
+                except (redis.RedisError, NotDurable) as error:
+                    out.append(error)
+            return out
+        calls = [self._ingest_call(e) for e in entries]
+        script = self._scripts["ingest"]
+        with self.redis.pipeline(transaction=False) as pipe:
+            for _, keys, args in calls:  # (not script(client=pipe): a SCRIPT EXISTS each time)
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            replies = pipe.execute(raise_on_error=False)
+        out = []
+        for (chat, keys, args), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, redis.exceptions.NoScriptError):  # Redis restarted: load it
+                try:
+                    reply = script(keys=keys, args=args)
+                except (redis.ConnectionError, redis.TimeoutError):
+                    raise
+                except redis.RedisError as error:
+                    reply = error
+            out.append(reply if isinstance(reply, Exception) else _admission(chat, reply))
+        return out
 
     def _check_durable(self, answer: Any, admission: Admission) -> None:
         timeout = self.config.durable_ack_timeout_ms

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any, Generic, TypeVar
 
@@ -119,3 +119,82 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
     """A shed step's outcome, consumed (it is skipped, or cancelled at shutdown)."""
     if not future.cancelled():
         future.exception()
+
+
+ItemT = TypeVar("ItemT")
+
+
+class BatchGate(Generic[ItemT, T]):
+    """The gate of one ingest thread that takes events in groups (group commit): the events
+    that arrive while a step runs go together in the next one (up to `max_batch`, in
+    arrival order); `run(items)` answers each with its result or its exception, and each
+    event is answered as soon as its group's step is done. The wait bound is as the
+    Gate's: an event not taken into a step within `max_wait_s` is refused, at once when
+    the waiting ones would take longer (their count times the recent time per event)."""
+
+    def __init__(self, executor: Executor, run: Callable[[list[ItemT]], Sequence[T | Exception]],
+                 max_wait_s: float, what: str, *, max_batch: int = 64) -> None:
+        self._executor, self._run, self.max_batch = executor, run, max_batch
+        self._gate = Gate(executor, max_wait_s, what)  # (its counts and its refusals)
+        self._waiting: list[tuple[ItemT, asyncio.Future[T]]] = []
+        self._running = False
+        self.last_step_s = 0.0
+
+    @property
+    def in_flight(self) -> int:
+        return self._gate.in_flight
+
+    async def step(self, item: ItemT) -> T | Shed:
+        gate = self._gate
+        if gate.max_wait_s > 0 and len(self._waiting) * gate.step_s > gate.max_wait_s:
+            return gate._refused("on arrival")
+        answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        entry = (item, answer)
+        self._waiting.append(entry)
+        gate.in_flight += 1
+        try:
+            self._next()
+            if gate.max_wait_s > 0:
+                done, _ = await asyncio.wait({answer}, timeout=gate.max_wait_s)
+                if not done and entry in self._waiting:  # not taken into a step yet
+                    self._waiting.remove(entry)
+                    return gate._refused("after waiting")
+            return await answer
+        finally:
+            gate.in_flight -= 1
+
+    def _next(self) -> None:
+        """Start a step with the waiting events, unless one runs (on the loop)."""
+        if self._running or not self._waiting:
+            return
+        batch, self._waiting = self._waiting[:self.max_batch], self._waiting[self.max_batch:]
+        self._running = True
+        started = time.monotonic()
+        future = asyncio.get_running_loop().run_in_executor(
+            self._executor, self._run, [item for item, _ in batch])
+        future.add_done_callback(lambda done: self._answer(batch, done, started))
+
+    def _answer(self, batch: list[tuple[ItemT, asyncio.Future[T]]],
+                done: asyncio.Future[Sequence[T | Exception]], started: float) -> None:
+        self._running = False
+        self.last_step_s = took_s = time.monotonic() - started
+        self._gate.step_s += STEP_WEIGHT * (took_s / len(batch) - self._gate.step_s)
+        if done.cancelled():
+            results: Sequence[T | Exception] = [RuntimeError("ingest stopped")] * len(batch)
+        elif done.exception() is not None:
+            error = done.exception()
+            results = [error if isinstance(error, Exception) else RuntimeError(str(error))] \
+                * len(batch)
+        else:
+            results = done.result()
+        for (_, answer), result in zip(batch, results, strict=True):
+            if answer.done():
+                continue
+            if isinstance(result, Exception):
+                answer.set_exception(result)
+            else:
+                answer.set_result(result)
+        try:
+            self._next()
+        except RuntimeError:  # the loop is closing: nothing more is taken
+            return

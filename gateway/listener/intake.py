@@ -2,31 +2,38 @@
 hand off.
 
 Runs on a connection's ingest thread (the ACK waits for it), so it does exactly one Redis
-round trip and never touches the broker or Feishu's APIs: publishing goes to the outbox
-thread; commands and notices ("late", "inbox full") are recorded in Redis by that same step,
-and the control desk acts on them.
+round trip (for the message events that arrived together, `on_frames`: one pipelined round
+trip for them all) and never touches the broker or Feishu's APIs: publishing goes to the
+outbox thread; commands and notices ("late", "inbox full") are recorded in Redis by that
+same step, and the control desk acts on them.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import redis
 
-from gateway.chats.model import NotDurable, TurnRef
+from gateway.chats.inbox import Entry
+from gateway.chats.model import Admission, NotDurable, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.core import metrics
-from gateway.core.errors import MalformedEvent, RetryableError
+from gateway.core.errors import GatewayError, MalformedEvent, RetryableError
 from gateway.core.logs import turn_context
 from gateway.core.model import Message
 from gateway.core.rules import Rules
 from gateway.feishu.inbound.admission import Arrival, admit
 from gateway.feishu.inbound.changes import CHANGES
-from gateway.feishu.inbound.events import arrival_of, parse_command, parse_message
+from gateway.feishu.inbound.events import (
+    arrival_of,
+    decode_event,
+    parse_command,
+    parse_message,
+)
 from gateway.listener.changes import ChatChanges
 from gateway.listener.outbox import Outbox
 from gateway.publisher import Publisher
@@ -36,30 +43,23 @@ logger = logging.getLogger(__name__)
 MESSAGE_EVENT = "im.message.receive_v1"
 CARD_EVENT = "card.action.trigger"
 CardHandler = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+Outcome = Mapping[str, Any] | None | Exception
+"""A frame's answer (None: a plain ACK), or the error that answers it 500."""
+
+
+def _outcome(handle: Callable[[], Mapping[str, Any] | None]) -> Outcome:
+    """What `handle` answered, or the error it raised (the batch's boundary: every frame
+    gets its own answer)."""
+    try:
+        return handle()
+    except Exception as error:  # noqa: BLE001 (the connection logs it and answers 500)
+        return error
 
 
 class NotYetJudged(RetryableError):
     """A message admission cannot judge yet (the bot's identity is unknown, so neither an
     @mention of it nor its own messages can be told): its frame is not ACKed as handled,
     and Feishu delivers it again."""
-
-
-def decode_event(payload: bytes) -> tuple[str, Mapping[str, Any]] | None:
-    """(event_type, event) of a frame's JSON payload, or None (logged) when it is not one."""
-    try:
-        event = json.loads(payload)
-    except (ValueError, RecursionError) as error:  # (UnicodeDecodeError is a ValueError)
-        logger.warning("event frame dropped: not JSON (%s)", error)
-        return None
-    if not isinstance(event, dict):
-        logger.warning("event frame dropped: not a JSON object")
-        return None
-    header = event.get("header")
-    kind = header.get("event_type") if isinstance(header, dict) else None
-    if not isinstance(kind, str):
-        logger.warning("event frame dropped: no header.event_type")
-        return None
-    return kind, event
 
 
 class Intake:
@@ -92,7 +92,8 @@ class Intake:
         answer is the callback's answer); anything else is ACKed and dropped with one DEBUG
         line, and counted by type."""
         decoded = decode_event(payload)
-        if decoded is None:
+        if isinstance(decoded, str):
+            logger.warning("event frame dropped: %s", decoded)
             return None
         event_type, event = decoded
         try:
@@ -121,6 +122,65 @@ class Intake:
         metrics.unhandled(event_type[:100])
         return None
 
+    def on_frames(self, app_id: str, frames: Sequence[tuple[str, bytes]]) -> list[Outcome]:
+        """`on_frame` for frames that arrived together (group commit): the message events
+        among them are ingested in one round trip, in order; any other event runs on its
+        own, in its place. Each frame gets its answer, or the error that answers it 500."""
+        results: list[Outcome] = [None] * len(frames)
+        waiting: list[tuple[int, Entry]] = []
+        for n, (kind, payload) in enumerate(frames):
+            decoded = decode_event(payload)
+            if isinstance(decoded, str) or decoded[0] != MESSAGE_EVENT:
+                self._ingest_many(waiting, results)
+                results[n] = _outcome(functools.partial(self.on_frame, app_id, kind, payload))
+                continue
+            try:
+                judged = self._judge(decoded[1], app_id)
+                if isinstance(judged, str):
+                    metrics.event(judged)
+                    continue
+                waiting.append((n, self._entry(judged)))
+            except NotYetJudged as error:
+                metrics.event("unjudged")
+                results[n] = error
+            except redis.RedisError as error:  # (telling a refused person)
+                metrics.event("error")
+                results[n] = RetryableError(f"Redis unavailable: {error}")
+            except GatewayError as error:
+                metrics.event("error")
+                results[n] = error
+        self._ingest_many(waiting, results)
+        return results
+
+    def _ingest_many(self, waiting: list[tuple[int, Entry]], results: list[Outcome]) -> None:
+        """The waiting messages' one round trip and hand-offs; `waiting` is emptied."""
+        if not waiting:
+            return
+        try:
+            admissions = self._store.ingest_many([entry for _, entry in waiting])
+        except redis.RedisError as error:
+            admissions = [RetryableError(f"Redis unavailable: {error}")] * len(waiting)
+        for (n, entry), admission in zip(waiting, admissions, strict=True):
+            message = entry.message
+            outcome = "error"
+            with turn_context(self._store.keyspace.scope.of_message(message),
+                              message.message_id):
+                try:
+                    if isinstance(admission, NotDurable):
+                        if admission.admission.claimed is not None:
+                            self._publish(admission.admission.claimed)
+                        raise admission
+                    if isinstance(admission, redis.RedisError):
+                        raise RetryableError(f"Redis unavailable: {admission}")
+                    if isinstance(admission, Exception):
+                        raise admission
+                    outcome = self._admitted(message, entry.command, admission)
+                except GatewayError as error:
+                    results[n] = error
+                finally:
+                    metrics.event(outcome)
+        waiting.clear()
+
     def receive(self, payload: Mapping[str, Any], *, app_id: str = "",
                 caught_up: bool = False) -> str:
         """One `im.message.receive_v1` payload: judged by admission, then ingested; returns
@@ -129,6 +189,16 @@ class Intake:
         A malformed event is logged in one line and dropped (its ACK still goes back);
         a Redis failure, or a message that cannot be judged before the bot's identity is
         known (NotYetJudged), propagates, so the ACK says 500 and Feishu redelivers."""
+        judged = self._judge(payload, app_id, caught_up)
+        if isinstance(judged, str):
+            return judged
+        with turn_context(self._store.keyspace.scope.of_message(judged), judged.message_id):
+            return self._ingest(judged)
+
+    def _judge(self, payload: Mapping[str, Any], app_id: str,
+               caught_up: bool = False) -> Message | str:
+        """The message to ingest (tagged with its app), or what happened to it instead
+        (refused, malformed); NotYetJudged while the bot's identity is unknown."""
         event_id = str((payload.get("header") or {}).get("event_id", "?"))
         bot_open_id = self.bot_open_ids.get(app_id, "")
         arrival = arrival_of(payload)
@@ -147,10 +217,7 @@ class Intake:
             logger.warning("event %s dropped: %s", event_id, error)
             return "malformed"
         message = self._tag(message, app_id)
-        if caught_up:
-            message = replace(message, caught_up=True)
-        with turn_context(self._store.keyspace.scope.of_message(message), message.message_id):
-            return self._ingest(message)
+        return replace(message, caught_up=True) if caught_up else message
 
     def _tag(self, message: Message, app_id: str) -> Message:
         """The message tagged with the app it came to, when a worker needs to know it."""
@@ -164,19 +231,30 @@ class Intake:
 
     def _ingest(self, message: Message, command: str | None = None) -> str:
         """The admitted message's one Redis step, and its hand-off."""
-        if command is None:
-            command = parse_command(message.text) or ""
-        if self._outbox.full():  # the broker is not taking tasks: Feishu keeps the event
-            raise RetryableError(f"message {message.message_id} not taken: the outbox is full "
-                                 f"({self._outbox.cap} publishes wait for the broker)")
+        entry = self._entry(message, command)
         try:
-            admission = self._store.ingest(message, command,
-                                           busy=self.rules.busy_of(message.chat_id),
-                                           app_id=message.app_id or self.primary_app_id)
+            admission = self._store.ingest(entry.message, entry.command, busy=entry.busy,
+                                           app_id=entry.app_id)
         except NotDurable as error:  # ACK 500 (Feishu redelivers), but publish what it did
             if error.admission.claimed is not None:
                 self._publish(error.admission.claimed)
             raise
+        return self._admitted(message, entry.command, admission)
+
+    def _entry(self, message: Message, command: str | None = None) -> Entry:
+        """What the ingest step takes for the admitted message; RetryableError while the
+        outbox is full (the broker is not taking tasks: Feishu keeps the event)."""
+        if command is None:
+            command = parse_command(message.text) or ""
+        if self._outbox.full():
+            raise RetryableError(f"message {message.message_id} not taken: the outbox is full "
+                                 f"({self._outbox.cap} publishes wait for the broker)")
+        return Entry(message, command, self.rules.busy_of(message.chat_id),
+                     message.app_id or self.primary_app_id)
+
+    def _admitted(self, message: Message, command: str, admission: Admission) -> str:
+        """The hand-off of what the ingest step did: its line, the turn it claimed
+        published; its outcome."""
         chat = self._store.keyspace.scope.of_message(message)  # (with several apps, its app)
         if admission.outcome == "late":
             what = "a command read back after an outage" if command and message.caught_up \

@@ -69,7 +69,8 @@ class ListenerService:
         self.clock = RedisClock(rt.redis) if webhook else None
         self.listener: Ingress = (
             webhook_server(settings, rt.intake.on_frame, self.clock.now_s) if self.clock
-            else Listener(settings, rt.intake.on_frame, on_change=self._changed))
+            else Listener(settings, rt.intake.on_frame, on_change=self._changed,
+                          batch_handler=rt.intake.on_frames))
         self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
         if settings.catchup_max_chats > 0 and not webhook:
             self.catchup = rt.catchup(self._connected_apps)

@@ -15,6 +15,7 @@ from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
 from gateway.core.errors import RetryableError
 from gateway.core.model import GREETING
+from gateway.core.redis_client import redis_client
 from gateway.core.rules import Rules
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
@@ -174,3 +175,36 @@ def test_events_of_other_types_are_acked_and_counted_by_type(client: redis.Redis
     assert take.on_frame("cli_a", "event", frame(recall_without_chat)) is None
     assert take.changes.handle("im.message.recalled_v1", recall_without_chat, "cli_a") == \
         "malformed"
+
+
+def test_frames_that_arrived_together_are_taken_in_one_round_trip_in_order(
+        client: redis.Redis) -> None:
+    """Group commit: the message events of a batch go in one pipelined step; a duplicate,
+    another event type and a malformed frame in between each get their own answer, and a
+    chat's messages queue in the order they came."""
+    take, store = intake(client, "note")
+    chat, other = f"oc_{uuid.uuid4().hex[:8]}", f"oc_{uuid.uuid4().hex[:8]}"
+    first, second, third = (event(client, chat, 0, f"m{n}") for n in range(3))
+    elsewhere = event(client, other, 0)
+    frames = [("event", json.dumps(e).encode()) for e in (first, second, elsewhere)]
+    frames += [("event", b"\xff not json"), ("event", json.dumps(first).encode()),
+               ("event", json.dumps(third).encode())]
+    answers = take.on_frames("cli_a", frames)
+    assert answers == [None] * len(frames), "every frame taken (the duplicate counts once)"
+    texts = [m.text for _, m in store.pending(chat) if m is not None]
+    assert texts == ["m0", "m1", "m2"], "in the order they came, the duplicate once"
+    assert [m for _, m in store.pending(other) if m is not None]
+
+
+def test_a_batch_meeting_a_redis_failure_answers_each_message_500(client: redis.Redis,
+                                                                  ) -> None:
+    port = client.connection_pool.connection_kwargs["port"]
+    hasty = redis_client(f"redis://127.0.0.1:{port}", 0.2, retries=0)  # as a listener's
+    take, _ = intake(hasty, "note")
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    frames = [("event", json.dumps(event(client, chat, 0, f"m{n}")).encode())
+              for n in range(3)]
+    client.client_pause(1000)  # the step times out: Feishu is to deliver each again
+    answers = take.on_frames("cli_a", frames)
+    assert [type(a) for a in answers] == [RetryableError] * 3, answers
+    hasty.close()

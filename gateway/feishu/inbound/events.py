@@ -171,3 +171,18 @@ def parse_command(text: str) -> str | None:
     """`stop`, `new`, `approve` or `deny` when the message is a control command, else None."""
     words = text.split()
     return COMMANDS.get(words[0].lower()) if len(words) == 1 else None
+
+
+def decode_event(payload: bytes) -> tuple[str, Mapping[str, Any]] | str:
+    """(event_type, event) of a frame's JSON payload, or why it is not one."""
+    try:
+        event = json.loads(payload)
+    except (ValueError, RecursionError) as error:  # (UnicodeDecodeError is a ValueError)
+        return f"not JSON ({error})"
+    if not isinstance(event, dict):
+        return "not a JSON object"
+    header = event.get("header")
+    kind = header.get("event_type") if isinstance(header, dict) else None
+    if not isinstance(kind, str):
+        return "no header.event_type"
+    return kind, event

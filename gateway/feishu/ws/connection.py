@@ -2,21 +2,21 @@
 
 The endpoint call, the websocket, Feishu's ping frames and the websocket's own keepalive,
 multi-part payloads, ACKs with `biz_rt`, reconnects with jittered backoff, and a clean
-close. The handler (one event's Redis step) runs on a thread of the connection's own, one
-event at a time in arrival order, so pings, pongs and other frames never wait behind it;
-its ACK goes back as soon as it returns. An event that cannot begin its step within
-`ingest_wait_max_s` is ACKed 500 at once instead (gateway/feishu/gate.py).
+close. The handler (the events' Redis step) runs on a thread of the connection's own, in
+arrival order, so pings, pongs and other frames never wait behind it; the events that
+arrive while it runs are handed to it together next (group commit, with a batch handler),
+and each ACK goes back as soon as its step returns. An event that cannot begin its step
+within `ingest_wait_max_s` is ACKed 500 at once instead (gateway/feishu/gate.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -29,7 +29,7 @@ from websockets.protocol import State
 
 from gateway.core import metrics
 from gateway.core.errors import GatewayError, RetryableError
-from gateway.feishu.gate import Gate, Shed
+from gateway.feishu.gate import BatchGate, Shed
 from gateway.feishu.ws import frames as f
 from gateway.feishu.ws.endpoint import (
     EndpointRefused,
@@ -44,6 +44,22 @@ logger = logging.getLogger(__name__)
 FrameHandler = Callable[[str, bytes], Mapping[str, Any] | None]
 """(frame type "event" | "card", payload) → the callback's answer (None: a plain ACK).
 Raising means ACK 500: Feishu delivers the frame again later."""
+Answer = Mapping[str, Any] | None
+BatchHandler = Callable[[list[tuple[str, bytes]]], Sequence[Answer | Exception]]
+"""The frames that arrived together → each one's answer, or the error that ACKs it 500."""
+
+
+def one_by_one(handler: FrameHandler) -> BatchHandler:
+    """A batch handler that hands each frame to `handler` in turn."""
+    def run(frames: list[tuple[str, bytes]]) -> list[Answer | Exception]:
+        out: list[Answer | Exception] = []
+        for kind, payload in frames:
+            try:
+                out.append(handler(kind, payload))
+            except Exception as error:  # noqa: BLE001 (the frame's ACK says 500, logged)
+                out.append(error)
+        return out
+    return run
 
 T = TypeVar("T")
 ENDPOINT_TIMEOUT_S = 10.0
@@ -69,6 +85,8 @@ class ConnectionOptions:
     max_frame_bytes: int = 16 * 1024 * 1024
     ingest_wait_max_s: float = 0.0
     """An event not begun within this is ACKed 500 (Feishu delivers it again); 0: none."""
+    max_batch: int = 64
+    """The most events one step takes together (group commit)."""
 
 
 @dataclass
@@ -94,15 +112,19 @@ class Connection:
     Feishu refuses the very first connection for good (`fatal` then says why)."""
 
     def __init__(self, app: AppCredentials, options: ConnectionOptions,
-                 handler: FrameHandler, *, on_change: Callable[[ConnectionStatus], None]
-                 = lambda status: None, rng: random.Random | None = None) -> None:
+                 handler: FrameHandler, *,
+                 on_change: Callable[[ConnectionStatus], None] = lambda status: None,
+                 rng: random.Random | None = None,
+                 batch_handler: BatchHandler | None = None) -> None:
+        """`handler` takes one frame; `batch_handler`, when given, the frames that arrived
+        while the previous step ran, together (group commit), instead."""
         self.app, self.options = app, options
-        self._handler = handler
         self._on_change = on_change
         self._rng = rng or random.Random()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"gateway-ingest-{app.app_id}")
-        self._gate = Gate(self._executor, options.ingest_wait_max_s,
-                          f"feishu app {app.app_id}")
+        self._gate: BatchGate[tuple[str, bytes], Answer] = BatchGate(
+            self._executor, batch_handler or one_by_one(handler), options.ingest_wait_max_s,
+            f"feishu app {app.app_id}", max_batch=options.max_batch)
         self._stop = asyncio.Event()
         self._link: Link | None = None
         self._closing: set[asyncio.Task[None]] = set()
@@ -223,10 +245,8 @@ class Connection:
             logger.warning("feishu app %s: data frame of type %r dropped", self.app.app_id, kind)
             return
         arrived = self.status.last_event_at = time.monotonic()
-        timed = [0.0]
         try:
-            taken = await self._gate.step(functools.partial(self._timed, timed, kind,
-                                                            frame.payload))
+            taken = await self._gate.step((kind, frame.payload))
             answer, code = (None, 500) if isinstance(taken, Shed) else (taken, 200)
         except GatewayError as error:
             logger.error("frame %s not taken (%s): ACK 500, Feishu delivers it again",
@@ -236,21 +256,14 @@ class Connection:
             logger.exception("frame %s failed: ACK 500, Feishu delivers it again",
                              frame.headers.get(f.HEADER_MESSAGE_ID, "?"))
             answer, code = None, 500
-        ack = f.build_ack(frame, code=code, data=answer, biz_rt_ms=int(timed[0] * 1000))
+        ack = f.build_ack(frame, code=code, data=answer,
+                          biz_rt_ms=int(self._gate.last_step_s * 1000))
         try:
             await ws.send(ack)
             metrics.acked(time.monotonic() - arrived, code)
         except ConnectionClosed:
             logger.info("ACK of frame %s lost with its connection (Feishu delivers it again)",
                         frame.headers.get(f.HEADER_MESSAGE_ID, "?"))
-
-    def _timed(self, timed: list[float], kind: str, payload: bytes) -> Mapping[str, Any] | None:
-        """The handler, on the ingest thread; `timed[0]` gets its run time (`biz_rt`)."""
-        started = time.monotonic()
-        try:
-            return self._handler(kind, payload)
-        finally:
-            timed[0] = time.monotonic() - started
 
     async def close(self) -> None:
         """No reconnect; a close frame on the open connection (if any)."""

@@ -9,7 +9,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -18,6 +18,7 @@ import redis
 from gateway.core.presence import CONNECTION_TIMES, CONNECTIONS_KEY, publish
 from gateway.core.settings import Settings
 from gateway.feishu.ws.connection import (
+    Answer,
     AppCredentials,
     Connection,
     ConnectionOptions,
@@ -28,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 AppHandler = Callable[[str, str, bytes], Mapping[str, Any] | None]
 """(app_id, frame type, payload) → the callback's answer; see connection.FrameHandler."""
+AppBatchHandler = Callable[[str, list[tuple[str, bytes]]], Sequence[Answer | Exception]]
+"""(app_id, frames) → each one's answer or error; see connection.BatchHandler."""
 REPORT_EVERY_S = 5.0
 RESTART_AFTER_S = 1.0
 
@@ -44,11 +47,14 @@ class Listener:
     refused an app's very first connection for good)."""
 
     def __init__(self, settings: Settings, handler: AppHandler, *,
-                 on_change: Callable[[ConnectionStatus], None] = lambda status: None) -> None:
+                 on_change: Callable[[ConnectionStatus], None] = lambda status: None,
+                 batch_handler: AppBatchHandler | None = None) -> None:
         options = options_for(settings)
         self.connections = [
             Connection(AppCredentials(app_id, secret), options,
-                       functools.partial(handler, app_id), on_change=on_change)
+                       functools.partial(handler, app_id), on_change=on_change,
+                       batch_handler=None if batch_handler is None
+                       else functools.partial(batch_handler, app_id))
             for app_id, secret in settings.apps]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = threading.Event()

@@ -1,0 +1,64 @@
+"""The ingest gate of a long connection: events that arrive while a step runs are taken
+together in the next step (group commit), in arrival order, each answered with its own
+result or error; one that cannot be taken within the wait bound is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from gateway.feishu.gate import BatchGate, Shed
+
+
+def test_events_arriving_during_a_step_go_together_in_the_next_one_in_order() -> None:
+    release, begun = threading.Event(), threading.Event()
+    batches: list[list[int]] = []
+
+    def run(items: list[int]) -> list[int | Exception]:
+        batches.append(items)
+        if len(batches) == 1:
+            begun.set()
+            assert release.wait(10)
+        return [ValueError(f"bad {n}") if n == 3 else n * 10 for n in items]
+
+    async def main() -> list[int | Shed | BaseException]:
+        with ThreadPoolExecutor(1) as executor:
+            gate: BatchGate[int, int] = BatchGate(executor, run, 0.0, "test")
+            first = asyncio.ensure_future(gate.step(0))
+            await asyncio.get_running_loop().run_in_executor(None, begun.wait, 10)
+            rest = [asyncio.ensure_future(gate.step(n)) for n in range(1, 6)]
+            await asyncio.sleep(0)  # (each is waiting now)
+            release.set()
+            return await asyncio.gather(first, *rest, return_exceptions=True)
+
+    answers = asyncio.run(main())
+    assert batches == [[0], [1, 2, 3, 4, 5]], "one step for all that came meanwhile"
+    assert answers[:3] == [0, 10, 20] and answers[4:] == [40, 50]
+    assert isinstance(answers[3], ValueError), "an event's error is its own"
+
+
+def test_an_event_not_taken_within_the_bound_is_refused_and_never_run() -> None:
+    release = threading.Event()
+    ran: list[int] = []
+
+    def run(items: list[int]) -> list[int | Exception]:
+        ran.extend(items)
+        if items == [0]:
+            assert release.wait(10)
+        return list(items)
+
+    async def main() -> tuple[int | Shed, int | Shed, int | Shed]:
+        with ThreadPoolExecutor(1) as executor:
+            gate: BatchGate[int, int] = BatchGate(executor, run, 0.2, "test")
+            first = asyncio.ensure_future(gate.step(0))
+            await asyncio.sleep(0)  # (its step begins)
+            late = await gate.step(1)  # waits behind the first step past the bound
+            release.set()
+            after = await gate.step(2)
+            return await first, late, after
+
+    first, late, after = asyncio.run(main())
+    assert first == 0 and after == 2
+    assert isinstance(late, Shed) and late.why == "after waiting"
+    assert ran == [0, 2], "the refused event's step never ran"
