@@ -4,6 +4,7 @@ told (lua/ingest.lua, confirm.lua, refuse.lua)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,34 +85,41 @@ class InboxSteps(ChatScripts):
                            active_member(entry.app_id, message.chat_type, message.chat_id)]
         return chat, keys, args
 
-    def ingest_many(self, entries: Sequence[Entry]) -> list[Admission | Exception]:
+    def ingest_many(self, entries: Sequence[Entry], *,
+                    deadline: float | None = None) -> list[Admission | Exception]:
         """`ingest` for each entry, in order, in one round trip (group commit: the events
         that arrived while the listener's previous step ran); each gets its admission, or
-        the error its own step met. With durable ACKs on (each waits for its WAIT) or on a
-        cluster, one step each. A connection failure raises for all."""
+        the error its own step met (a Redis failure: a RedisError for each). With durable
+        ACKs on (each waits for its WAIT) or on a cluster, one step each: those not begun by
+        `deadline` (time.monotonic()), or after one failed to reach Redis, get an error."""
         if self.config.durable_ack != "none" or self.keyspace.shards or len(entries) == 1:
             out: list[Admission | Exception] = []
             for e in entries:
+                if out and isinstance(out[-1], (redis.ConnectionError, redis.TimeoutError)):
+                    out.append(out[-1])
+                    continue
+                if out and deadline is not None and time.monotonic() > deadline:
+                    out.append(redis.TimeoutError("not begun before its batch's deadline"))
+                    continue
                 try:
                     out.append(self.ingest(e.message, e.command, busy=e.busy, app_id=e.app_id))
-                except (redis.ConnectionError, redis.TimeoutError):
-                    raise
                 except (redis.RedisError, NotDurable) as error:
                     out.append(error)
             return out
         calls = [self._ingest_call(e) for e in entries]
         script = self._scripts["ingest"]
-        with self.redis.pipeline(transaction=False) as pipe:
-            for _, keys, args in calls:  # (not script(client=pipe): a SCRIPT EXISTS each time)
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-            replies = pipe.execute(raise_on_error=False)
+        try:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for _, keys, args in calls:  # (not script(client=pipe): a SCRIPT EXISTS a time)
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                replies = pipe.execute(raise_on_error=False)
+        except redis.RedisError as error:
+            return [error for _ in calls]
         out = []
         for (chat, keys, args), reply in zip(calls, replies, strict=True):
             if isinstance(reply, redis.exceptions.NoScriptError):  # Redis restarted: load it
                 try:
                     reply = script(keys=keys, args=args)
-                except (redis.ConnectionError, redis.TimeoutError):
-                    raise
                 except redis.RedisError as error:
                     reply = error
             out.append(reply if isinstance(reply, Exception) else _admission(chat, reply))

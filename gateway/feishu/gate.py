@@ -160,41 +160,59 @@ class BatchGate(Generic[ItemT, T]):
                     self._waiting.remove(entry)
                     return gate._refused("after waiting")
             return await answer
+        except asyncio.CancelledError:  # (its connection closed): never run it
+            if entry in self._waiting:
+                self._waiting.remove(entry)
+            raise
         finally:
             gate.in_flight -= 1
 
     def _next(self) -> None:
-        """Start a step with the waiting events, unless one runs (on the loop)."""
+        """Start a step with the waiting events, unless one runs (on the loop). Every event
+        taken is answered, whatever happens to the step."""
         if self._running or not self._waiting:
             return
-        batch, self._waiting = self._waiting[:self.max_batch], self._waiting[self.max_batch:]
-        self._running = True
+        batch = self._waiting[:self.max_batch]
         started = time.monotonic()
-        future = asyncio.get_running_loop().run_in_executor(
-            self._executor, self._run, [item for item, _ in batch])
+        try:
+            future = asyncio.get_running_loop().run_in_executor(
+                self._executor, self._run, [item for item, _ in batch])
+        except RuntimeError as error:  # the executor was shut down (a stop): none is taken
+            del self._waiting[:len(batch)]
+            self._settle(batch, [error for _ in batch])
+            return
+        del self._waiting[:len(batch)]
+        self._running = True
         future.add_done_callback(lambda done: self._answer(batch, done, started))
 
     def _answer(self, batch: list[tuple[ItemT, asyncio.Future[T]]],
                 done: asyncio.Future[Sequence[T | Exception]], started: float) -> None:
         self._running = False
-        self.last_step_s = took_s = time.monotonic() - started
-        self._gate.step_s += STEP_WEIGHT * (took_s / len(batch) - self._gate.step_s)
-        if done.cancelled():
-            results: Sequence[T | Exception] = [RuntimeError("ingest stopped")] * len(batch)
-        elif done.exception() is not None:
-            error = done.exception()
-            results = [error if isinstance(error, Exception) else RuntimeError(str(error))] \
-                * len(batch)
-        else:
-            results = done.result()
+        try:
+            self.last_step_s = took_s = time.monotonic() - started
+            self._gate.step_s += STEP_WEIGHT * (took_s / len(batch) - self._gate.step_s)
+            results: Sequence[T | Exception]
+            if done.cancelled():
+                results = [RuntimeError("ingest stopped") for _ in batch]
+            elif (error := done.exception()) is not None:
+                results = [error if isinstance(error, Exception) else RuntimeError(str(error))
+                           for _ in batch]
+            else:
+                results = done.result()
+            if len(results) != len(batch):
+                results = [RuntimeError(f"{len(results)} answers to {len(batch)} events")
+                           for _ in batch]
+            self._settle(batch, results)
+        finally:
+            self._next()
+
+    @staticmethod
+    def _settle(batch: list[tuple[ItemT, asyncio.Future[T]]],
+                results: Sequence[T | Exception]) -> None:
         for (_, answer), result in zip(batch, results, strict=True):
-            if answer.done():
+            if answer.done():  # (its waiter was cancelled)
                 continue
             if isinstance(result, Exception):
                 answer.set_exception(result)
             else:
                 answer.set_result(result)
-        try:
-            self._next()
-        except RuntimeError:  # the loop is closing: nothing more is taken
-            return

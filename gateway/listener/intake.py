@@ -22,7 +22,7 @@ from gateway.chats.inbox import Entry
 from gateway.chats.model import Admission, NotDurable, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.core import metrics
-from gateway.core.errors import GatewayError, MalformedEvent, RetryableError
+from gateway.core.errors import MalformedEvent, RetryableError
 from gateway.core.logs import turn_context
 from gateway.core.model import Message
 from gateway.core.rules import Rules
@@ -34,6 +34,7 @@ from gateway.feishu.inbound.events import (
     parse_command,
     parse_message,
 )
+from gateway.listener.batch import Batch, Outcome, RedisUnavailable, outcome_of
 from gateway.listener.changes import ChatChanges
 from gateway.listener.outbox import Outbox
 from gateway.publisher import Publisher
@@ -43,19 +44,6 @@ logger = logging.getLogger(__name__)
 MESSAGE_EVENT = "im.message.receive_v1"
 CARD_EVENT = "card.action.trigger"
 CardHandler = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
-Outcome = Mapping[str, Any] | None | Exception
-"""A frame's answer (None: a plain ACK), or the error that answers it 500."""
-
-
-def _outcome(handle: Callable[[], Mapping[str, Any] | None]) -> Outcome:
-    """What `handle` answered, or the error it raised (the batch's boundary: every frame
-    gets its own answer)."""
-    try:
-        return handle()
-    except Exception as error:  # noqa: BLE001 (the connection logs it and answers 500)
-        return error
-
-
 class NotYetJudged(RetryableError):
     """A message admission cannot judge yet (the bot's identity is unknown, so neither an
     @mention of it nor its own messages can be told): its frame is not ACKed as handled,
@@ -68,8 +56,10 @@ class Intake:
                  cards: CardHandler | None = None, stops: CardHandler | None = None,
                  rules: Rules | None = None,
                  refusal_notice_every_s: int = 86_400, welcome_group: str = "",
-                 welcome_dm: str = "") -> None:
+                 welcome_dm: str = "", batch_budget_s: float = 0.0) -> None:
         self._store = store
+        self.batch_budget_s = batch_budget_s
+        """A batch's steps begin within this (FEISHU_INGEST_WAIT_MAX_MS; 0: no bound)."""
         self._publisher = publisher
         self._outbox = outbox
         self.max_text_chars = max_text_chars
@@ -117,7 +107,7 @@ class Intake:
                         return answer
                 return None
         except redis.RedisError as error:  # ACK 500: Feishu delivers it again
-            raise RetryableError(f"Redis unavailable: {error}") from None
+            raise RedisUnavailable(f"Redis unavailable: {error}") from None
         logger.debug("event of type %r not handled (frame type %s)", event_type, kind)
         metrics.unhandled(event_type[:100])
         return None
@@ -127,12 +117,18 @@ class Intake:
         among them are ingested in one round trip, in order; any other event runs on its
         own, in its place. Each frame gets its answer, or the error that answers it 500."""
         results: list[Outcome] = [None] * len(frames)
+        batch = Batch.within(self.batch_budget_s)
         waiting: list[tuple[int, Entry]] = []
         for n, (kind, payload) in enumerate(frames):
+            if batch.stopped():  # not begun in time, or Redis failed this batch already
+                metrics.event("error")
+                results[n] = batch.refusal()
+                continue
             decoded = decode_event(payload)
             if isinstance(decoded, str) or decoded[0] != MESSAGE_EVENT:
-                self._ingest_many(waiting, results)
-                results[n] = _outcome(functools.partial(self.on_frame, app_id, kind, payload))
+                self._ingest_many(waiting, results, batch)
+                results[n] = batch.seen(outcome_of(functools.partial(
+                    self.on_frame, app_id, kind, payload)))
                 continue
             try:
                 judged = self._judge(decoded[1], app_id)
@@ -145,21 +141,24 @@ class Intake:
                 results[n] = error
             except redis.RedisError as error:  # (telling a refused person)
                 metrics.event("error")
-                results[n] = RetryableError(f"Redis unavailable: {error}")
-            except GatewayError as error:
+                results[n] = batch.seen(RedisUnavailable(f"Redis unavailable: {error}"))
+            except Exception as error:  # noqa: BLE001 (one frame's boundary: its ACK says 500)
                 metrics.event("error")
                 results[n] = error
-        self._ingest_many(waiting, results)
+        self._ingest_many(waiting, results, batch)
         return results
 
-    def _ingest_many(self, waiting: list[tuple[int, Entry]], results: list[Outcome]) -> None:
+    def _ingest_many(self, waiting: list[tuple[int, Entry]], results: list[Outcome],
+                     batch: Batch) -> None:
         """The waiting messages' one round trip and hand-offs; `waiting` is emptied."""
         if not waiting:
             return
-        try:
-            admissions = self._store.ingest_many([entry for _, entry in waiting])
-        except redis.RedisError as error:
-            admissions = [RetryableError(f"Redis unavailable: {error}")] * len(waiting)
+        admissions: list[Admission | Exception]
+        if batch.stopped():
+            admissions = [batch.refusal() for _ in waiting]
+        else:
+            admissions = self._store.ingest_many([entry for _, entry in waiting],
+                                                 deadline=batch.deadline)
         for (n, entry), admission in zip(waiting, admissions, strict=True):
             message = entry.message
             outcome = "error"
@@ -171,12 +170,12 @@ class Intake:
                             self._publish(admission.admission.claimed)
                         raise admission
                     if isinstance(admission, redis.RedisError):
-                        raise RetryableError(f"Redis unavailable: {admission}")
+                        raise RedisUnavailable(f"Redis unavailable: {admission}")
                     if isinstance(admission, Exception):
                         raise admission
                     outcome = self._admitted(message, entry.command, admission)
-                except GatewayError as error:
-                    results[n] = error
+                except Exception as error:  # noqa: BLE001 (one frame's boundary: ACK 500)
+                    results[n] = batch.seen(error)
                 finally:
                     metrics.event(outcome)
         waiting.clear()

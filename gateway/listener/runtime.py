@@ -73,7 +73,8 @@ class ListenerRuntime(Runtime):
                           self.store, admins=s.admin_ids, allowed=s.allowed_user_ids).on_click,
                       rules=s.admission_rules,
                       refusal_notice_every_s=s.refusal_notice_every_s,
-                      welcome_group=s.welcome_group, welcome_dm=s.welcome_dm)
+                      welcome_group=s.welcome_group, welcome_dm=s.welcome_dm,
+                      batch_budget_s=s.ingest_wait_max_ms / 1000)
 
     @cached_property
     def sweeper(self) -> Sweeper:

@@ -62,3 +62,25 @@ def test_an_event_not_taken_within_the_bound_is_refused_and_never_run() -> None:
     assert first == 0 and after == 2
     assert isinstance(late, Shed) and late.why == "after waiting"
     assert ran == [0, 2], "the refused event's step never ran"
+
+
+def test_every_event_is_answered_when_its_step_breaks_or_the_executor_is_gone() -> None:
+    calls: list[list[int]] = []
+
+    def run(items: list[int]) -> list[int | Exception]:
+        calls.append(items)
+        return [] if items == [0] else list(items)  # a step that answers nothing, once
+
+    async def main() -> tuple[object, object, object]:
+        executor = ThreadPoolExecutor(1)
+        gate: BatchGate[int, int] = BatchGate(executor, run, 0.0, "test")
+        broken = await asyncio.gather(gate.step(0), return_exceptions=True)
+        after = await gate.step(1)  # the gate goes on
+        executor.shutdown()
+        gone = await asyncio.wait_for(asyncio.gather(gate.step(2), return_exceptions=True), 5)
+        return broken[0], after, gone[0]
+
+    broken, after, gone = asyncio.run(main())
+    assert isinstance(broken, RuntimeError) and "0 answers to 1 events" in str(broken)
+    assert after == 1
+    assert isinstance(gone, RuntimeError), "answered at once, never left waiting"

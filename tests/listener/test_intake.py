@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 
@@ -17,6 +18,7 @@ from gateway.core.errors import RetryableError
 from gateway.core.model import GREETING
 from gateway.core.redis_client import redis_client
 from gateway.core.rules import Rules
+from gateway.listener.batch import RedisUnavailable
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis
@@ -206,5 +208,28 @@ def test_a_batch_meeting_a_redis_failure_answers_each_message_500(client: redis.
               for n in range(3)]
     client.client_pause(1000)  # the step times out: Feishu is to deliver each again
     answers = take.on_frames("cli_a", frames)
-    assert [type(a) for a in answers] == [RetryableError] * 3, answers
+    assert all(isinstance(a, RetryableError) for a in answers), answers
+    hasty.close()
+
+
+def test_once_redis_failed_in_a_batch_the_rest_are_refused_without_waiting(
+        client: redis.Redis) -> None:
+    """Each frame would otherwise wait out its own timeout: the batch ends at the first
+    failure, every frame answered 500 (Feishu delivers them again), nothing recorded."""
+    port = client.connection_pool.connection_kwargs["port"]
+    hasty = redis_client(f"redis://127.0.0.1:{port}", 0.2, retries=0)
+    take, _ = intake(hasty, "note")
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    withdrawn = {"schema": "2.0", "header": {"event_id": uuid.uuid4().hex,
+                 "event_type": "im.message.recalled_v1", "app_id": "cli_a"},
+                 "event": {"message_id": "om_gone", "chat_id": chat}}
+    frames = [("event", json.dumps(withdrawn).encode()) for _ in range(5)]
+    frames.append(("event", json.dumps(event(client, chat, 0)).encode()))
+    client.client_pause(1500)
+    clock = time.monotonic()
+    answers = take.on_frames("cli_a", frames)
+    took_s = time.monotonic() - clock
+    assert [type(a) for a in answers] == [RedisUnavailable] + [RetryableError] * 5, answers
+    assert took_s < 1.0, f"one timeout, not one a frame ({took_s:.1f} s)"
+    assert ChatStore(client).pending(chat) == [], "nothing recorded (read once Redis is back)"
     hasty.close()

@@ -1,0 +1,55 @@
+"""A batch of frames on the listener's ingest thread (group commit): what each frame's
+answer is, and when the rest of a batch is not tried."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gateway.core.errors import RetryableError
+
+Outcome = Mapping[str, Any] | None | Exception
+"""A frame's answer (None: a plain ACK), or the error that answers it 500."""
+
+
+class RedisUnavailable(RetryableError):
+    """The event's Redis step failed (a timeout, a lost connection, an error): ACK 500."""
+
+
+class Batch:
+    """The frames taken together: the step ends by `deadline` (time.monotonic(); None: no
+    bound), and once Redis failed one of them the rest are not tried (each would wait out
+    its own timeout): both answer 500, so Feishu delivers them again."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.failed = False
+
+    @classmethod
+    def within(cls, budget_s: float) -> Batch:
+        """A batch whose steps begin within `budget_s` from now (0: no bound)."""
+        return cls(time.monotonic() + budget_s if budget_s > 0 else None)
+
+    def stopped(self) -> bool:
+        return self.failed or (self.deadline is not None and time.monotonic() > self.deadline)
+
+    def refusal(self) -> RetryableError:
+        why = "Redis failed earlier in its batch" if self.failed else \
+            "not begun within FEISHU_INGEST_WAIT_MAX_MS of its batch"
+        return RetryableError(f"event not taken: {why}")
+
+    def seen(self, outcome: Outcome) -> Outcome:
+        """Note a Redis failure (a RetryableError) among the outcomes; `outcome` back."""
+        if isinstance(outcome, RedisUnavailable):
+            self.failed = True
+        return outcome
+
+
+def outcome_of(handle: Callable[[], Mapping[str, Any] | None]) -> Outcome:
+    """What `handle` answered, or the error it raised (the batch's boundary: every frame
+    gets its own answer)."""
+    try:
+        return handle()
+    except Exception as error:  # noqa: BLE001 (the connection logs it and answers 500)
+        return error
