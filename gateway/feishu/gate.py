@@ -86,7 +86,7 @@ class Gate:
         """Run `step` on the ingest thread and return what it returned, or Shed when it
         could not begin within `max_wait_s` (0: always wait). Its exceptions propagate."""
         if self.max_wait_s > 0 and self.in_flight * self.step_s > self.max_wait_s:
-            return self._refused("on arrival")
+            return self.refused("on arrival")
         ticket = _Ticket(step)
         future = asyncio.get_running_loop().run_in_executor(self._executor, ticket.run)
         self.in_flight += 1
@@ -95,14 +95,15 @@ class Gate:
                 done, _ = await asyncio.wait({future}, timeout=self.max_wait_s)
                 if not done and ticket.shed():
                     future.add_done_callback(_retrieve)
-                    return self._refused("after waiting")
+                    return self.refused("after waiting")
             result = await future
         finally:
             self.in_flight -= 1
         self.step_s += STEP_WEIGHT * (ticket.took_s - self.step_s)
         return result
 
-    def _refused(self, when: str) -> Shed:
+    def refused(self, when: str) -> Shed:
+        """Count (and now and then log) one event refused `when`; its Shed."""
         metrics.shed()
         self._shed_since_log += 1
         now = time.monotonic()
@@ -113,6 +114,16 @@ class Gate:
                            self._shed_since_log, when, self.max_wait_s * 1000, self.in_flight)
             self._shed_since_log, self._logged_at = 0, now
         return Shed(when)
+
+
+def answer_or_error(handle: Callable[[], T]) -> T | Exception:
+    """What `handle` returned, or the error it raised: one event's boundary inside a group,
+    so that every event gets its own answer (an error answers it 500, logged by whoever
+    sends the ACK)."""
+    try:
+        return handle()
+    except Exception as error:  # noqa: BLE001 (the event's ACK says 500; its sender logs it)
+        return error
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -147,7 +158,7 @@ class BatchGate(Generic[ItemT, T]):
     async def step(self, item: ItemT) -> T | Shed:
         gate = self._gate
         if gate.max_wait_s > 0 and len(self._waiting) * gate.step_s > gate.max_wait_s:
-            return gate._refused("on arrival")
+            return gate.refused("on arrival")
         answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         entry = (item, answer)
         self._waiting.append(entry)
@@ -158,7 +169,7 @@ class BatchGate(Generic[ItemT, T]):
                 done, _ = await asyncio.wait({answer}, timeout=gate.max_wait_s)
                 if not done and entry in self._waiting:  # not taken into a step yet
                     self._waiting.remove(entry)
-                    return gate._refused("after waiting")
+                    return gate.refused("after waiting")
             return await answer
         except asyncio.CancelledError:  # (its connection closed): never run it
             if entry in self._waiting:

@@ -1,10 +1,11 @@
 """A batch of frames on the listener's ingest thread (group commit): what each frame's
-answer is, and when the rest of a batch is not tried."""
+answer is, and when the rest of a batch is not tried (each frame's own boundary:
+gateway/feishu/gate.py `answer_or_error`)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.core.errors import RetryableError
@@ -44,12 +45,3 @@ class Batch:
         if isinstance(outcome, RedisUnavailable):
             self.failed = True
         return outcome
-
-
-def outcome_of(handle: Callable[[], Mapping[str, Any] | None]) -> Outcome:
-    """What `handle` answered, or the error it raised (the batch's boundary: every frame
-    gets its own answer)."""
-    try:
-        return handle()
-    except Exception as error:  # noqa: BLE001 (the connection logs it and answers 500)
-        return error

@@ -26,6 +26,7 @@ from gateway.core.errors import MalformedEvent, RetryableError
 from gateway.core.logs import turn_context
 from gateway.core.model import Message
 from gateway.core.rules import Rules
+from gateway.feishu.gate import answer_or_error
 from gateway.feishu.inbound.admission import Arrival, admit
 from gateway.feishu.inbound.changes import CHANGES
 from gateway.feishu.inbound.events import (
@@ -34,7 +35,7 @@ from gateway.feishu.inbound.events import (
     parse_command,
     parse_message,
 )
-from gateway.listener.batch import Batch, Outcome, RedisUnavailable, outcome_of
+from gateway.listener.batch import Batch, Outcome, RedisUnavailable
 from gateway.listener.changes import ChatChanges
 from gateway.listener.outbox import Outbox
 from gateway.publisher import Publisher
@@ -127,7 +128,7 @@ class Intake:
             decoded = decode_event(payload)
             if isinstance(decoded, str) or decoded[0] != MESSAGE_EVENT:
                 self._ingest_many(waiting, results, batch)
-                results[n] = batch.seen(outcome_of(functools.partial(
+                results[n] = batch.seen(answer_or_error(functools.partial(
                     self.on_frame, app_id, kind, payload)))
                 continue
             try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -29,7 +30,7 @@ from websockets.protocol import State
 
 from gateway.core import metrics
 from gateway.core.errors import GatewayError, RetryableError
-from gateway.feishu.gate import BatchGate, Shed
+from gateway.feishu.gate import BatchGate, Shed, answer_or_error
 from gateway.feishu.ws import frames as f
 from gateway.feishu.ws.endpoint import (
     EndpointRefused,
@@ -52,14 +53,10 @@ BatchHandler = Callable[[list[tuple[str, bytes]]], Sequence[Answer | Exception]]
 def one_by_one(handler: FrameHandler) -> BatchHandler:
     """A batch handler that hands each frame to `handler` in turn."""
     def run(frames: list[tuple[str, bytes]]) -> list[Answer | Exception]:
-        out: list[Answer | Exception] = []
-        for kind, payload in frames:
-            try:
-                out.append(handler(kind, payload))
-            except Exception as error:  # noqa: BLE001 (the frame's ACK says 500, logged)
-                out.append(error)
-        return out
+        return [answer_or_error(functools.partial(handler, kind, payload))
+                for kind, payload in frames]
     return run
+
 
 T = TypeVar("T")
 ENDPOINT_TIMEOUT_S = 10.0
