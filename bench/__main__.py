@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         step("gateway")
         r["gateway"] = contenders.gateway(st, args.burst, args.singles, rates,
                                           args.ack_seconds, args.stop_trials,
-                                          args.overload_burst)
+                                          args.overload_burst, args.ack_burst)
         step("replies per minute under Feishu's default quota, without / with reactions")
         r["quota"] = quota.measure(st, args.quota_burst)
         if not args.quick:
@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="worker processes of the scaling table")
     parser.add_argument("--listeners", type=int, nargs="+", default=[1, 2, 3],
                         help="listeners of the scaling table")
+    parser.add_argument("--ack-burst", type=int, default=600,
+                        help="messages sent at once for the frame ACK p99 of a burst")
     parser.add_argument("--overload-burst", type=int, default=3000,
                         help="messages sent at once, past what one listener takes in 1 s")
     parser.add_argument("--quota-burst", type=int, default=600,

@@ -151,11 +151,14 @@ def finished_chat_bytes(st: Stack, chats: int) -> Figures:
             "history_bytes_per_chat": history / chats, "keys_without_ttl": unbounded}
 
 
-def overload(st: Stack, count: int) -> Figures:
-    """A burst past what the listener takes at once: every frame's ACK (the slowest, and
-    how many were refused to be sent again), and every message answered once."""
+def overload(st: Stack, count: int, tag: str = "over") -> Figures:
+    """A burst sent at once (past what the listener takes in its wait bound, for the
+    overload row): every frame's ACK (the slowest, and how many were refused to be sent
+    again), and every message answered once."""
+    if count <= 0:
+        return {"messages": 0}
     before = len(st.sim.acks)
-    sent = load.burst(st.sim, load.chats("over", 100), count, "over")
+    sent = load.burst(st.sim, load.chats(tag, 100), count, tag)
     done = load.reply_times(st.sim, sent, 300)
     acks = [a for a in st.sim.acks[before:] if a.message_id]
     latencies = [a.latency_ms for a in acks]
@@ -169,7 +172,8 @@ def overload(st: Stack, count: int) -> Figures:
 
 
 def gateway(st: Stack, burst: int, singles: int, rates: tuple[int, ...],
-            duration_s: float, stop_trials: int, overload_burst: int) -> Figures:
+            duration_s: float, stop_trials: int, overload_burst: int,
+            ack_burst: int) -> Figures:
     worker = st.worker()
     env: dict[str, str] = {}
     listener = st.listener(**env)
@@ -177,6 +181,7 @@ def gateway(st: Stack, burst: int, singles: int, rates: tuple[int, ...],
         figures = _burst_and_singles(st, "gw", burst, singles,
                                      {"listener": [listener.pid], "worker": [worker.pid]})
         figures["acks"] = acks(st, "gwack", rates, duration_s, drain=True)
+        figures["ack_burst"] = overload(st, ack_burst, "ackb")
         figures["overload"] = overload(st, overload_burst)
         figures["stop_to_next"] = stop_to_next(st, stop_trials)
         figures.update(finished_chat_bytes(st, 500))

@@ -34,6 +34,8 @@ def replies_per_minute(st: Stack, messages: int, *, typing: bool, tag: str) -> d
 
 
 def measure(st: Stack, messages: int) -> dict[str, Any]:
+    if messages <= 0:
+        return {"messages": 0}
     return {"messages": messages,
             "without": replies_per_minute(st, messages, typing=False, tag="qt0"),
             "with": replies_per_minute(st, messages, typing=True, tag="qt1")}

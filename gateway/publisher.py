@@ -41,28 +41,54 @@ class Publisher:
         self._sender = sender
         self._store = store
 
-    def _send(self, turn: TurnRef) -> str | None:
-        """Publish `run_turn`; the task id, or None (logged) when the broker failed."""
+    def _send_task(self, turn: TurnRef, producer: Any = None) -> str:
+        """Publish `run_turn` (on `producer`, if given); its task id. Raises on a broker
+        failure."""
         task_id = turn_task_id(turn.chat_id, turn.message_id, turn.fence)
-        try:
-            self._sender.send_task(
-                RUN_TURN, task_id=task_id, queue=TURNS_QUEUE,
-                kwargs={"chat_id": turn.chat_id, "message_id": turn.message_id,
-                        "fence": turn.fence, "sent_ms": int(time.time() * 1000)},
-                # what Flower shows; given, Celery skips its saferepr (a fifth of a publish)
-                argsrepr="()", kwargsrepr=repr({"chat_id": turn.chat_id,
-                                                "message_id": turn.message_id,
-                                                "fence": turn.fence, "text": turn.preview}),
-            )
-        except BROKER_ERRORS as error:
-            logger.error("publish of %s failed (%s); the sweeper will publish it again",
-                         task_id, error)
-            return None
+        self._sender.send_task(
+            RUN_TURN, task_id=task_id, queue=TURNS_QUEUE, producer=producer,
+            kwargs={"chat_id": turn.chat_id, "message_id": turn.message_id,
+                    "fence": turn.fence, "sent_ms": int(time.time() * 1000)},
+            # what Flower shows; given, Celery skips its saferepr (a fifth of a publish)
+            argsrepr="()", kwargsrepr=repr({"chat_id": turn.chat_id,
+                                            "message_id": turn.message_id,
+                                            "fence": turn.fence, "text": turn.preview}),
+        )
         return task_id
 
+    def _send(self, turn: TurnRef) -> str | None:
+        """Publish `run_turn`; the task id, or None (logged) when the broker failed."""
+        try:
+            return self._send_task(turn)
+        except BROKER_ERRORS as error:
+            logger.error("publish of %s failed (%s); the sweeper will publish it again",
+                         turn_task_id(turn.chat_id, turn.message_id, turn.fence), error)
+            return None
+
+    def _send_together(self, turns: Sequence[TurnRef]) -> list[tuple[TurnRef, str]] | None:
+        """Publish every turn in one round trip (kombu's publish batch: one pipeline on
+        Redis); None when the broker cannot batch or the batch failed (logged). A failed
+        batch may have delivered some of its tasks: publishing them again is harmless."""
+        acquire = getattr(self._sender, "producer_or_acquire", None)
+        if acquire is None:
+            return None
+        try:
+            with acquire() as producer:
+                if not producer.supports_batch_publish:
+                    return None
+                with producer.batch(max_size=max(len(turns), 1)):
+                    return [(turn, self._send_task(turn, producer)) for turn in turns]
+        except BROKER_ERRORS as error:
+            logger.warning("publishing %d turns together failed (%s); publishing them one "
+                           "by one", len(turns), error)
+            return None
+
     def publish_many(self, turns: Sequence[TurnRef]) -> int:
-        """`publish` for many turns, with one round trip for all the confirmations."""
-        sent = [(turn, task_id) for turn in turns if (task_id := self._send(turn))]
+        """`publish` for many turns: their tasks in one round trip where the broker allows
+        (else one by one), then one round trip for all the confirmations."""
+        sent = self._send_together(turns) if len(turns) > 1 else None
+        if sent is None:
+            sent = [(turn, task_id) for turn in turns if (task_id := self._send(turn))]
         if sent:
             self._store.confirm_many(sent)
         return len(sent)

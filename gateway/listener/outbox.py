@@ -8,14 +8,17 @@ would have published is in Redis already, and the sweeper publishes it.
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 logger = logging.getLogger(__name__)
 
 _STOP = object()
+T = TypeVar("T")
 CAP_JOBS = 10_000
 """The jobs an outbox holds by default (GATEWAY_OUTBOX_CAP)."""
 
@@ -66,3 +69,28 @@ class Outbox:
                 job()
             except Exception:  # a job's failure must not end the thread
                 logger.exception("outbox job failed")
+
+
+class Coalescing(Generic[T]):
+    """Items submitted one by one to an outbox, handled together: each submit queues one
+    job, and the first job to run hands every item waiting by then (up to `most` a call) to
+    `handle`, so what piles up while the outbox thread is busy goes out in one call (the
+    listener's turns: one publish round trip for a group). Order is kept. An item whose job
+    was dropped (the outbox full) goes with the next job; a failed `handle` is logged by
+    the outbox, and its items are the sweeper's to publish again."""
+
+    def __init__(self, outbox: Outbox, handle: Callable[[list[T]], object], *,
+                 most: int = 256) -> None:
+        self._outbox, self._handle, self._most = outbox, handle, most
+        self._items: collections.deque[T] = collections.deque()
+
+    def submit(self, item: T) -> None:
+        self._items.append(item)
+        self._outbox.submit(self._drain)
+
+    def _drain(self) -> None:
+        while self._items:
+            batch: list[T] = []
+            while self._items and len(batch) < self._most:
+                batch.append(self._items.popleft())
+            self._handle(batch)

@@ -101,6 +101,17 @@ def test_a_rerun_after_a_crash_answers_the_same_messages_and_later_ones_wait(
     assert following is not None and following.message_id == "om_3"
 
 
+def test_a_merged_turn_whose_lease_ran_out_before_its_start_still_merges(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = merging(redis_client, claim_ttl_ms=200)
+    admit(store, chat_id, 1, 2)  # claimed, then its publisher died before the worker came
+    lease_gone(store, chat_id)
+    found = store.recover(chat_id)
+    assert found is not None and found[0] == "claimed"
+    assert isinstance(store.start_or_wait(found[1], "task", "w"), Waiting)
+    assert started(store, found[1]).merged_ids == ("om_1", "om_2")
+
+
 def test_a_stop_before_the_merged_turn_starts_drops_what_was_sent_before_it(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = merging(redis_client)

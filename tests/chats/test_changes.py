@@ -141,6 +141,29 @@ def test_an_edit_arriving_before_its_message_is_kept_for_it(
     started = store.start(turn, "t1", "w")
     assert started is not None and started.message is not None
     assert started.message.text == "edited first"
+    assert store.ingest(msg(chat_id, 1, text="original")).outcome == "duplicate"
+
+
+def test_of_two_edits_before_their_message_the_newer_is_admitted(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    assert store.revise(msg(chat_id, 1, text="second edit"), 3000) == "kept"
+    assert store.revise(msg(chat_id, 1, text="first edit"), 2000) == "older"
+    assert store.revise(msg(chat_id, 1, text="third edit"), 4000) == "kept"
+    turn = store.ingest(msg(chat_id, 1, text="original")).claimed
+    assert turn is not None
+    started = store.start(turn, "t1", "w")
+    assert started is not None and started.message is not None
+    assert started.message.text == "third edit"
+
+
+def test_a_message_edited_then_recalled_before_it_arrives_is_never_admitted(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    assert store.revise(msg(chat_id, 1, text="edited"), 2000) == "kept"
+    store.withdraw(chat_id, "om_1")
+    assert store.ingest(msg(chat_id, 1, text="original")).outcome == "withdrawn"
+    assert pending_ids(store, chat_id) == []
 
 
 def test_the_bot_removed_drops_everything_and_stops_the_running_turn(

@@ -16,37 +16,42 @@
 -- turn's outcome; under busy mode merge or interrupt the next turn is only claimed
 -- (published), so that start.lua fixes its batch. A turn an interrupt stopped drops nothing:
 -- its messages are recorded `interrupted` and the next turn answers them with the new ones.
-local lease = redis.call('HMGET', K.lease, 'fence', 'entry', 'task_id')
+local lease = redis.call('HMGET', K.lease, 'fence', 'entry', 'task_id', 'busy')
 if lease[1] ~= ARGV[1] then return {'stale'} end
 local opts = cjson.decode(ARGV[4])
 local now_us, now_ms = clock()
-local kept = interrupted(lease[1])  -- its messages go into the next turn, with the new ones
+local tries = redis.call('HMGET', K.tries, 'n', 'batch', 'fence')
+local stop = redis.call('HMGET', K.stop, 'fence', 'keep', 'why')
+local flagged = stop[1] == ARGV[1]  -- asked to stop
+local kept = flagged and stop[2] == '1'  -- an interrupt: its messages go into the next turn
 local outcome = ARGV[3]
-if outcome == 'stopped' and redis.call('HGET', K.stop, 'fence') == ARGV[1] then
+if outcome == 'stopped' and flagged then
   -- a turn stopped because its message was withdrawn or the bot removed says so
-  outcome = redis.call('HGET', K.stop, 'why') or outcome
+  outcome = stop[3] or outcome
   if outcome == '' then outcome = 'stopped' end
 end
 if lease[2] then
-  local attempts = redis.call('HGET', K.tries, 'n')
-  for _, e in ipairs(turn_entries(lease[2])) do
+  for _, e in ipairs(turn_entries(lease[2], tries[2])) do
     if not kept then
       if redis.call('ZREM', K.inbox, e) == 1 then  -- (not one dropped and recorded before)
-        remember(KEYS[10], e, outcome, lease[3], lease[1], attempts, opts.history_cap,
+        remember(KEYS[10], e, outcome, lease[3], lease[1], tries[1], opts.history_cap,
                  opts.history_ttl_ms, now_ms)
       end
     elseif redis.call('ZSCORE', K.inbox, e) then  -- (not one withdrawn meanwhile)
-      remember(KEYS[10], e, 'interrupted', lease[3], lease[1], attempts, opts.history_cap,
+      remember(KEYS[10], e, 'interrupted', lease[3], lease[1], tries[1], opts.history_cap,
                opts.history_ttl_ms, now_ms)
     end
   end
 end
-if not ARGV[5] or merging() then
-  local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true)
+local known = {fence = tries[3], busy = lease[4]}
+if not ARGV[5] or merging(lease[4]) then
+  local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true, nil, nil, known)
   if not c then return {'idle'} end
   return {'claimed', c[1], c[2]}
 end
-local c = claim(ARGV[2], now_us, now_ms, opts.running_ttl_ms, true, {ARGV[5], ARGV[6]})
+local c = claim(ARGV[2], now_us, now_ms, opts.running_ttl_ms, true, {ARGV[5], ARGV[6]}, nil,
+                known)
 if not c then return {'idle'} end
-local s = begin(c[2], opts.max_attempts, opts.session_ttl_ms, 1)  -- a fresh head, counted
+-- (a fresh head, its attempt counted; claim emptied its batch)
+local s = begin(c[2], opts.max_attempts, opts.session_ttl_ms, 1, '')
 return {'started', c[1], s[1], s[2], s[3], s[4], s[5], s[6], s[7]}

@@ -1,7 +1,8 @@
 --!include chat.lua
 -- ingest: dedupe + admit one message, atomically.
--- KEYS: chat.lua's, then 10 seen:<message_id>  11 done (history.lua)  12 edit:<message_id>
---       (an edit that arrived first, revise.lua)  13 left (when the bot was removed, evict.lua)
+-- KEYS: chat.lua's, then 10 seen:<message_id> (its dedupe mark: '1'; 'withdrawn', a
+--       tombstone, withdraw.lua; 'edited', an edit came first, revise.lua)  11 done
+--       (history.lua)  12 edit:<message_id> (the edit that came first, read only then)  13 left (when the bot was removed, evict.lua)
 --       14 active (the shard's recently active chats of the app, read by catch-up: keys.py
 --          active_key)
 -- ARGV: 1 message_id  2 chat_id  3 create_ms  4 command ('' for a message)  5 message json
@@ -29,23 +30,27 @@
 -- here, so every message admitted after it belongs to the new conversation (the job says
 -- `renewed`: the desk does not renew it again).
 local opts = cjson.decode(ARGV[6])
+local edited = false
 if not redis.call('SET', KEYS[10], '1', 'NX', 'EX', opts.dedupe_ttl_s) then
-  if redis.call('GET', KEYS[10]) == 'withdrawn' then return {'withdrawn'} end
-  return {'duplicate'}
+  local mark = redis.call('GET', KEYS[10])
+  if mark == 'withdrawn' then return {'withdrawn'} end
+  if mark ~= 'edited' then return {'duplicate'} end
+  redis.call('SET', KEYS[10], '1', 'EX', opts.dedupe_ttl_s)
+  edited = redis.call('HGET', KEYS[12], 'json')
 end
 local now_us, now_ms = clock()
 if (opts.active_cap or 0) > 0 and ARGV[7] and ARGV[7] ~= '' then
-  redis.call('ZADD', KEYS[14], str(now_ms), ARGV[7])
-  redis.call('PEXPIRE', KEYS[14], 86400000)  -- (the longest catch-up window)
-  if redis.call('ZCARD', KEYS[14]) > opts.active_cap + 64 then  -- trimmed in batches
+  -- (the TTL is the longest catch-up window; the set grows only by a new chat)
+  if redis.call('ZADD', KEYS[14], str(now_ms), ARGV[7]) == 1
+     and redis.call('ZCARD', KEYS[14]) > opts.active_cap + 64 then  -- trimmed in batches
     redis.call('ZREMRANGEBYRANK', KEYS[14], 0, -(opts.active_cap + 1))
   end
+  redis.call('PEXPIRE', KEYS[14], 86400000)
 end
 local created, late_after = tonumber(ARGV[3]) or 0, opts.late_after_ms
 local left = tonumber(redis.call('GET', KEYS[13]) or '')
 if left and created > 0 and created <= left then return {'left'} end
 local stored = ARGV[5]
-local edited = redis.call('HGET', KEYS[12], 'json')
 if edited and edited ~= '' then stored = keep_caught_up(edited, opts.caught_up) end
 local stale_command = opts.caught_up and ARGV[4] ~= ''
 if stale_command or (late_after > 0 and created > 0 and now_ms - created > late_after) then
@@ -75,18 +80,22 @@ end
 local score = created
 if score <= 0 then score = now_ms end
 redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, ARGV[1], stored))
--- the chat's busy mode lives in its state (tries, while the chat is active), read by every
--- worker's start and complete: the latest message's setting wins
+-- the chat's busy mode lives in its state (tries, while the chat is active, and its copy in
+-- the lease), read by every worker's start and complete: the latest message's setting wins
+local busy = opts.busy or ''
 local function mark_busy()
-  if opts.busy and redis.call('EXISTS', K.tries) == 1 then  -- (claim gave it its TTL)
-    redis.call('HSET', K.tries, 'busy', opts.busy)
+  if busy ~= '' and redis.call('EXISTS', K.tries) == 1 then  -- (claim gave it its TTL)
+    redis.call('HSET', K.tries, 'busy', busy)
   else
     redis.call('HDEL', K.tries, 'busy')
   end
 end
-if redis.call('EXISTS', K.lease) == 1 then  -- (a lease always has its sweeper deadline)
-  mark_busy()
-  local lease = redis.call('HMGET', K.lease, 'fence', 'state')
+local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'busy')
+if lease[1] then  -- (a lease always has its sweeper deadline)
+  if lease[3] ~= busy then
+    mark_busy()
+    redis.call('HSET', K.lease, 'busy', busy)
+  end
   -- (one read back after an outage waits for the next turn rather than stop the one
   -- answering what was read back before it)
   if opts.busy == 'interrupt' and lease[2] == 'running' and not opts.caught_up
@@ -100,6 +109,6 @@ if redis.call('EXISTS', K.lease) == 1 then  -- (a lease always has its sweeper d
   return {'queued', waiting}
 end
 local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, false, nil,
-                {KEYS[11], opts.history_cap, opts.history_ttl_ms})
+                {KEYS[11], opts.history_cap, opts.history_ttl_ms}, {busy = busy})
 mark_busy()
 return {'claimed', waiting, c[1], c[2]}

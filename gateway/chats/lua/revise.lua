@@ -2,7 +2,8 @@
 -- revise: the sender edited a message. Waiting (no turn started it), it is replaced by the
 -- new version in its place; once started (alone, or in a merged turn's batch) or answered
 -- it stays as it was (no second answer). An edit arriving before its message (events come
--- out of order) is kept, and ingest.lua admits the message as edited. Only a newer edit (by
+-- out of order) is kept, its dedupe mark says 'edited', and ingest.lua admits the message as
+-- edited. Only a newer edit (by
 -- Feishu's update_time) replaces an older one, so a redelivered or late edit changes
 -- nothing.
 -- KEYS: chat.lua's, then 10 seen:<message_id>  11 edit:<message_id>
@@ -18,8 +19,10 @@ local function record(json)
 end
 local found = find_entry(ARGV[1])
 if not found then
-  if redis.call('EXISTS', KEYS[10]) == 1 then return {'answered'} end
+  local mark = redis.call('GET', KEYS[10])
+  if mark and mark ~= 'edited' then return {'answered'} end
   record(ARGV[3])
+  redis.call('SET', KEYS[10], 'edited', 'EX', ARGV[4])
   return {'kept'}
 end
 local lease = redis.call('HMGET', K.lease, 'state', 'entry', 'fence')

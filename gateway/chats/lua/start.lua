@@ -15,7 +15,7 @@
 -- the oldest one arrived), then takes every waiting message as one turn: the batch, fixed
 -- here, so a re-run answers the same messages and what arrives meanwhile waits for the next
 -- turn.
-local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'entry')
+local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'entry', 'busy')
 if lease[1] ~= ARGV[1] or lease[2] == 'running' then return {'stale'} end
 local entry = lease[3]
 if not entry then return {'stale'} end
@@ -23,8 +23,9 @@ local oldest = redis.call('ZRANGE', K.inbox, 0, 0)[1]
 if oldest ~= entry and not redis.call('ZSCORE', K.inbox, entry) then return {'stale'} end
 local now_us, now_ms = clock()
 local opts = cjson.decode(ARGV[5])
-local merge = merging()
-local first = tonumber(redis.call('HGET', K.tries, 'n') or '0') == 0
+local merge = merging(lease[4])
+local tries = redis.call('HMGET', K.tries, 'n', 'batch')
+local first = tonumber(tries[1] or '0') == 0
 local batch = nil
 if merge and first then
   batch = redis.call('ZRANGE', K.inbox, 0, -1)
@@ -56,11 +57,13 @@ if attempt == 1 and oldest ~= entry then
   entry = oldest
   redis.call('HSET', K.tries, 'head', entry)
 end
+local fixed = tries[2] or ''
 if batch and #batch > 1 and batch[1] == entry then
-  redis.call('HSET', K.tries, 'batch', cjson.encode(batch))
+  fixed = cjson.encode(batch)
+  redis.call('HSET', K.tries, 'batch', fixed)
 end
 redis.call('HSET', K.lease, 'state', 'running', 'task_id', ARGV[3], 'worker', ARGV[4],
            'since_ms', str(now_ms), 'entry', entry, 'message_id', entry_id(entry))
 redis.call('PEXPIRE', K.lease, opts.running_ttl_ms)
 redis.call('ZADD', K.index, str(now_ms + opts.running_ttl_ms), ARGV[2])
-return begin(entry, opts.max_attempts, opts.session_ttl_ms, attempt)
+return begin(entry, opts.max_attempts, opts.session_ttl_ms, attempt, fixed)

@@ -2,7 +2,9 @@
 --!include history.lua
 -- Every per-chat script gets the same KEYS, in this order (gateway/chats/keys.py):
 --   1 lease    hash: fence state entry message_id task_id worker since_ms requeue_at_ms requeues
---              (claim writes every field, so no field of an earlier turn lingers)
+--              busy (a copy of tries' `busy`, '' for none, so the scripts that read the
+--              lease know it without reading tries) (claim writes every field, so no field
+--              of an earlier turn lingers)
 --   2 inbox    zset: score = Feishu create_time (ms); member = '<arrival us, 16 digits>|<id>|<json>'
 --   3 fence    string: the last fence issued, while the chat is idle (tries has it else)
 --   4 tries    hash, while the chat is active: fence (the last fence issued; never goes
@@ -25,9 +27,11 @@ local K = {lease = KEYS[1], inbox = KEYS[2], fence = KEYS[3], tries = KEYS[4], s
            answer = KEYS[6], gen = KEYS[7], index = KEYS[8], control = KEYS[9]}
 local KEEP_MS = 86400000  -- fence and tries outlive any lease by this much
 
--- The last fence issued for the chat (0 if none is remembered).
-local function last_fence()
-  return tonumber(redis.call('HGET', K.tries, 'fence') or redis.call('GET', K.fence) or '0')
+-- The last fence issued for the chat (0 if none is remembered). `known`: tries' `fence` as
+-- the caller read it already (false: tries has none).
+local function last_fence(known)
+  if known == nil then known = redis.call('HGET', K.tries, 'fence') end
+  return tonumber(known or redis.call('GET', K.fence) or '0')
 end
 
 -- A message's stored json with the `caught_up` mark (read back after an outage) when
@@ -54,10 +58,17 @@ local function find_entry(message_id)
   return false
 end
 
+-- The chat's busy mode ('' for none): `lease_busy` is the lease's copy as the caller read it
+-- (false when that lease has none: tries is read).
+local function busy_mode(lease_busy)
+  if lease_busy then return lease_busy end
+  return redis.call('HGET', K.tries, 'busy') or ''
+end
+
 -- Whether the chat merges what waits into one turn: busy mode merge, or interrupt (which
 -- merges too, and stops a running turn when a message comes: ingest.lua).
-local function merging()
-  local busy = redis.call('HGET', K.tries, 'busy')
+local function merging(lease_busy)
+  local busy = busy_mode(lease_busy)
   return busy == 'merge' or busy == 'interrupt'
 end
 
@@ -68,9 +79,10 @@ local function interrupted(fence)
 end
 
 -- The entries a turn of `head` answers: the merged batch its start fixed (tries `batch`,
--- busy modes merge and interrupt), else the head alone.
-local function turn_entries(head)
-  local batch = redis.call('HGET', K.tries, 'batch')
+-- busy modes merge and interrupt), else the head alone. `batch`: tries' `batch` as the
+-- caller read it already.
+local function turn_entries(head, batch)
+  if batch == nil then batch = redis.call('HGET', K.tries, 'batch') end
   if batch and batch ~= '' then
     local entries = cjson.decode(batch)
     if entries[1] == head then return entries end
@@ -95,9 +107,17 @@ end
 -- with it: complete.lua), with `ttl_ms` the running TTL.
 -- `history` ({done key, cap, ttl_ms}, see history.lua): where a stopped turn dropped here
 -- is recorded.
+-- `known` ({fence, busy}, each may be nil): tries' `fence` and the chat's busy mode as the
+-- caller read them already.
 -- Returns {fence, entry, fresh}, or nil when the inbox is empty; `fresh`: a new head (with
 -- `run`, its attempt is already counted: 1).
-local function claim(chat, now_us, now_ms, ttl_ms, done, run, history)
+local function claim(chat, now_us, now_ms, ttl_ms, done, run, history, known)
+  known = known or {}
+  local fence_read = nil
+  local function fence_now()  -- (read once: nothing here changes it before it is written)
+    if fence_read == nil then fence_read = last_fence(known.fence) end
+    return fence_read
+  end
   local first = false
   if not done then
     -- a stopped turn whose lease ran out (its worker and its canceller gone): its message
@@ -105,7 +125,7 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history)
     local stopped = redis.call('HGET', K.stop, 'entry')
     local anew = false  -- an interrupted turn: its messages go into a fresh turn
     if stopped and stopped ~= '' then
-      local fence = last_fence()
+      local fence = fence_now()
       if interrupted(str(fence)) then
         anew = true
       elseif tonumber(redis.call('HGET', K.stop, 'fence')) == fence then
@@ -126,13 +146,13 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history)
   local fresh = not first
   if fresh then first = redis.call('ZRANGE', K.inbox, 0, 0)[1] end
   if not first then
-    redis.call('SET', K.fence, str(last_fence()), 'PX', KEEP_MS)
+    redis.call('SET', K.fence, str(fence_now()), 'PX', KEEP_MS)
     redis.call('DEL', K.lease, K.answer, K.tries)
     redis.call('ZREM', K.index, chat)
     return nil
   end
   local id = entry_id(first)
-  local f = str(math.max(last_fence() + 1, now_us))
+  local f = str(math.max(fence_now() + 1, now_us))
   if fresh then
     redis.call('HSET', K.tries, 'fence', f, 'head', first, 'n', run and '1' or '0', 'aid', '',
                'chunks', '', 'batch', '')
@@ -143,7 +163,7 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history)
   redis.call('HSET', K.lease, 'fence', f, 'state', run and 'running' or 'claimed',
              'since_ms', str(now_ms), 'message_id', id, 'entry', first,
              'task_id', run and run[1] or '', 'worker', run and run[2] or '',
-             'requeue_at_ms', '', 'requeues', '0')
+             'requeue_at_ms', '', 'requeues', '0', 'busy', busy_mode(known.busy))
   redis.call('PEXPIRE', K.lease, ttl_ms)
   redis.call('ZADD', K.index, str(now_ms + ttl_ms), chat)
   return {f, first, fresh}
@@ -159,7 +179,8 @@ end
 -- any answer an earlier attempt kept. `attempt`: this one's number, already counted.
 -- Returns {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks, batch}
 -- (batch: the JSON list of the merged entries, oldest first, or false: the entry alone).
-local function begin(entry, max_attempts, session_ttl_ms, attempt)
+-- `batch`: tries' `batch` as the caller knows it (nil: read here).
+local function begin(entry, max_attempts, session_ttl_ms, attempt, batch)
   local gen = redis.call('GET', K.gen) or '0'
   if gen ~= '0' then redis.call('PEXPIRE', K.gen, session_ttl_ms) end
   local kind, chunks = false, false
@@ -169,7 +190,7 @@ local function begin(entry, max_attempts, session_ttl_ms, attempt)
   end
   local outcome = 'run'
   if attempt > tonumber(max_attempts) then outcome = 'poison' end
-  local batch = redis.call('HGET', K.tries, 'batch')
+  if batch == nil then batch = redis.call('HGET', K.tries, 'batch') end
   if batch == '' then batch = false end
   return {outcome, entry, gen, attempt, kind, chunks, batch}
 end
