@@ -89,9 +89,14 @@ def rows(r: dict[str, Any]) -> list[Row]:
         ("Redis bytes per finished chat (no dedupe marks, no history)", _f(gw["bytes_per_chat"]),
          "<= 100, all with TTL", _ok(gw["bytes_per_chat"] <= 100 and
                                      gw["keys_without_ttl"] == 0)),
-        ("dedupe mark bytes per message", _f(gw["dedupe_bytes_per_message"]), "<= 60",
-         _ok(gw["dedupe_bytes_per_message"] <= 60)),
     ]
+    if "dedupe" in r:
+        mine, before = r["dedupe"]["the gateway"], r["dedupe"]["key per id (the layout before)"]
+        out.append(("dedupe mark bytes per message, a chat's 1 / 10 / 300 messages a day "
+                    "(the layout before: key per id)",
+                    f"{_f(mine['bytes_1_a_day'])} / {_f(mine['bytes_10_a_day'])} / "
+                    f"{_f(mine['bytes_300_a_day'])} ({_f(before['bytes_10_a_day'])})",
+                    "<= 60 (10 a day)", _ok(mine["bytes_10_a_day"] <= 60)))
     if r.get("quota", {}).get("messages"):
         q = r["quota"]
         without, with_ = q["without"]["replies_per_min"], q["with"]["replies_per_min"]

@@ -13,10 +13,11 @@ from typing import Any
 
 import redis
 
-from gateway.chats.keys import KEYSPACE_KEY, ChatKeys, Keyspace
+from gateway.chats.keys import KEYSPACE_KEY, MARKS_SINCE_KEY, ChatKeys, Keyspace
 from gateway.chats.model import StoreConfig, text_of
 from gateway.chats.routing import route
 from gateway.core.errors import SettingsError
+from gateway.core.presence import redis_time_s
 from gateway.core.scripts import pack, register
 
 LIMITS: dict[str, tuple[str, ...]] = {
@@ -35,6 +36,9 @@ LIMITS: dict[str, tuple[str, ...]] = {
               "flag_ttl_ms"),
 }
 """The store's limits each script with a packed argument reads from it."""
+
+LEGACY_MARGIN_MS = 60_000
+"""How far Feishu's clock (a message's create_time) may run ahead of Redis's."""
 
 
 class ChatScripts:
@@ -57,6 +61,9 @@ class ChatScripts:
 
     def options(self, name: str, **own: Any) -> str:
         """Script `name`'s packed argument: the store's limits it reads, and `own` options."""
+        if name == "ingest" and "legacy_before_ms" not in self._limits[name]:
+            self._limits[name]["legacy_before_ms"] = self._legacy_before_ms()
+            self._packed[name] = pack(self._limits[name])
         return pack({**self._limits[name], **own}) if own else self._packed[name]
 
     def _run(self, name: str, chat_id: str, *args: Any) -> Any:
@@ -91,12 +98,26 @@ class ChatScripts:
             out.append(reply)
         return out
 
+    def _legacy_before_ms(self) -> int:
+        """Messages created before this may carry a dedupe mark of the layout before marks
+        by day, an earlier version's (`gw:marks:since`, recorded by `claim_keyspace`; 0 on a
+        Redis no earlier version wrote; unknown: Redis's clock now), with a margin for
+        Feishu's clock."""
+        since = self.redis.get(MARKS_SINCE_KEY)
+        if since is None:
+            return int(redis_time_s(self.redis) * 1000) + LEGACY_MARGIN_MS
+        return int(since) + LEGACY_MARGIN_MS if int(since) > 0 else 0
+
     def claim_keyspace(self) -> None:
         """Record the key layout in Redis (`gw:keyspace`: the shard count, 0 for one Redis)
         the first time; refuse a process whose layout differs, since every chat's keys would
-        be looked for elsewhere (two leases for one chat, dedupe marks not found)."""
+        be looked for elsewhere (two leases for one chat, dedupe marks not found). Also
+        record when dedupe marks were first kept by day (`gw:marks:since`: 0 on a Redis that
+        held no chat state before)."""
         mine = str(self.keyspace.shards)
-        self.redis.set(KEYSPACE_KEY, mine, nx=True)
+        fresh = self.redis.set(KEYSPACE_KEY, mine, nx=True)
+        self.redis.set(MARKS_SINCE_KEY, 0 if fresh else int(redis_time_s(self.redis) * 1000),
+                       nx=True)
         recorded = text_of(self.redis.get(KEYSPACE_KEY) or mine)
         if recorded != mine:
             raise SettingsError(

@@ -12,6 +12,7 @@ from typing import Any
 import redis
 
 from gateway.chats.chat_scripts import ChatScripts
+from gateway.chats.keys import day_of, mark_field, marks_expire_at
 from gateway.chats.model import Admission, NotDurable, TurnRef, claimed_turn, text_of
 from gateway.core.model import Message
 
@@ -73,8 +74,9 @@ class InboxSteps(ChatScripts):
         message = entry.message
         chat = self.keyspace.scope.of_message(message)  # the state it enters (scope.py)
         k = self.keys(chat)
-        keys = [*k.all, k.seen(message.message_id), k.done, k.edit(message.message_id), k.left,
-                k.active(entry.app_id)]
+        day = day_of(message.create_time_ms)
+        keys = [*k.all, k.marks(day, message.message_id), k.done, k.edit(message.message_id),
+                k.left, k.active(entry.app_id), k.seen(message.message_id)]
         own: dict[str, Any] = {}
         if entry.busy != "queue":
             own["busy"] = entry.busy
@@ -82,7 +84,9 @@ class InboxSteps(ChatScripts):
             own["caught_up"] = True
         args: list[Any] = [message.message_id, chat, message.create_time_ms,
                            entry.command, message.to_json(), self.options("ingest", **own),
-                           active_member(entry.app_id, message.chat_type, message.chat_id)]
+                           active_member(entry.app_id, message.chat_type, message.chat_id),
+                           mark_field(message.message_id),
+                           marks_expire_at(day, self.config.dedupe_ttl_s)]
         return chat, keys, args
 
     def ingest_many(self, entries: Sequence[Entry], *,
@@ -106,15 +110,15 @@ class InboxSteps(ChatScripts):
                 except (redis.RedisError, NotDurable) as error:
                     out.append(error)
             return out
-        calls = [self._ingest_call(e) for e in entries]
         script = self._scripts["ingest"]
         try:
+            calls = [self._ingest_call(e) for e in entries]  # (the first reads Redis's clock)
             with self.redis.pipeline(transaction=False) as pipe:
                 for _, keys, args in calls:  # (not script(client=pipe): a SCRIPT EXISTS a time)
                     pipe.evalsha(script.sha, len(keys), *keys, *args)
                 replies = pipe.execute(raise_on_error=False)
         except redis.RedisError as error:
-            return [error for _ in calls]
+            return [error for _ in entries]
         out = []
         for (chat, keys, args), reply in zip(calls, replies, strict=True):
             if isinstance(reply, redis.exceptions.NoScriptError):  # Redis restarted: load it

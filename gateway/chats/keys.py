@@ -28,6 +28,10 @@ CONTROL_KEY = "gw:control"
 KEYSPACE_KEY = "gw:keyspace"
 """String: the shard count the chat state was written with (0: one Redis); no TTL."""
 
+MARKS_SINCE_KEY = "gw:marks:since"
+"""String: when (Redis ms) dedupe marks were first kept by day in this Redis; 0 when no
+earlier layout ever wrote here (lua/include/marks.lua); no TTL."""
+
 UNDELIVERED_KEY = "gw:undelivered"
 """List of the newest replies that were given up (capped), for `feishu-gateway status`."""
 
@@ -137,7 +141,17 @@ class ChatKeys:
         return f"{self.prefix}:cmd:{command_id}"
 
     def seen(self, message_id: str) -> str:
+        """String: one message's dedupe mark in the layout before marks by day (read for
+        messages older than the process, whose marks an earlier version may have kept)."""
         return f"{self.prefix}:seen:{message_id}"
+
+    def marks(self, day: int | None, message_id: str) -> str:
+        """Hash: the dedupe marks of the chat's messages created on `day` (UTC days since
+        the epoch, by Feishu's create_time), a field per message (`mark_field`,
+        lua/include/marks.lua); a message without a create time (`day` None) has its own."""
+        if day is None:
+            return f"{self.prefix}:seen:n:{message_id}"
+        return f"{self.prefix}:seen:d{day}"
 
     def edit(self, message_id: str) -> str:
         """Hash: the newest edit of a message (lua/revise.lua), kept for it when it came
@@ -154,6 +168,32 @@ class ChatKeys:
         """KEYS 1-9 of every per-chat script."""
         return [self.lease, self.inbox, self.fence, self.tries, self.stop, self.answer,
                 self.generation, self.index, self.control]
+
+
+DAY_MS = 86_400_000
+
+
+def mark_field(message_id: str) -> bytes:
+    """A message's field in its chat's dedupe marks: a Feishu message id (`om_` and 32 hex
+    digits) packed into its 16 bytes after a zero byte, any other id as its text (which
+    never holds a zero byte)."""
+    if len(message_id) == 35 and message_id.startswith("om_"):
+        try:
+            return b"\0" + bytes.fromhex(message_id[3:])
+        except ValueError:
+            pass
+    return message_id.encode()
+
+
+def marks_expire_at(day: int | None, ttl_s: int) -> int:
+    """When (unix s) the marks of `day` expire: `ttl_s` after the day ends; 0 for a message
+    without a create time (its marks expire `ttl_s` after its last mark)."""
+    return 0 if day is None else (day + 1) * DAY_MS // 1000 + ttl_s
+
+
+def day_of(create_ms: int) -> int | None:
+    """The day (UTC, since the epoch) of a Feishu create_time; None when it is unknown."""
+    return create_ms // DAY_MS if create_ms > 0 else None
 
 
 def shard_prefix(shard: int) -> str:

@@ -55,7 +55,8 @@ def test_messages_in_quick_succession_become_one_turn_answered_once(
     assert [(r.message_id, r.outcome) for r in records] == [
         ("om_3", "replied"), ("om_2", "replied"), ("om_1", "replied")]
     for n in (1, 2, 3):  # a redelivery of any of them is a duplicate
-        assert store.ingest(msg(chat_id, n), busy="merge").outcome == "duplicate"
+        assert store.ingest(msg(chat_id, n, create_ms=n * 1000),
+                            busy="merge").outcome == "duplicate"
 
 
 def test_queue_mode_never_waits_and_runs_one_message_a_turn(redis_client: redis.Redis,

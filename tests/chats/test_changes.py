@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from gateway.chats.history import read_history
-from gateway.chats.keys import CONTROL_KEY
+from gateway.chats.keys import CONTROL_KEY, KEYSPACE_KEY, MARKS_SINCE_KEY, ChatKeys
 from gateway.chats.model import Answer
 from gateway.chats.store import ChatStore
 from gateway.ops.embedded_redis import EmbeddedRedis
@@ -100,6 +100,49 @@ def test_a_message_recalled_before_it_arrives_is_never_admitted(
     assert store.ingest(msg(chat_id, 1)).outcome == "withdrawn", "redelivered: still not"
     assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
     assert store.ingest(msg(chat_id, 2)).outcome == "dispatch"
+
+
+def redis_ms(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def test_a_message_with_its_create_time_recalled_before_it_arrives_is_never_admitted(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    created = redis_ms(redis_client) - 60_000
+    store.withdraw(chat_id, "om_1")
+    assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "withdrawn"
+    assert store.pending(chat_id) == []
+
+
+def test_marks_of_the_layout_before_marks_by_day_still_hold(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """An earlier version kept one key per message: a redelivery of a message it admitted, or
+    one it saw recalled, is still refused."""
+    k = ChatKeys(chat_id)
+    redis_client.set(k.seen("om_1"), "1", ex=3600)
+    redis_client.set(k.seen("om_2"), "withdrawn", ex=3600)
+    redis_client.delete(MARKS_SINCE_KEY)  # this Redis held an earlier version's state:
+    redis_client.set(KEYSPACE_KEY, "0")
+    store = store_for(redis_client)
+    store.claim_keyspace()  # (a process starting) records since when marks are by day
+    assert int(redis_client.get(MARKS_SINCE_KEY) or 0) > 0
+    created = redis_ms(redis_client) - 60_000
+    assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
+    assert store.ingest(msg(chat_id, 2, create_ms=created)).outcome == "withdrawn"
+    assert store.ingest(msg(chat_id, 2, create_ms=created)).outcome == "withdrawn"
+    assert store.ingest(msg(chat_id, 3, create_ms=created)).outcome == "dispatch"
+
+
+def test_a_message_of_an_earlier_day_is_remembered_for_the_dedupe_ttl_after_it_came(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    created = redis_ms(redis_client) - 3 * 86_400_000
+    store.ingest(msg(chat_id, 1, create_ms=created))
+    marks = ChatKeys(chat_id).marks(created // 86_400_000, "om_1")
+    assert redis_client.ttl(marks) > store.config.dedupe_ttl_s - 60
+    assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
 
 
 def test_an_edited_waiting_message_keeps_its_place_with_the_new_text(

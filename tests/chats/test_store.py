@@ -58,7 +58,7 @@ def test_duplicate_is_refused_and_full_inbox_is_reported(redis_client: redis.Red
     full = store.ingest(msg(chat_id, 9))
     assert (full.outcome, full.waiting) == ("full", 3)
     assert pending_ids(store, chat_id) == ["om_0", "om_1", "om_2"]
-    assert redis_client.ttl(ChatKeys(chat_id).seen("om_0")) > 86_000
+    assert redis_client.ttl(ChatKeys(chat_id).marks(None, "om_0")) > 86_000
 
 
 def test_turns_run_in_order_and_complete_hands_over_with_a_new_fence(

@@ -2,7 +2,8 @@
 -- answer: keep the turn's answer before its first piece is sent, so a re-run resends it
 -- instead of asking the agent again. ARGV: 1 fence  2 message_id  3 kind  4 chunks json
 -- → 1 stored, 0 the turn lost its lease or was stopped: it must not reply
-if redis.call('HGET', K.lease, 'fence') ~= ARGV[1] then return 0 end
-if redis.call('HGET', K.stop, 'fence') == ARGV[1] then return 0 end
+local lease = redis.call('HMGET', K.lease, 'fence', 'stopping')
+if lease[1] ~= ARGV[1] then return 0 end
+if lease[2] ~= '' and redis.call('HGET', K.stop, 'fence') == ARGV[1] then return 0 end
 redis.call('HSET', K.tries, 'aid', ARGV[2], 'kind', ARGV[3], 'chunks', ARGV[4])
 return 1

@@ -81,6 +81,7 @@ if state == 'running' then
                'stopped', 'keep', '')
   end
   redis.call('PEXPIRE', K.stop, ttl)
+  redis.call('HSET', K.lease, 'stopping', '1')
   if entry then  -- a merged turn holds several of them
     behind = redis.call('ZCARD', K.inbox) - #turn_entries(entry)
   end

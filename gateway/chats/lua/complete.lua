@@ -16,12 +16,13 @@
 -- turn's outcome; under busy mode merge or interrupt the next turn is only claimed
 -- (published), so that start.lua fixes its batch. A turn an interrupt stopped drops nothing:
 -- its messages are recorded `interrupted` and the next turn answers them with the new ones.
-local lease = redis.call('HMGET', K.lease, 'fence', 'entry', 'task_id', 'busy')
+local lease = redis.call('HMGET', K.lease, 'fence', 'entry', 'task_id', 'busy', 'stopping')
 if lease[1] ~= ARGV[1] then return {'stale'} end
 local opts = cjson.decode(ARGV[4])
 local now_us, now_ms = clock()
 local tries = redis.call('HMGET', K.tries, 'n', 'batch', 'fence')
-local stop = redis.call('HMGET', K.stop, 'fence', 'keep', 'why')
+local stop = {false, false, false}
+if lease[5] ~= '' then stop = redis.call('HMGET', K.stop, 'fence', 'keep', 'why') end
 local flagged = stop[1] == ARGV[1]  -- asked to stop
 local kept = flagged and stop[2] == '1'  -- an interrupt: its messages go into the next turn
 local outcome = ARGV[3]

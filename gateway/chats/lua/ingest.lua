@@ -1,17 +1,21 @@
 --!include chat.lua
+--!include marks.lua
 -- ingest: dedupe + admit one message, atomically.
--- KEYS: chat.lua's, then 10 seen:<message_id> (its dedupe mark: '1'; 'withdrawn', a
---       tombstone, withdraw.lua; 'edited', an edit came first, revise.lua)  11 done
+-- KEYS: chat.lua's, then 10 the dedupe marks of the message's day (marks.lua)  11 done
 --       (history.lua)  12 edit:<message_id> (the edit that came first, read only then)  13 left (when the bot was removed, evict.lua)
 --       14 active (the shard's recently active chats of the app, read by catch-up: keys.py
---          active_key)
+--          active_key)  15 seen:<message_id> (a mark of the layout before marks by day)
 -- ARGV: 1 message_id  2 chat_id  3 create_ms  4 command ('' for a message)  5 message json
 --       6 options (JSON): dedupe_ttl_s inbox_cap claim_ttl_ms control_cap (the control
 --         stream's) session_ttl_ms history_cap history_ttl_ms late_after_ms (0: never late)
 --         late_events ('note' | 'drop') busy (the chat's busy mode: 'merge' | 'interrupt';
 --         absent: queue) active_cap (chats kept in the active index; 0: none written)
 --         caught_up (true: read back after an outage; a command then is late, never run)
+--         legacy_before_ms (a message created before it may have a mark of the layout
+--         before marks by day: key 15 is read)
 --       7 the chat's member of the active index ('<app_id>|<chat_type>|<chat_id>')
+--       8 the message's field in its marks (keys.py mark_field)  9 when its marks expire
+--       (marks.lua keep_marks)
 -- Busy mode interrupt: a message for a chat whose turn runs also writes an 'interrupt' job
 -- (the running turn's fence) for the control desk, unless that turn was asked to stop.
 -- → {'duplicate'} | {'withdrawn'} (its sender recalled it before it came: withdraw.lua)
@@ -30,15 +34,28 @@
 -- here, so every message admitted after it belongs to the new conversation (the job says
 -- `renewed`: the desk does not renew it again).
 local opts = cjson.decode(ARGV[6])
-local edited = false
-if not redis.call('SET', KEYS[10], '1', 'NX', 'EX', opts.dedupe_ttl_s) then
-  local mark = redis.call('GET', KEYS[10])
+local created = tonumber(ARGV[3]) or 0
+local now_us, now_ms = clock()
+local mark, edited = false, false
+if redis.call('HSETNX', KEYS[10], ARGV[8], '1') == 0 then
+  mark = redis.call('HGET', KEYS[10], ARGV[8])
+else
+  keep_marks(KEYS[10], ARGV[9], opts.dedupe_ttl_s, math.floor(now_ms / 1000))
+  if created < (opts.legacy_before_ms or 0) then
+    mark = redis.call('GET', KEYS[15])
+    if mark then
+      redis.call('HSET', KEYS[10], ARGV[8], mark)
+    else  -- ('edited' was no mark then: an edit that came first is only in its hash)
+      edited = redis.call('HGET', KEYS[12], 'json')
+    end
+  end
+end
+if mark then
   if mark == 'withdrawn' then return {'withdrawn'} end
   if mark ~= 'edited' then return {'duplicate'} end
-  redis.call('SET', KEYS[10], '1', 'EX', opts.dedupe_ttl_s)
+  redis.call('HSET', KEYS[10], ARGV[8], '1')
   edited = redis.call('HGET', KEYS[12], 'json')
 end
-local now_us, now_ms = clock()
 if (opts.active_cap or 0) > 0 and ARGV[7] and ARGV[7] ~= '' then
   -- (the TTL is the longest catch-up window; the set grows only by a new chat)
   if redis.call('ZADD', KEYS[14], str(now_ms), ARGV[7]) == 1
@@ -47,7 +64,7 @@ if (opts.active_cap or 0) > 0 and ARGV[7] and ARGV[7] ~= '' then
   end
   redis.call('PEXPIRE', KEYS[14], 86400000)
 end
-local created, late_after = tonumber(ARGV[3]) or 0, opts.late_after_ms
+local late_after = opts.late_after_ms
 local left = tonumber(redis.call('GET', KEYS[13]) or '')
 if left and created > 0 and created <= left then return {'left'} end
 local stored = ARGV[5]

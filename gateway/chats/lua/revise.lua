@@ -1,13 +1,16 @@
 --!include chat.lua
+--!include marks.lua
 -- revise: the sender edited a message. Waiting (no turn started it), it is replaced by the
 -- new version in its place; once started (alone, or in a merged turn's batch) or answered
 -- it stays as it was (no second answer). An edit arriving before its message (events come
--- out of order) is kept, its dedupe mark says 'edited', and ingest.lua admits the message as
--- edited. Only a newer edit (by
+-- out of order) is kept, its dedupe mark says 'edited' (marks.lua), and ingest.lua admits
+-- the message as edited. Only a newer edit (by
 -- Feishu's update_time) replaces an older one, so a redelivered or late edit changes
 -- nothing.
--- KEYS: chat.lua's, then 10 seen:<message_id>  11 edit:<message_id>
+-- KEYS: chat.lua's, then 10 the dedupe marks of the message's day  11 edit:<message_id>
+--       12 seen:<message_id> (a mark of the layout before marks by day)
 -- ARGV: 1 message_id  2 update_ms  3 the edited message json  4 dedupe_ttl_s
+--       5 the message's field in its marks  6 when its marks expire (marks.lua)
 -- → {'revised'} | {'kept'} (before its message) | {'started'} (it runs or ran: unchanged)
 --   | {'answered'} (it waits no more) | {'older'} (a newer edit was applied already)
 local at = tonumber(ARGV[2]) or 0
@@ -19,10 +22,11 @@ local function record(json)
 end
 local found = find_entry(ARGV[1])
 if not found then
-  local mark = redis.call('GET', KEYS[10])
+  local mark = redis.call('HGET', KEYS[10], ARGV[5]) or redis.call('GET', KEYS[12])
   if mark and mark ~= 'edited' then return {'answered'} end
   record(ARGV[3])
-  redis.call('SET', KEYS[10], 'edited', 'EX', ARGV[4])
+  local _, now_ms = clock()
+  set_mark(KEYS[10], ARGV[5], 'edited', ARGV[6], ARGV[4], math.floor(now_ms / 1000))
   return {'kept'}
 end
 local lease = redis.call('HMGET', K.lease, 'state', 'entry', 'fence')

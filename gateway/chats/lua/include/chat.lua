@@ -3,8 +3,9 @@
 -- Every per-chat script gets the same KEYS, in this order (gateway/chats/keys.py):
 --   1 lease    hash: fence state entry message_id task_id worker since_ms requeue_at_ms requeues
 --              busy (a copy of tries' `busy`, '' for none, so the scripts that read the
---              lease know it without reading tries) (claim writes every field, so no field
---              of an earlier turn lingers)
+--              lease know it without reading tries) stopping ('1' once the turn was asked
+--              to stop: its flag is in `stop`; '' before) (claim writes every field, so no
+--              field of an earlier turn lingers)
 --   2 inbox    zset: score = Feishu create_time (ms); member = '<arrival us, 16 digits>|<id>|<json>'
 --   3 fence    string: the last fence issued, while the chat is idle (tries has it else)
 --   4 tries    hash, while the chat is active: fence (the last fence issued; never goes
@@ -163,7 +164,8 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history, known)
   redis.call('HSET', K.lease, 'fence', f, 'state', run and 'running' or 'claimed',
              'since_ms', str(now_ms), 'message_id', id, 'entry', first,
              'task_id', run and run[1] or '', 'worker', run and run[2] or '',
-             'requeue_at_ms', '', 'requeues', '0', 'busy', busy_mode(known.busy))
+             'requeue_at_ms', '', 'requeues', '0', 'busy', busy_mode(known.busy),
+             'stopping', '')
   redis.call('PEXPIRE', K.lease, ttl_ms)
   redis.call('ZADD', K.index, str(now_ms + ttl_ms), chat)
   return {f, first, fresh}
