@@ -74,7 +74,7 @@ class Publisher:
             return None
         try:
             with acquire() as producer:
-                if not producer.supports_batch_publish:
+                if not getattr(producer, "supports_batch_publish", False):
                     return None
                 with producer.batch(max_size=max(len(turns), 1)):
                     return [(turn, self._send_task(turn, producer)) for turn in turns]

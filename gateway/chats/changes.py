@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.chats.chat_scripts import ChatScripts
-from gateway.chats.keys import DAY_MS, day_of, mark_field, marks_expire_at
+from gateway.chats.keys import DAY_MS, ChatKeys, day_of, mark_field, marks_expire_at
 from gateway.chats.model import TurnRef, claimed_turn, text_of
 from gateway.core.model import Message
 
@@ -46,17 +46,11 @@ class ChangeSteps(ChatScripts):
         """The sender withdrew the message: it is never answered (see lua/withdraw.lua).
         `chat_id`: the state id (gateway/chats/scope.py), as for every step below."""
         k = self.keys(chat_id)
-        ttl_s = self.config.dedupe_ttl_s
-        # (a recall does not say when its message was created: every day whose marks may
-        # still be kept, by this host's clock a day either way; the script keeps to Redis's)
-        today = day_of(int(time.time() * 1000)) or 0
-        days = range(today - ttl_s * 1000 // DAY_MS - 2, today + 2)
-        candidates = [*(k.marks(day, message_id) for day in days), k.marks(None, message_id)]
-        expiries = [*(marks_expire_at(day, ttl_s) for day in days), 0]
+        candidates, expiries = self._marks(k, message_id, None)  # (a recall has no date)
         reply = self._scripts["withdraw"](
             keys=[*k.all, k.seen(message_id), k.done, *candidates],
             args=[message_id, chat_id, self.options("withdraw"), mark_field(message_id),
-                  json.dumps(expiries)])
+                  expiries])
         return _change(chat_id, [text_of(v) for v in reply])
 
     def revise(self, message: Message, update_ms: int) -> Revised:
@@ -64,12 +58,25 @@ class ChangeSteps(ChatScripts):
         came no earlier gets it when it comes (see lua/revise.lua)."""
         k = self.keys(self.keyspace.scope.of_message(message))
         mid = message.message_id
-        day = day_of(message.create_time_ms)
+        candidates, expiries = self._marks(k, mid, day_of(message.create_time_ms))
         reply = self._scripts["revise"](
-            keys=[*k.all, k.marks(day, mid), k.edit(mid), k.seen(mid)],
+            keys=[*k.all, k.edit(mid), k.seen(mid), *candidates],
             args=[mid, update_ms, message.to_json(), self.config.dedupe_ttl_s, mark_field(mid),
-                  marks_expire_at(day, self.config.dedupe_ttl_s)])
+                  expiries])
         return text_of(reply[0])  # type: ignore[return-value]
+
+    def _marks(self, k: ChatKeys, message_id: str, day: int | None) -> tuple[list[str], str]:
+        """The dedupe marks a message's may be in (lua/include/marks.lua), and when each
+        expires (JSON): its day's; or, its day unknown, every day's that may still be kept
+        (by this host's clock, with two days' margin: the script keeps to Redis's) and its
+        own."""
+        ttl_s = self.config.dedupe_ttl_s
+        if day is not None:
+            return [k.marks(day, message_id)], json.dumps([marks_expire_at(day, ttl_s)])
+        today = day_of(int(time.time() * 1000)) or 0
+        days = range(today - ttl_s * 1000 // DAY_MS - 2, today + 2)
+        return ([*(k.marks(d, message_id) for d in days), k.marks(None, message_id)],
+                json.dumps([*(marks_expire_at(d, ttl_s) for d in days), 0]))
 
     def evict(self, chat_id: str, at_ms: int) -> Change:
         """The bot was removed from the chat at `at_ms` (Feishu's clock; 0 unknown): its

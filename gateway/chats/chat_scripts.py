@@ -13,11 +13,11 @@ from typing import Any
 
 import redis
 
-from gateway.chats.keys import KEYSPACE_KEY, MARKS_SINCE_KEY, ChatKeys, Keyspace
+from gateway.chats.keys import KEYSPACE_KEY, ChatKeys, Keyspace
 from gateway.chats.model import StoreConfig, text_of
 from gateway.chats.routing import route
+from gateway.chats.upgrade import Compat, Upgrade
 from gateway.core.errors import SettingsError
-from gateway.core.presence import redis_time_s
 from gateway.core.scripts import pack, register
 
 LIMITS: dict[str, tuple[str, ...]] = {
@@ -37,8 +37,9 @@ LIMITS: dict[str, tuple[str, ...]] = {
 }
 """The store's limits each script with a packed argument reads from it."""
 
-LEGACY_MARGIN_MS = 60_000
-"""How far Feishu's clock (a message's create_time) may run ahead of Redis's."""
+COMPAT: tuple[str, ...] = ("ingest", "start", "complete")
+"""The scripts whose packed argument also says what they must be compatible with
+(upgrade.py: `legacy_before_ms`, `mixed`)."""
 
 
 class ChatScripts:
@@ -55,15 +56,25 @@ class ChatScripts:
         self._limits = {name: {f: getattr(self.config, f) for f in fields}
                         for name, fields in LIMITS.items()}
         self._packed = {name: pack(limits) for name, limits in self._limits.items()}
+        self.upgrade = Upgrade(client)
+        self._compat_packed: dict[tuple[str, Compat], str] = {}
 
     def keys(self, chat_id: str) -> ChatKeys:
         return self.keyspace.chat(chat_id)
 
     def options(self, name: str, **own: Any) -> str:
         """Script `name`'s packed argument: the store's limits it reads, and `own` options."""
-        if name == "ingest" and "legacy_before_ms" not in self._limits[name]:
-            self._limits[name]["legacy_before_ms"] = self._legacy_before_ms()
-            self._packed[name] = pack(self._limits[name])
+        if name in COMPAT:  # (reads Redis once per process and then every few minutes)
+            compat = self.upgrade.now()
+            if own:
+                return pack({**self._limits[name], **own,
+                             "legacy_before_ms": compat.legacy_before_ms, "mixed": compat.mixed})
+            packed = self._compat_packed.get((name, compat))
+            if packed is None:
+                packed = self._compat_packed[(name, compat)] = pack({
+                    **self._limits[name], "legacy_before_ms": compat.legacy_before_ms,
+                    "mixed": compat.mixed})
+            return packed
         return pack({**self._limits[name], **own}) if own else self._packed[name]
 
     def _run(self, name: str, chat_id: str, *args: Any) -> Any:
@@ -98,26 +109,13 @@ class ChatScripts:
             out.append(reply)
         return out
 
-    def _legacy_before_ms(self) -> int:
-        """Messages created before this may carry a dedupe mark of the layout before marks
-        by day, an earlier version's (`gw:marks:since`, recorded by `claim_keyspace`; 0 on a
-        Redis no earlier version wrote; unknown: Redis's clock now), with a margin for
-        Feishu's clock."""
-        since = self.redis.get(MARKS_SINCE_KEY)
-        if since is None:
-            return int(redis_time_s(self.redis) * 1000) + LEGACY_MARGIN_MS
-        return int(since) + LEGACY_MARGIN_MS if int(since) > 0 else 0
-
     def claim_keyspace(self) -> None:
         """Record the key layout in Redis (`gw:keyspace`: the shard count, 0 for one Redis)
         the first time; refuse a process whose layout differs, since every chat's keys would
         be looked for elsewhere (two leases for one chat, dedupe marks not found). Also
-        record when dedupe marks were first kept by day (`gw:marks:since`: 0 on a Redis that
-        held no chat state before)."""
+        record when this version first ran here (upgrade.py)."""
         mine = str(self.keyspace.shards)
-        fresh = self.redis.set(KEYSPACE_KEY, mine, nx=True)
-        self.redis.set(MARKS_SINCE_KEY, 0 if fresh else int(redis_time_s(self.redis) * 1000),
-                       nx=True)
+        self.upgrade.record(fresh=bool(self.redis.set(KEYSPACE_KEY, mine, nx=True)))
         recorded = text_of(self.redis.get(KEYSPACE_KEY) or mine)
         if recorded != mine:
             raise SettingsError(

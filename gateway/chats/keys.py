@@ -14,6 +14,7 @@ share the state (`gw:{oc_team@cli_b}:lease`; on a cluster its shard is the CRC32
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass, field
 
@@ -171,17 +172,15 @@ class ChatKeys:
 
 
 DAY_MS = 86_400_000
+FEISHU_MESSAGE_ID = re.compile(r"om_[0-9a-f]{32}")
 
 
 def mark_field(message_id: str) -> bytes:
     """A message's field in its chat's dedupe marks: a Feishu message id (`om_` and 32 hex
     digits) packed into its 16 bytes after a zero byte, any other id as its text (which
     never holds a zero byte)."""
-    if len(message_id) == 35 and message_id.startswith("om_"):
-        try:
-            return b"\0" + bytes.fromhex(message_id[3:])
-        except ValueError:
-            pass
+    if FEISHU_MESSAGE_ID.fullmatch(message_id):
+        return b"\0" + bytes.fromhex(message_id[3:])
     return message_id.encode()
 
 

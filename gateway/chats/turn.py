@@ -93,7 +93,8 @@ class TurnSteps(ChatScripts):
     def keep_answer(self, turn: TurnRef, answer: Answer) -> bool:
         """Store the answer before sending it; False when the turn may not reply."""
         return bool(self._run("answer", turn.chat_id, turn.fence, turn.message_id, answer.kind,
-                              json.dumps(list(answer.chunks), ensure_ascii=False)))
+                              json.dumps(list(answer.chunks), ensure_ascii=False),
+                              "1" if self.upgrade.now().mixed else ""))
 
     def hand_back(self, turn: TurnRef) -> TurnRef | None:
         """Give back a running turn whose reply this worker could not send before it shuts

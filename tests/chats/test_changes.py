@@ -117,16 +117,13 @@ def test_a_message_with_its_create_time_recalled_before_it_arrives_is_never_admi
 
 
 def test_marks_of_the_layout_before_marks_by_day_still_hold(
-        redis_client: redis.Redis, chat_id: str) -> None:
+        redis_client: redis.Redis, upgraded: ChatStore, chat_id: str) -> None:
     """An earlier version kept one key per message: a redelivery of a message it admitted, or
     one it saw recalled, is still refused."""
     k = ChatKeys(chat_id)
     redis_client.set(k.seen("om_1"), "1", ex=3600)
     redis_client.set(k.seen("om_2"), "withdrawn", ex=3600)
-    redis_client.delete(MARKS_SINCE_KEY)  # this Redis held an earlier version's state:
-    redis_client.set(KEYSPACE_KEY, "0")
-    store = store_for(redis_client)
-    store.claim_keyspace()  # (a process starting) records since when marks are by day
+    store = upgraded
     assert int(redis_client.get(MARKS_SINCE_KEY) or 0) > 0
     created = redis_ms(redis_client) - 60_000
     assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
@@ -239,3 +236,65 @@ def test_the_bot_removed_before_a_turn_started_leaves_the_chat_idle(
     assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
     assert store.recover(chat_id) is None
     assert store.evict(f"{chat_id}_never", 0).how == "none"
+
+
+@pytest.fixture
+def upgraded(redis_client: redis.Redis) -> Iterator[ChatStore]:
+    """A store on a Redis that held an earlier version's state, just after this version's
+    first process started: the version before may still run beside it."""
+    before = redis_client.get(MARKS_SINCE_KEY)
+    redis_client.delete(MARKS_SINCE_KEY)
+    redis_client.set(KEYSPACE_KEY, "0")
+    store = store_for(redis_client)
+    store.claim_keyspace()
+    assert store.upgrade.now().mixed
+    yield store
+    redis_client.delete(MARKS_SINCE_KEY)  # (the other tests' Redis: as it was)
+    if before is not None:
+        redis_client.set(MARKS_SINCE_KEY, before)
+
+
+def test_while_the_version_before_may_run_it_sees_what_this_one_admitted(
+        redis_client: redis.Redis, upgraded: ChatStore, chat_id: str) -> None:
+    store = upgraded
+    created = redis_ms(redis_client)
+    assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "dispatch"
+    assert redis_client.get(ChatKeys(chat_id).seen("om_1")) == "1"  # its key per message
+    redis_client.set(ChatKeys(chat_id).seen("om_2"), "1", ex=3600)  # admitted by it
+    assert store.ingest(msg(chat_id, 2, create_ms=created)).outcome == "duplicate"
+
+
+def test_while_the_version_before_may_run_its_stop_keeps_a_turn_mute(
+        redis_client: redis.Redis, upgraded: ChatStore, chat_id: str) -> None:
+    store = upgraded
+    turn = first_turn(store, chat_id)
+    assert store.start(turn, "t1", "w") is not None
+    # its /stop raises the flag alone, not the lease's copy
+    redis_client.hset(ChatKeys(chat_id).stop, mapping={"fence": str(turn.fence), "why": "stopped"})
+    assert not store.keep_answer(turn, Answer("reply", ("late",))), "a stopped turn is mute"
+    store.complete(turn, outcome="stopped")
+    assert [(r.message_id, r.outcome) for r in read_history(redis_client, store.keys(chat_id))] \
+        == [("om_1", "stopped")]
+
+
+def test_after_the_upgrade_a_message_older_than_it_is_still_looked_up_by_its_old_key(
+        redis_client: redis.Redis, upgraded: ChatStore, chat_id: str) -> None:
+    now = redis_ms(redis_client)
+    redis_client.set(MARKS_SINCE_KEY, now - 2 * 86_400_000)  # the upgrade ended a day ago
+    store = store_for(redis_client)
+    assert not store.upgrade.now().mixed
+    redis_client.set(ChatKeys(chat_id).seen("om_1"), "1", ex=3600)  # admitted before it
+    created = now - 3 * 86_400_000
+    assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
+
+
+def test_an_edit_saying_no_create_time_before_its_message_is_kept_for_it(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    assert store.revise(msg(chat_id, 1, text="edited first"), 2000) == "kept"  # (no date)
+    turn = store.ingest(msg(chat_id, 1, create_ms=redis_ms(redis_client),
+                            text="original")).claimed
+    assert turn is not None
+    started = store.start(turn, "t1", "w")
+    assert started is not None and started.message is not None
+    assert started.message.text == "edited first"

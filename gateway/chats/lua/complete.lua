@@ -5,7 +5,7 @@
 -- KEYS: chat.lua's, then 10 done (history.lua)
 -- ARGV: 1 fence  2 chat_id  3 outcome (how the turn ended, for the chat's history; ''
 --       records nothing)  4 options (JSON): claim_ttl_ms running_ttl_ms max_attempts
---       session_ttl_ms history_cap history_ttl_ms
+--       session_ttl_ms history_cap history_ttl_ms legacy_before_ms mixed (upgrade.py)
 --       5 task_id  6 worker (only when the caller runs the next turn itself)
 -- → {'stale'} | {'idle'} | {'claimed', fence, entry} (the next turn, to be published)
 --   | {'started', fence, outcome, entry, generation, attempt, answer_kind, answer_chunks,
@@ -22,7 +22,11 @@ local opts = cjson.decode(ARGV[4])
 local now_us, now_ms = clock()
 local tries = redis.call('HMGET', K.tries, 'n', 'batch', 'fence')
 local stop = {false, false, false}
-if lease[5] ~= '' then stop = redis.call('HMGET', K.stop, 'fence', 'keep', 'why') end
+if lease[5] ~= '' or opts.mixed then  -- (a stop by the version before marks no lease)
+  stop = redis.call('HMGET', K.stop, 'fence', 'keep', 'why')
+end
+local lease_busy = lease[4]
+if opts.mixed then lease_busy = false end  -- (its admissions write tries' busy only)
 local flagged = stop[1] == ARGV[1]  -- asked to stop
 local kept = flagged and stop[2] == '1'  -- an interrupt: its messages go into the next turn
 local outcome = ARGV[3]
@@ -44,8 +48,8 @@ if lease[2] then
     end
   end
 end
-local known = {fence = tries[3], busy = lease[4]}
-if not ARGV[5] or merging(lease[4]) then
+local known = {fence = tries[3], busy = lease_busy}
+if not ARGV[5] or merging(lease_busy) then
   local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true, nil, nil, known)
   if not c then return {'idle'} end
   return {'claimed', c[1], c[2]}

@@ -11,8 +11,8 @@
 --         late_events ('note' | 'drop') busy (the chat's busy mode: 'merge' | 'interrupt';
 --         absent: queue) active_cap (chats kept in the active index; 0: none written)
 --         caught_up (true: read back after an outage; a command then is late, never run)
---         legacy_before_ms (a message created before it may have a mark of the layout
---         before marks by day: key 15 is read)
+--         legacy_before_ms mixed (the version before may still run, or have admitted
+--         the message: key 15 too, gateway/chats/upgrade.py)
 --       7 the chat's member of the active index ('<app_id>|<chat_type>|<chat_id>')
 --       8 the message's field in its marks (keys.py mark_field)  9 when its marks expire
 --       (marks.lua keep_marks)
@@ -41,13 +41,19 @@ if redis.call('HSETNX', KEYS[10], ARGV[8], '1') == 0 then
   mark = redis.call('HGET', KEYS[10], ARGV[8])
 else
   keep_marks(KEYS[10], ARGV[9], opts.dedupe_ttl_s, math.floor(now_ms / 1000))
-  if created < (opts.legacy_before_ms or 0) then
+  -- the version before kept a key per message (gateway/chats/upgrade.py): while it may
+  -- still run, both are checked and written; after, a message older than this version
+  -- may still have one
+  local legacy = opts.mixed or created < (opts.legacy_before_ms or 0)
+  if opts.mixed then
+    mark = redis.call('SET', KEYS[15], '1', 'NX', 'EX', opts.dedupe_ttl_s, 'GET')
+  elseif legacy then
     mark = redis.call('GET', KEYS[15])
-    if mark then
-      redis.call('HSET', KEYS[10], ARGV[8], mark)
-    else  -- ('edited' was no mark then: an edit that came first is only in its hash)
-      edited = redis.call('HGET', KEYS[12], 'json')
-    end
+  end
+  if mark then
+    redis.call('HSET', KEYS[10], ARGV[8], mark)
+  elseif legacy then  -- ('edited' was no mark then: an edit that came first is in its hash)
+    edited = redis.call('HGET', KEYS[12], 'json')
   end
 end
 if mark then
@@ -109,7 +115,7 @@ local function mark_busy()
 end
 local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'busy')
 if lease[1] then  -- (a lease always has its sweeper deadline)
-  if lease[3] ~= busy then
+  if lease[3] ~= busy or opts.mixed then  -- (the version before reads tries' only)
     mark_busy()
     redis.call('HSET', K.lease, 'busy', busy)
   end

@@ -3,6 +3,7 @@
 -- KEYS: chat.lua's
 -- ARGV: 1 fence  2 chat_id  3 task_id  4 worker
 --       5 options (JSON): running_ttl_ms max_attempts session_ttl_ms merge_window_ms
+--         legacy_before_ms mixed (gateway/chats/upgrade.py)
 -- → {'stale'} | {'wait', ms} (busy mode merge or interrupt: come back in ms, nothing
 --   changed)
 --   | {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks, batch}
@@ -23,7 +24,9 @@ local oldest = redis.call('ZRANGE', K.inbox, 0, 0)[1]
 if oldest ~= entry and not redis.call('ZSCORE', K.inbox, entry) then return {'stale'} end
 local now_us, now_ms = clock()
 local opts = cjson.decode(ARGV[5])
-local merge = merging(lease[4])
+local lease_busy = lease[4]
+if opts.mixed then lease_busy = false end  -- (the version before writes tries' busy only)
+local merge = merging(lease_busy)
 local tries = redis.call('HMGET', K.tries, 'n', 'batch')
 local first = tonumber(tries[1] or '0') == 0
 local batch = nil

@@ -8,9 +8,10 @@
 -- Keep the marks of `key` until `expire_at` (unix s, the end of their day plus
 -- dedupe_ttl_s; 0 for a message without a create time), and at least `ttl_s` after `now_s`
 -- (a message of an earlier day arriving now: every mark lasts dedupe_ttl_s after its
--- message came).
+-- message came), at most a day more than that (a create time in the future).
 local function keep_marks(key, expire_at, ttl_s, now_s)
-  redis.call('EXPIREAT', key, str(math.max(tonumber(expire_at) or 0, now_s + ttl_s)))
+  local at = math.max(tonumber(expire_at) or 0, now_s + ttl_s)
+  redis.call('EXPIREAT', key, str(math.min(at, now_s + ttl_s + 86400)))
 end
 
 -- Mark `field` of `key` with `value` (kept as keep_marks keeps it).
