@@ -1,5 +1,5 @@
-"""The long connection's wire format: pbbp2 frames (lark-oapi's protobuf), built and parsed
-by pure functions shared by our client and the simulator."""
+"""The long connection's wire format: pbbp2 frames (lark-oapi's protobuf schema, coded in
+pbbp2.py), built and parsed by pure functions shared by our client and the simulator."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lark_oapi.ws.pb.google.protobuf.message import Error as ProtobufError
-from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+from gateway.feishu.ws import pbbp2
 
 METHOD_CONTROL = 0
 METHOD_DATA = 1
@@ -71,48 +70,20 @@ def encode_frame(
     log_id_new: str = "",
 ) -> bytes:
     """Serialize one frame; headers keep their insertion order."""
-    frame = Frame()
-    frame.SeqID = seq_id
-    frame.LogID = log_id
-    if payload_encoding:
-        frame.payload_encoding = payload_encoding
-    if payload_type:
-        frame.payload_type = payload_type
-    if log_id_new:
-        frame.LogIDNew = log_id_new
-    frame.service = service
-    frame.method = method
-    for key, value in headers.items():
-        header = frame.headers.add()
-        header.key = key
-        header.value = value
-    if payload is not None:
-        frame.payload = payload
-    data: bytes = frame.SerializeToString()
-    return data
+    return pbbp2.encode(seq_id=seq_id, log_id=log_id, service=service, method=method,
+                        headers=headers.items(), payload_encoding=payload_encoding,
+                        payload_type=payload_type, payload=payload, log_id_new=log_id_new)
 
 
 def parse_frame(data: bytes) -> ParsedFrame:
     """Decode a binary websocket message; raises ValueError when it is not a Frame."""
-    frame = Frame()
     try:
-        frame.ParseFromString(data)
-    except ProtobufError as exc:
+        fields = pbbp2.decode(data)
+    except ValueError as exc:
         raise ValueError(f"not a pbbp2 frame: {exc}") from exc
-    if not frame.IsInitialized():
-        raise ValueError("pbbp2 frame lacks required fields")
-    headers = {str(h.key): str(h.value) for h in frame.headers}
-    return ParsedFrame(
-        seq_id=int(frame.SeqID),
-        log_id=int(frame.LogID),
-        service=int(frame.service),
-        method=int(frame.method),
-        headers=headers,
-        payload=bytes(frame.payload),
-        payload_encoding=str(frame.payload_encoding),
-        payload_type=str(frame.payload_type),
-        log_id_new=str(frame.LogIDNew),
-    )
+    headers = fields.pop("headers")
+    assert isinstance(headers, list)
+    return ParsedFrame(headers=dict(headers), **fields)  # type: ignore[arg-type]
 
 
 def split_payload(payload: bytes, parts: int) -> list[bytes]:
