@@ -69,29 +69,32 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def _fields(data: bytes) -> Iterable[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value) of each field, in order."""
-    pos, end = 0, len(data)
-    while pos < end:
+def _next(data: bytes, pos: int, end: int) -> tuple[int, int, int | bytes, int]:
+    """The field at `pos`: (field number, wire type, value, where the next begins); a fixed
+    width value is skipped (0)."""
+    if pos < end and data[pos] < 0x80:  # (one byte: every field number here)
+        tag, pos = data[pos], pos + 1
+    else:
         tag, pos = _read_varint(data, pos)
-        number, wire = tag >> 3, tag & 7
-        if number == 0:
-            raise ValueError("field number 0")
-        if wire == _VARINT:
-            value, pos = _read_varint(data, pos)
-            yield number, wire, value
-        elif wire == _DELIMITED:
-            size, pos = _read_varint(data, pos)
-            if pos + size > end:
-                raise ValueError("truncated field")
-            yield number, wire, data[pos:pos + size]
-            pos += size
-        elif wire in (_FIXED64, _FIXED32):
-            pos += 8 if wire == _FIXED64 else 4
-            if pos > end:
-                raise ValueError("truncated field")
+    number, wire = tag >> 3, tag & 7
+    if number == 0:
+        raise ValueError("field number 0")
+    if wire == _VARINT or wire == _DELIMITED:
+        if pos < end and data[pos] < 0x80:
+            value, pos = data[pos], pos + 1
         else:
-            raise ValueError(f"unsupported wire type {wire}")
+            value, pos = _read_varint(data, pos)
+        if wire == _VARINT:
+            return number, wire, value, pos
+        if pos + value > end:
+            raise ValueError("truncated field")
+        return number, wire, data[pos:pos + value], pos + value
+    if wire == _FIXED64 or wire == _FIXED32:
+        pos += 8 if wire == _FIXED64 else 4
+        if pos > end:
+            raise ValueError("truncated field")
+        return number, wire, 0, pos
+    raise ValueError(f"unsupported wire type {wire}")
 
 
 def _text(raw: int | bytes) -> str:
@@ -107,32 +110,48 @@ def _int32(value: int) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
+def _header(data: bytes) -> tuple[str, str]:
+    key = value = None
+    pos, end = 0, len(data)
+    while pos < end:
+        number, wire, raw, pos = _next(data, pos, end)
+        if wire == _DELIMITED:
+            if number == 1:
+                key = _text(raw)
+            elif number == 2:
+                value = _text(raw)
+    if key is None or value is None:
+        raise ValueError("a header lacks its key or value")
+    return key, value
+
+
+_SCALARS = {1: "seq_id", 2: "log_id", 3: "service", 4: "method"}
+_TEXTS = {6: "payload_encoding", 7: "payload_type", 9: "log_id_new"}
+
+
 def decode(data: bytes) -> dict[str, object]:
     """The frame's fields by their names in `ParsedFrame` (headers: a list of (key, value));
     ValueError when `data` is not a whole frame with its required fields."""
-    out: dict[str, object] = {"headers": [], "payload_encoding": "", "payload_type": "",
-                              "payload": b"", "log_id_new": ""}
-    scalars = {1: "seq_id", 2: "log_id", 3: "service", 4: "method"}
-    texts = {6: "payload_encoding", 7: "payload_type", 9: "log_id_new"}
+    out: dict[str, object] = {"payload_encoding": "", "payload_type": "", "payload": b"",
+                              "log_id_new": ""}
     headers: list[tuple[str, str]] = []
-    for number, wire, value in _fields(data):
-        if number in scalars and wire == _VARINT:
-            assert isinstance(value, int)
-            out[scalars[number]] = _int32(value) if number in (3, 4) else value
-        elif number == 5 and wire == _DELIMITED:
+    pos, end = 0, len(data)
+    while pos < end:
+        number, wire, value, pos = _next(data, pos, end)
+        if wire == _VARINT:
+            name = _SCALARS.get(number)
+            if name is not None:
+                assert isinstance(value, int)
+                out[name] = _int32(value) if number >= 3 else value
+        elif wire == _DELIMITED:
             assert isinstance(value, bytes)
-            header: dict[int, str] = {}
-            for inner, inner_wire, inner_value in _fields(value):
-                if inner in (1, 2) and inner_wire == _DELIMITED:
-                    header[inner] = _text(inner_value)
-            if len(header) != 2:
-                raise ValueError("a header lacks its key or value")
-            headers.append((header[1], header[2]))
-        elif number in texts and wire == _DELIMITED:
-            out[texts[number]] = _text(value)
-        elif number == 8 and wire == _DELIMITED:
-            out["payload"] = value
-    if any(name not in out for name in scalars.values()):
+            if number == 5:
+                headers.append(_header(value))
+            elif number == 8:
+                out["payload"] = value
+            elif number in _TEXTS:
+                out[_TEXTS[number]] = _text(value)
+    if len(out) != 8:
         raise ValueError("the frame lacks required fields")
     out["headers"] = headers
     return out
