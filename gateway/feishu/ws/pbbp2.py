@@ -79,7 +79,7 @@ def _next(data: bytes, pos: int, end: int) -> tuple[int, int, int | bytes, int]:
     number, wire = tag >> 3, tag & 7
     if number == 0:
         raise ValueError("field number 0")
-    if wire == _VARINT or wire == _DELIMITED:
+    if wire in (_VARINT, _DELIMITED):
         if pos < end and data[pos] < 0x80:
             value, pos = data[pos], pos + 1
         else:
@@ -89,7 +89,7 @@ def _next(data: bytes, pos: int, end: int) -> tuple[int, int, int | bytes, int]:
         if pos + value > end:
             raise ValueError("truncated field")
         return number, wire, data[pos:pos + value], pos + value
-    if wire == _FIXED64 or wire == _FIXED32:
+    if wire in (_FIXED64, _FIXED32):
         pos += 8 if wire == _FIXED64 else 4
         if pos > end:
             raise ValueError("truncated field")
