@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import contenders, dedupe, quota, releases, report, sweep
+from bench import contenders, dedupe, ingest, quota, releases, report, sweep
 from bench.stack import stack
 from gateway.ops.processes import REPO
 
@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         r["gateway"] = contenders.gateway(st, args.burst, args.singles, rates,
                                           args.ack_seconds, args.stop_trials,
                                           args.overload_burst, args.ack_burst)
+        step("one listener's ingest ceiling, one event per step / in groups")
+        r["ingest"] = ingest.measure(st)
         step("dedupe marks")
         r["dedupe"] = dedupe.measure(st.client)
         step("replies per minute under Feishu's default quota, without / with reactions")

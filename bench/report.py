@@ -90,6 +90,14 @@ def rows(r: dict[str, Any]) -> list[Row]:
          "<= 100, all with TTL", _ok(gw["bytes_per_chat"] <= 100 and
                                      gw["keys_without_ttl"] == 0)),
     ]
+    if "ingest" in r:
+        one, grouped = r["ingest"]["one_per_step"], r["ingest"]["grouped"]
+        ratio = grouped["ceiling_per_s"] / max(one["ceiling_per_s"], 1)
+        out.append(("one listener's ingest ceiling, events/s with ACK p99 <= 100 ms: one "
+                    "per step (FEISHU_INGEST_GROUP_MAX=1) / in groups (its last rate's p99)",
+                    f"{one['ceiling_per_s']:,} / {grouped['ceiling_per_s']:,} ({_f(ratio, 'x')}"
+                    f"; {_f(list(grouped['ack_p99_ms'].values())[-1], ' ms')})",
+                    ">= 3x", _ok(ratio >= 3)))
     if "dedupe" in r:
         mine, before = r["dedupe"]["the gateway"], r["dedupe"]["key per id (the layout before)"]
         out.append(("dedupe mark bytes per message, a chat's 1 / 10 / 300 messages a day "

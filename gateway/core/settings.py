@@ -79,6 +79,10 @@ class Settings(WebhookSettings, BaseSettings):
     """The longest an event waits for the listener's Redis step: past it, it is answered at
     once with a failure (ACK 500; webhook 503) and Feishu delivers it again, instead of an
     ACK after Feishu's 3 s, which Feishu answers by sending it again anyway (0: no limit)."""
+    ingest_group_max: int = Field(64, validation_alias="FEISHU_INGEST_GROUP_MAX", ge=1,
+                                  le=1024)
+    """The most events of one long connection that one Redis step takes together (the
+    events that arrived while the step before ran; 1: one at a time)."""
     late_after_s: float = Field(1800.0, validation_alias="FEISHU_LATE_AFTER_S", ge=0)
     """A message whose create_time is older than this when it arrives is late (0: never)."""
     late_events: Literal["note", "drop"] = Field("note", validation_alias="FEISHU_LATE_EVENTS")

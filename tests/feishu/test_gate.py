@@ -8,7 +8,11 @@ import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
+from gateway.core.settings import load_settings
 from gateway.feishu.gate import BatchGate, Shed
+from gateway.feishu.ws.listener import options_for
 
 
 def test_events_arriving_during_a_step_go_together_in_the_next_one_in_order() -> None:
@@ -84,3 +88,31 @@ def test_every_event_is_answered_when_its_step_breaks_or_the_executor_is_gone() 
     assert isinstance(broken, RuntimeError) and "0 answers to 1 events" in str(broken)
     assert after == 1
     assert isinstance(gone, RuntimeError), "answered at once, never left waiting"
+
+
+def test_a_step_takes_at_most_the_group_max_and_the_setting_reaches_the_connection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEISHU_INGEST_GROUP_MAX", "2")
+    assert options_for(load_settings()).max_batch == 2
+    release, begun = threading.Event(), threading.Event()
+    batches: list[list[int]] = []
+
+    def run(items: list[int]) -> list[int | Exception]:
+        batches.append(items)
+        if len(batches) == 1:
+            begun.set()
+            assert release.wait(10)
+        return list(items)
+
+    async def main() -> None:
+        with ThreadPoolExecutor(1) as executor:
+            gate: BatchGate[int, int] = BatchGate(executor, run, 0.0, "test", max_batch=2)
+            first = asyncio.ensure_future(gate.step(0))
+            await asyncio.get_running_loop().run_in_executor(None, begun.wait, 10)
+            rest = [asyncio.ensure_future(gate.step(n)) for n in range(1, 6)]
+            await asyncio.sleep(0)
+            release.set()
+            await asyncio.gather(first, *rest)
+
+    asyncio.run(main())
+    assert batches == [[0], [1, 2], [3, 4], [5]]

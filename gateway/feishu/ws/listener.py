@@ -39,7 +39,8 @@ def options_for(settings: Settings) -> ConnectionOptions:
     return ConnectionOptions(domain=settings.feishu_domain,
                              ping_interval_s=settings.ws_ping_interval_s,
                              ping_timeout_s=settings.ws_ping_timeout_s,
-                             ingest_wait_max_s=settings.ingest_wait_max_ms / 1000)
+                             ingest_wait_max_s=settings.ingest_wait_max_ms / 1000,
+                             max_batch=settings.ingest_group_max)
 
 
 class Listener:
