@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,21 +55,18 @@ def rows(r: dict[str, Any]) -> list[Row]:
                      f"{_f(mine['p99_ms'], ' ms')} / {_f(sdk_acks['p99_ms'], ' ms')} "
                      f"({_f(mine.get('handler_p99_ms', float('nan')), ' ms')})",
                      "<= SDK + 10 ms", _ok(mine["p99_ms"] <= sdk_acks["p99_ms"] + 10)))
-    if gw.get("ack_burst", {}).get("messages"):
-        burst = gw["ack_burst"]
-        out.append((f"a burst of {burst['messages']:,} at once: frame ACK p99 / slowest "
-                    f"(refused, sent again)",
-                    f"{_f(burst['ack_first']['p99_ms'], ' ms')} / "
-                    f"{_f(burst['ack_max_ms'], ' ms')} ({burst['refused']:,})",
-                    "p99 <= 150 ms", _ok(burst["ack_first"]["p99_ms"] <= 150)))
-    if gw.get("overload", {}).get("messages"):
-        over = gw["overload"]
-        out.append((f"a burst of {over['messages']:,} at once: frame ACK p99 / slowest "
-                    f"(refused, sent again; answered)",
-                    f"{_f(over['ack_first']['p99_ms'], ' ms')} / {_f(over['ack_max_ms'], ' ms')}"
-                    f" ({over['refused']:,}; {over['answered']:,})",
-                    "no ACK over 1.5 s, all answered",
-                    _ok(over["ack_max_ms"] <= 1500 and over["answered"] == over["messages"])))
+    bursts: list[tuple[str, str, Callable[[dict[str, Any]], bool]]] = [
+        ("ack_burst", "p99 <= 150 ms", lambda b: bool(b["ack_first"]["p99_ms"] <= 150)),
+        ("overload", "no ACK over 1.5 s, all answered",
+         lambda b: bool(b["ack_max_ms"] <= 1500 and b["answered"] == b["messages"]))]
+    for name, target, met in bursts:
+        burst = gw.get(name, {})
+        if burst.get("messages"):
+            out.append((f"a burst of {burst['messages']:,} at once: frame ACK p99 / slowest "
+                        f"(refused, sent again; answered)",
+                        f"{_f(burst['ack_first']['p99_ms'], ' ms')} / "
+                        f"{_f(burst['ack_max_ms'], ' ms')} ({burst['refused']:,}; "
+                        f"{burst['answered']:,})", target, _ok(met(burst))))
     cpu = [(name, figures.get("cpu_ms_per_msg", {})) for name, figures in
            (("raw Celery", raw), ("naive bot", naive), ("gateway", gw))]
     out.append(("CPU ms per message in the burst: " + ", ".join(

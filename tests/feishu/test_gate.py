@@ -15,7 +15,9 @@ from gateway.feishu.gate import BatchGate, Shed
 from gateway.feishu.ws.listener import options_for
 
 
-def test_events_arriving_during_a_step_go_together_in_the_next_one_in_order() -> None:
+def six_events(max_batch: int) -> tuple[list[list[int]], list[int | Shed | BaseException]]:
+    """Event 0's step runs while events 1 to 5 come: the steps taken (each event's items)
+    and every answer (n * 10; event 3 answers an error)."""
     release, begun = threading.Event(), threading.Event()
     batches: list[list[int]] = []
 
@@ -28,7 +30,8 @@ def test_events_arriving_during_a_step_go_together_in_the_next_one_in_order() ->
 
     async def main() -> list[int | Shed | BaseException]:
         with ThreadPoolExecutor(1) as executor:
-            gate: BatchGate[int, int] = BatchGate(executor, run, 0.0, "test")
+            gate: BatchGate[int, int] = BatchGate(executor, run, 0.0, "test",
+                                                  max_batch=max_batch)
             first = asyncio.ensure_future(gate.step(0))
             await asyncio.get_running_loop().run_in_executor(None, begun.wait, 10)
             rest = [asyncio.ensure_future(gate.step(n)) for n in range(1, 6)]
@@ -36,7 +39,11 @@ def test_events_arriving_during_a_step_go_together_in_the_next_one_in_order() ->
             release.set()
             return await asyncio.gather(first, *rest, return_exceptions=True)
 
-    answers = asyncio.run(main())
+    return batches, asyncio.run(main())
+
+
+def test_events_arriving_during_a_step_go_together_in_the_next_one_in_order() -> None:
+    batches, answers = six_events(64)
     assert batches == [[0], [1, 2, 3, 4, 5]], "one step for all that came meanwhile"
     assert answers[:3] == [0, 10, 20] and answers[4:] == [40, 50]
     assert isinstance(answers[3], ValueError), "an event's error is its own"
@@ -94,25 +101,6 @@ def test_a_step_takes_at_most_the_group_max_and_the_setting_reaches_the_connecti
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FEISHU_INGEST_GROUP_MAX", "2")
     assert options_for(load_settings()).max_batch == 2
-    release, begun = threading.Event(), threading.Event()
-    batches: list[list[int]] = []
-
-    def run(items: list[int]) -> list[int | Exception]:
-        batches.append(items)
-        if len(batches) == 1:
-            begun.set()
-            assert release.wait(10)
-        return list(items)
-
-    async def main() -> None:
-        with ThreadPoolExecutor(1) as executor:
-            gate: BatchGate[int, int] = BatchGate(executor, run, 0.0, "test", max_batch=2)
-            first = asyncio.ensure_future(gate.step(0))
-            await asyncio.get_running_loop().run_in_executor(None, begun.wait, 10)
-            rest = [asyncio.ensure_future(gate.step(n)) for n in range(1, 6)]
-            await asyncio.sleep(0)
-            release.set()
-            await asyncio.gather(first, *rest)
-
-    asyncio.run(main())
+    batches, answers = six_events(2)
     assert batches == [[0], [1, 2], [3, 4], [5]]
+    assert answers[:3] == [0, 10, 20] and answers[4:] == [40, 50]
