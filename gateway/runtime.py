@@ -8,12 +8,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Literal
 
 import redis
 
@@ -22,6 +20,7 @@ from gateway.chats.cancel import Canceller
 from gateway.chats.clients import keyspace, store_config
 from gateway.chats.store import ChatStore
 from gateway.chats.streams import StreamCards
+from gateway.core.lazy import cached_property
 from gateway.core.names import TaskSender
 from gateway.core.redis_client import redis_client
 from gateway.core.settings import Settings
@@ -34,35 +33,6 @@ from gateway.publisher import BROKER_ERRORS, Publisher
 logger = logging.getLogger(__name__)
 
 Role = Literal["worker", "listener", "cli"]
-T = TypeVar("T")
-
-
-class locked_cached_property(cached_property[T], Generic[T]):  # noqa: N801  (a decorator)
-    """A cached_property that threads asking for it at the same moment build once (a worker's
-    threads pool asks for its turn runner from several threads at once). Once built, the
-    value is read without the lock, as a cached_property's is. A forked child (a prefork pool
-    process) starts with a fresh lock, never one a thread of its parent held."""
-
-    def __init__(self, build: Any) -> None:
-        super().__init__(build)
-        self._lock = threading.RLock()
-        os.register_at_fork(after_in_child=self._renew_lock)
-
-    def _renew_lock(self) -> None:
-        self._lock = threading.RLock()
-
-    @overload
-    def __get__(self, instance: None, owner: type[Any] | None = None) -> locked_cached_property[T]:
-        ...
-
-    @overload
-    def __get__(self, instance: object, owner: type[Any] | None = None) -> T: ...
-
-    def __get__(self, instance: object | None, owner: type[Any] | None = None) -> Any:
-        if instance is None:
-            return self
-        with self._lock:
-            return super().__get__(instance, owner)
 
 
 @dataclass

@@ -29,11 +29,12 @@ LIMITS: dict[str, tuple[str, ...]] = {
     "recover": ("claim_ttl_ms", "running_ttl_ms", "requeue_cap_ms", "queued_ttl_ms",
                 "history_cap", "history_ttl_ms"),
     "retry": ("claim_ttl_ms", "inbox_cap", "history_cap", "history_ttl_ms"),
-    "cancel": ("claim_ttl_ms", "session_ttl_ms", "history_cap", "history_ttl_ms"),
+    "cancel": ("claim_ttl_ms", "session_ttl_ms", "history_cap", "history_ttl_ms",
+               "stop_hold_ms"),
     "withdraw": ("dedupe_ttl_s", "claim_ttl_ms", "control_cap", "history_cap", "history_ttl_ms",
-                 "flag_ttl_ms"),
+                 "flag_ttl_ms", "stop_hold_ms"),
     "evict": ("dedupe_ttl_s", "claim_ttl_ms", "control_cap", "history_cap", "history_ttl_ms",
-              "flag_ttl_ms"),
+              "flag_ttl_ms", "stop_hold_ms"),
 }
 """The store's limits each script with a packed argument reads from it."""
 

@@ -26,6 +26,7 @@ def store_config(s: Settings) -> StoreConfig:
         late_events=s.late_events, merge_window_ms=s.merge_window_ms,
         active_cap=s.catchup_max_chats,
         flag_ttl_ms=max(int(s.cancel_timeout_s * 1000) + 2 * s.lease_ttl_ms, 300_000),
+        stop_hold_ms=int(s.cancel_timeout_s * 1000) + s.lease_ttl_ms,
         # the mark (set as a turn starts) outlives any agent that ran it: the longest turn,
         # the idle TTL, a sweep round and a minute
         ran_ttl_ms=int((s.turn_time_limit_s + s.agent_idle_ttl_s

@@ -44,6 +44,10 @@ class StoreConfig:
     flag_ttl_ms: int = 300_000
     """How long the stop flag of a turn whose message was withdrawn (or whose chat the bot
     left) lives: past its cancel timeout and its lease, as a /stop's does."""
+    stop_hold_ms: int = 35_000
+    """A running turn asked to stop keeps its lease at least this long (the cancel timeout
+    and a lease TTL), so its canceller ends it at the timeout, never the lease running out
+    first; a canceller that died leaves it to the sweeper after that."""
     merge_window_ms: int = 1500
     """Busy modes merge and interrupt: a turn starts once the chat's newest waiting message
     is this old."""

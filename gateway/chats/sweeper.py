@@ -19,6 +19,7 @@ from typing import Protocol
 
 from gateway.chats.model import TurnRef
 from gateway.chats.store import ChatStore
+from gateway.core.forks import ForkGate
 from gateway.core.loops import Periodic
 
 logger = logging.getLogger(__name__)
@@ -70,5 +71,7 @@ def sweep_once(store: ChatStore, publisher: Dispatcher, limit: int = BATCH,
 
 
 class Sweeper(Periodic):
-    def __init__(self, store: ChatStore, publisher: Dispatcher, interval_s: float) -> None:
-        super().__init__("gateway-sweeper", lambda: sweep_once(store, publisher), interval_s)
+    def __init__(self, store: ChatStore, publisher: Dispatcher, interval_s: float,
+                 gate: ForkGate | None = None) -> None:
+        super().__init__("gateway-sweeper", lambda: sweep_once(store, publisher), interval_s,
+                         gate)

@@ -10,7 +10,6 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Mapping
-from functools import cached_property
 from typing import Any
 
 from gateway.approvals.verdicts import Verdicts
@@ -18,6 +17,7 @@ from gateway.chats.active import ActiveChats
 from gateway.chats.clients import keyspace
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.sweeper import Sweeper
+from gateway.core.lazy import cached_property
 from gateway.core.names import TaskSender
 from gateway.core.redis_client import redis_client
 from gateway.core.settings import Settings

@@ -23,6 +23,7 @@ from gateway.agents import load_factory
 from gateway.chats.sweeper import Sweeper
 from gateway.core import metrics
 from gateway.core.errors import GatewayError, SettingsError
+from gateway.core.forks import fork_gate
 from gateway.core.logs import dress_handlers, quiet_lark_handler
 from gateway.core.names import TaskSender
 from gateway.core.settings import load_settings
@@ -95,9 +96,12 @@ class WorkerProcess:
             logger.warning("cannot check the chat state's key layout now: %s", error)
 
     def start_sweeper(self, **_: Any) -> None:
-        """Workers sweep too, so crashed turns heal even while no listener runs."""
+        """Workers sweep too, so crashed turns heal even while no listener runs. The main
+        process's threads (this sweeper, the revoke lane) step through its fork gate, and
+        what they use is built here first, on the thread that forks the pool."""
         rt = self.runtime()
-        sweeper = Sweeper(rt.store, rt.publisher, rt.settings.sweep_interval_s)
+        rt.canceller  # noqa: B018 (built now: the revoke lane only uses it)
+        sweeper = Sweeper(rt.store, rt.publisher, rt.settings.sweep_interval_s, fork_gate())
         self._sweepers.append(sweeper)
         sweeper.start()
 

@@ -16,6 +16,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 
 from gateway.chats.cancel import Canceller
 from gateway.core.errors import GatewayError
+from gateway.core.forks import ForkGate, fork_gate
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +42,10 @@ class RevokeLane:
     on the worker's consumer, which must not wait on Redis, and a mass revoke queues here
     instead of starting a thread each."""
 
-    def __init__(self, canceller: Callable[[], Canceller]) -> None:
+    def __init__(self, canceller: Callable[[], Canceller],
+                 gate: Callable[[], ForkGate] = fork_gate) -> None:
         self._canceller = canceller
+        self._gate = gate
         self._lanes: dict[int, ThreadPoolExecutor] = {}
 
     def on_revoked(self, request: Any = None, terminated: bool = False, signum: Any = None,
@@ -68,8 +71,9 @@ class RevokeLane:
                            wait=wait_exponential(multiplier=0.2, max=5.0),
                            stop=stop_after_delay(REVOKE_RETRY_S), reraise=True)
         try:
-            line = revoked(self._canceller().revoked, chat_id, fence, task_id,
-                           terminated=terminated)
+            with self._gate().step():  # (the pool may be forking the terminated one's heir)
+                line = revoked(self._canceller().revoked, chat_id, fence, task_id,
+                               terminated=terminated)
         except (redis.RedisError, GatewayError) as error:  # Redis stayed down
             logger.warning("revoke of chat %s's turn not applied to its state (%s); its lease "
                            "runs out and the sweeper runs it again", chat_id, error)

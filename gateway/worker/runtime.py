@@ -3,8 +3,6 @@ heartbeats, lock handles, the turn runner)."""
 
 from __future__ import annotations
 
-from functools import cached_property
-
 from gateway.agents import is_stateless, load_factory
 from gateway.agents.cache import AgentCache
 from gateway.agents.post import CeleryPost
@@ -13,11 +11,12 @@ from gateway.agents.report import EVERY_S, AgentReport
 from gateway.approvals.asking import Asker
 from gateway.chats.clients import keyspace
 from gateway.chats.streams import StreamCards
+from gateway.core.lazy import cached_property, locked_cached_property
 from gateway.core.loops import Periodic
 from gateway.core.model import AgentContext, AgentFactory
 from gateway.feishu.inbound.enrich import Enricher
 from gateway.feishu.outbound.reactions import Typist
-from gateway.runtime import Runtime, locked_cached_property
+from gateway.runtime import Runtime
 from gateway.worker.handles import LockRegistry
 from gateway.worker.heartbeat import Heartbeater
 from gateway.worker.runner import TurnRunner

@@ -270,11 +270,13 @@ def count_replies(rig: Rig, sent: dict[str, list[str]], tags: dict[str, str],
 
 
 def count_order(rig: Rig, client: redis.Redis, sent: dict[str, list[str]],
-                figures: Figures) -> None:
-    """A message is never overtaken by a later one while it waited in its chat's inbox.
-    One that Feishu could only deliver after the later one had started (refused during the
-    Redis restart) is a late arrival, not a violation; so is one read back after the outage
-    that a later, pushed one overtook. Two read back keep their order."""
+                figures: Figures, redis_clock: SteppedClock | None) -> None:
+    """A message is never overtaken by a later one while it waited in its chat's inbox: it
+    was admitted (ACKed) before the later one's turn fixed its messages (`began_ms`, on
+    Redis's clock, `redis_clock` when the run steps it), yet started after it. One that
+    Feishu could only deliver after that (refused during the Redis restart or while the
+    listener could not start) is a late arrival, not a violation; so is one read back after
+    the outage that a later, pushed one overtook. Two read back keep their order."""
     admitted: dict[str, float] = {}
     for ack in rig.sim.acks:
         if ack.code == 200 and ack.message_id and ack.message_id not in admitted:
@@ -282,42 +284,55 @@ def count_order(rig: Rig, client: redis.Redis, sent: dict[str, list[str]],
     pushed = {ack.message_id for ack in rig.sim.acks}
     for chat_id, message_ids in sent.items():
         first_start: dict[str, float] = {}
-        fences: dict[str, int] = {}
+        began: dict[str, float] = {}
         for raw in client.lrange(events_key(chat_id), 0, -1):
             event = json.loads(raw)
             if event["event"] == "start":  # a merged turn starts each of its messages
                 for message_id in event.get("message_ids") or [event["message_id"]]:
-                    first_start.setdefault(message_id, event["t"])
-                    fences.setdefault(message_id, event.get("fence", 0))
+                    if message_id not in first_start:
+                        first_start[message_id] = event["t"]
+                        began[message_id] = began_at(event, redis_clock)
         for i, earlier in enumerate(message_ids):
             for later in message_ids[i + 1:]:
                 if earlier in first_start and later in first_start and \
                         first_start[later] < first_start[earlier]:
                     both_read_back = earlier not in pushed and later not in pushed
-                    if both_read_back or admitted.get(earlier, float("inf")) < first_start[later]:
+                    if both_read_back or admitted.get(earlier, float("inf")) < began[later]:
                         figures.order_violations += 1
                         figures.examples.append(
                             f"{later} overtook {earlier} in {chat_id}: "
-                            + detail(rig, earlier, later, first_start, fences))
+                            + detail(rig, earlier, later, first_start, began))
                     else:
                         figures.late_arrivals += 1
 
 
+def began_at(start: dict[str, Any], redis_clock: SteppedClock | None) -> float:
+    """The host time at which a turn's messages were fixed, from its start event: Redis's
+    `began_ms` (whole ms, so at or before it) mapped to the host's clock, the earliest
+    reading when a step back made Redis's clock read it twice; the event's own time (later)
+    when it has none."""
+    if start.get("began_ms") is None:
+        return float(start["t"])
+    redis_s = start["began_ms"] / 1000
+    host_s = redis_s if redis_clock is None else redis_clock.host_time(redis_s)
+    return float(start["t"]) if host_s is None else min(host_s, float(start["t"]))
+
+
 def detail(rig: Rig, earlier: str, later: str, first_start: dict[str, float],
-           fences: dict[str, int]) -> str:
+           began: dict[str, float]) -> str:
     """What happened to the two messages of an order violation, in seconds from the first
-    ACK of the earlier one: its ACKs (code@t), the later one's, when the later one was
-    claimed (its fence is the server's clock then) and when each started."""
+    ACK of the earlier one: its ACKs (code@t), the later one's, when the later one's turn
+    fixed its messages and when each started."""
     acks = rig.sim.acks
     base = min((a.at for a in acks if a.message_id == earlier), default=0.0)
 
     def history(message_id: str) -> str:
-        return ",".join(f"{a.code}@{a.at - base:.2f}" for a in acks
+        return ",".join(f"{a.code}@{a.at - base:.3f}" for a in acks
                         if a.message_id == message_id)
 
-    return (f"earlier acks {history(earlier)} started {first_start[earlier] - base:.2f}; "
-            f"later acks {history(later)} claimed {fences[later] / 1e6 - base:.2f} "
-            f"started {first_start[later] - base:.2f}")
+    return (f"earlier acks {history(earlier)} started {first_start[earlier] - base:.3f}; "
+            f"later acks {history(later)} began {began[later] - base:.3f} "
+            f"started {first_start[later] - base:.3f}")
 
 
 def count_leftovers(rig: Rig, client: redis.Redis, chats: list[str],

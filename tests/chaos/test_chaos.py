@@ -202,7 +202,7 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, run_id:
     figures.quiescence_s = round(time.monotonic() - clock, 1)
     figures.injected = {**monkey.injected, "approval clicks": clicker.clicks}
     count_replies(rig, sent, tags, figures)
-    count_order(rig, client, sent, figures)
+    count_order(rig, client, sent, figures, clocks.redis)
     count_leftovers(rig, client, list(sent), figures)
     figures.examples = figures.examples[:10]
     RESULTS.append(figures)

@@ -169,7 +169,7 @@ def test_a_stopped_turn_whose_lease_ran_out_never_runs_again_when_a_message_come
         redis_client: redis.Redis, chat_id: str) -> None:
     """Its worker and its canceller both died: the next message (or a retry) that finds the
     chat without a lease must drop the stopped message, as the sweeper would."""
-    store = store_for(redis_client, running_ttl_ms=300)
+    store = store_for(redis_client, running_ttl_ms=300, stop_hold_ms=500)
     turn = first_turn(store, chat_id)
     assert store.start(turn, "t", "w") is not None
     assert store.cancel(chat_id, "cmd", debounce_ms=0, flag_ttl_ms=60_000).how == "running"

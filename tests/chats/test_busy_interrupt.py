@@ -97,7 +97,7 @@ def test_an_interrupted_turn_ignoring_the_flag_is_completed_after_the_timeout(
 
 def test_an_interrupted_turn_whose_lease_ran_out_keeps_its_messages(
         redis_client: redis.Redis, chat_id: str) -> None:
-    store = interrupting(redis_client, running_ttl_ms=200)
+    store = interrupting(redis_client, running_ttl_ms=200, stop_hold_ms=400)
     turn = admit(store, chat_id, 1)
     assert turn is not None and started(store, turn) is not None
     admit(store, chat_id, 2)

@@ -141,7 +141,7 @@ def test_a_stopped_merged_turn_drops_all_its_messages(redis_client: redis.Redis,
 
 def test_a_stopped_merged_turn_whose_lease_ran_out_is_dropped_whole(
         redis_client: redis.Redis, chat_id: str) -> None:
-    store = merging(redis_client, running_ttl_ms=200)
+    store = merging(redis_client, running_ttl_ms=200, stop_hold_ms=400)
     turn = admit(store, chat_id, 1, 2)
     assert turn is not None and started(store, turn).merged_ids == ("om_1", "om_2")
     admit(store, chat_id, 3)

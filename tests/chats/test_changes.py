@@ -81,7 +81,7 @@ def test_a_withdrawn_running_turn_is_flagged_once_and_recorded_as_withdrawn(
 
 def test_a_withdrawn_running_turn_whose_worker_died_is_never_run_again(
         redis_client: redis.Redis, chat_id: str) -> None:
-    store = store_for(redis_client, running_ttl_ms=200)
+    store = store_for(redis_client, running_ttl_ms=200, stop_hold_ms=400)
     turn = first_turn(store, chat_id, messages=2)
     assert store.start(turn, "t1", "w") is not None
     assert store.withdraw(chat_id, "om_1").how == "stopping"

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import redis
 
+from gateway.chats.cancel import Canceller
 from gateway.chats.history import read_history
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.keys import CONTROL_KEY, ChatKeys, Keyspace
-from gateway.chats.model import Answer, StoreConfig, TurnRef
+from gateway.chats.model import Answer, Completion, StoreConfig, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.core.errors import SettingsError
 from gateway.core.model import Message
@@ -171,7 +172,7 @@ def test_a_queued_turn_nobody_picked_up_is_published_again_under_the_same_fence(
 def test_a_stopped_running_turn_whose_lease_ran_out_is_dropped_not_rerun(
         redis_client: redis.Redis, chat_id: str) -> None:
     """If the canceller dies after raising the flag, the sweeper finishes its work."""
-    store = store_for(redis_client, running_ttl_ms=200)
+    store = store_for(redis_client, running_ttl_ms=200, stop_hold_ms=400)
     turn = store.ingest(msg(chat_id, 1)).claimed
     store.ingest(msg(chat_id, 2))
     assert turn is not None and store.start(turn, "t", "w") is not None
@@ -187,6 +188,33 @@ def test_a_stopped_running_turn_whose_lease_ran_out_is_dropped_not_rerun(
     assert (record.message_id, record.outcome, record.fence, record.task_id) == (
         "om_1", "stopped", str(turn.fence), "t")
     assert record.entry, "a stopped turn can be retried"
+
+
+def test_a_turn_ignoring_its_stop_is_fenced_at_the_timeout_whatever_its_lease_had_left(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """Its heartbeat may have extended the lease just before the stop, leaving less than the
+    cancel timeout: the lease must not run out first, or the stop would read as cooperative,
+    terminate nothing and leave the message behind it to the sweeper."""
+    store = store_for(redis_client, running_ttl_ms=300, stop_hold_ms=1300)
+    turn = store.ingest(msg(chat_id, 1)).claimed
+    store.ingest(msg(chat_id, 2))
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    published: list[TurnRef] = []
+    revoked: list[tuple[str, bool]] = []
+
+    def hand_over(ref: TurnRef, outcome: str) -> Completion:
+        completion = store.complete(ref, outcome=outcome)
+        if completion.following is not None:
+            published.append(completion.following)
+        return completion
+
+    canceller = Canceller(store, published.append, hand_over,
+                          lambda task_id, terminate: revoked.append((task_id, terminate)),
+                          timeout_s=1.0, lease_ttl_ms=300, debounce_s=0, terminate=True)
+    result = canceller.cancel(chat_id, "cmd-1")
+    assert (result.how, result.pending) == ("timeout-fenced", 1)
+    assert revoked == [("t", True)], "the stuck process is terminated"
+    assert [t.message_id for t in published] == ["om_2"], "the next one goes at once"
 
 
 def test_a_stop_for_queued_turns_only_leaves_a_running_turn_alone(
@@ -205,7 +233,7 @@ def test_a_stop_for_queued_turns_only_leaves_a_running_turn_alone(
 
 def test_a_stopped_turn_dropped_when_the_next_message_arrives_is_recorded(
         redis_client: redis.Redis, chat_id: str) -> None:
-    store = store_for(redis_client, running_ttl_ms=200)
+    store = store_for(redis_client, running_ttl_ms=200, stop_hold_ms=400)
     turn = store.ingest(msg(chat_id, 1)).claimed
     assert turn is not None and store.start(turn, "t", "w") is not None
     assert store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000).how == "running"

@@ -40,6 +40,7 @@ from collections.abc import Iterator
 
 import redis
 
+from gateway.chats.keys import ChatKeys
 from gateway.chats.model import text_of
 from gateway.core.errors import GatewayError
 from gateway.core.model import AgentContext, Turn
@@ -56,17 +57,30 @@ def events_key(chat_id: str) -> str:
     return f"test:events:{chat_id}"
 
 
+def _began_ms(client: redis.Redis, turn: Turn) -> int | None:
+    """When the turn's messages were fixed, in Redis's ms: the lease's `since_ms`, written
+    by the step that made it run (start, or the claim a worker went straight on with); None
+    once another turn holds the chat (or under another key layout)."""
+    fence, since = client.hmget(ChatKeys(turn.chat_id).lease, ["fence", "since_ms"])
+    if fence is None or since is None or int(fence) != turn.fence:
+        return None
+    return int(since)
+
+
 def _record(client: redis.Redis, turn: Turn, event: str) -> None:
-    """Append to the chat's event list; waits out a Redis restart (up to 30 s)."""
-    record = json.dumps({
+    """Append to the chat's event list (a start says when its messages were fixed:
+    `began_ms`); waits out a Redis restart (up to 30 s)."""
+    record: dict[str, object] = {
         "event": event, "message_id": turn.message_id, "text": turn.text,
         "message_ids": [m.message_id for m in turn.messages],
         "fence": turn.fence, "pid": os.getpid(), "thread": threading.get_ident(), "t": time.time(),
-    })
+    }
     deadline = time.monotonic() + 30
     while True:
         try:
-            client.rpush(events_key(turn.chat_id), record)
+            if event == "start":
+                record["began_ms"] = _began_ms(client, turn)
+            client.rpush(events_key(turn.chat_id), json.dumps(record))
             return
         except (redis.ConnectionError, redis.TimeoutError):
             if time.monotonic() > deadline:

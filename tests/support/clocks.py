@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,8 @@ class SteppedClock:
         self._dir = tempfile.TemporaryDirectory(prefix="gw-clock-")
         self._file = Path(self._dir.name) / "offset"
         self.offset_s = 0.0
+        self._since: list[tuple[float, float]] = []
+        """(host time from which, offset) for every offset set, oldest first."""
         self.set(offset_s)
 
     def set(self, offset_s: float) -> None:
@@ -56,6 +59,17 @@ class SteppedClock:
         temporary = self._file.with_suffix(".new")
         temporary.write_text(f"{offset_s:+.3f}\n")
         temporary.replace(self._file)  # never a half-written offset
+        self._since.append((time.time(), offset_s))
+
+    def host_time(self, clock_s: float) -> float | None:
+        """The earliest host time at which this clock read `clock_s` (a stepped-back clock
+        reads some times twice); None when it never did (it was not yet started, or
+        `clock_s` fell in the gap a step ahead skipped)."""
+        ends = [since for since, _ in self._since[1:]] + [float("inf")]
+        found = [clock_s - offset
+                 for (since, offset), until in zip(self._since, ends, strict=True)
+                 if since <= clock_s - offset < until]
+        return min(found, default=None)
 
     def step(self, seconds: float) -> None:
         self.set(self.offset_s + seconds)

@@ -9,7 +9,8 @@
 --         new_session (true: start a new conversation too; false also when the ingest step
 --         of the /new already did)
 --         only_queued (true: a running turn is left to run: 'nothing'; a revoked copy of it)
---         claim_ttl_ms session_ttl_ms history_cap history_ttl_ms
+--         claim_ttl_ms session_ttl_ms history_cap history_ttl_ms stop_hold_ms (a running
+--         turn's lease lives at least this long once flagged: chat.lua hold_for_canceller)
 --         sent_ms (the command's create_time: under busy mode merge or interrupt a turn not
 --         yet started drops the waiting messages sent up to it; 0 or absent: all of them)
 --         interrupt (busy mode interrupt: the id of the new message that stops the running
@@ -82,6 +83,7 @@ if state == 'running' then
   end
   redis.call('PEXPIRE', K.stop, ttl)
   redis.call('HSET', K.lease, 'stopping', '1')
+  hold_for_canceller(opts.stop_hold_ms)
   if entry then  -- a merged turn holds several of them
     behind = redis.call('ZCARD', K.inbox) - #turn_entries(entry)
   end

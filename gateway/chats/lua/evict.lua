@@ -8,7 +8,7 @@
 -- KEYS: chat.lua's, then 10 left  11 done (history.lua)
 -- ARGV: 1 chat_id  2 the removal's time (ms, Feishu's clock; '0' unknown)
 --       3 options (JSON): dedupe_ttl_s claim_ttl_ms control_cap history_cap history_ttl_ms
---         flag_ttl_ms
+--         flag_ttl_ms stop_hold_ms
 -- → {dropped, 'stopping' | 'idle' | 'none'} (none: no turn held the chat)
 local opts = cjson.decode(ARGV[3])
 local now_us, now_ms = clock()

@@ -5,10 +5,10 @@ the gateway's runtime (a read of Redis never imports Celery)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gateway.core.errors import Refused
+from gateway.core.lazy import cached_property
 from gateway.core.settings import Settings
 
 if TYPE_CHECKING:

@@ -73,6 +73,15 @@ local function merging(lease_busy)
   return busy == 'merge' or busy == 'interrupt'
 end
 
+-- The running turn was just asked to stop: its lease lives at least `hold_ms` more (the
+-- cancel timeout and a lease TTL), so its canceller, not the lease's TTL running out first,
+-- ends it at the timeout (fencing it, dispatching what waits, terminating it when asked). A
+-- lease its heartbeat extended just before the stop may have less left than the timeout.
+local function hold_for_canceller(hold_ms)
+  local left = redis.call('PTTL', K.lease)
+  if left >= 0 and left < hold_ms then redis.call('PEXPIRE', K.lease, hold_ms) end
+end
+
 -- Whether the turn of `fence` was stopped by an interrupt (busy mode interrupt): its
 -- messages are not dropped, the next turn answers them with the new ones.
 local function interrupted(fence)

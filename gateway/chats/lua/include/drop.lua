@@ -34,7 +34,10 @@ local function stop_running(chat, why, opts, keep)
   redis.call('HSET', K.stop, 'fence', lease[1], 'entry', lease[3] or '', 'task',
              lease[2] or '', 'why', why, 'keep', keep and '1' or '')
   redis.call('PEXPIRE', K.stop, opts.flag_ttl_ms)
-  if lease[1] then redis.call('HSET', K.lease, 'stopping', '1') end
+  if lease[1] then
+    redis.call('HSET', K.lease, 'stopping', '1')
+    hold_for_canceller(opts.stop_hold_ms)
+  end
   if not flagged then
     redis.call('XADD', K.control, 'MAXLEN', '~', opts.control_cap, '*', 'kind', 'stopping',
                'chat', chat, 'fence', lease[1], 'task', lease[2] or '', 'why', why)
