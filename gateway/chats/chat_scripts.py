@@ -27,7 +27,7 @@ LIMITS: dict[str, tuple[str, ...]] = {
     "complete": ("claim_ttl_ms", "running_ttl_ms", "max_attempts", "session_ttl_ms",
                  "history_cap", "history_ttl_ms"),
     "recover": ("claim_ttl_ms", "running_ttl_ms", "requeue_cap_ms", "queued_ttl_ms",
-                "history_cap", "history_ttl_ms"),
+                "history_cap", "history_ttl_ms", "stop_hold_ms"),
     "retry": ("claim_ttl_ms", "inbox_cap", "history_cap", "history_ttl_ms"),
     "cancel": ("claim_ttl_ms", "session_ttl_ms", "history_cap", "history_ttl_ms",
                "stop_hold_ms"),

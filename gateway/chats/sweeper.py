@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Protocol
 
 from gateway.chats.model import TurnRef
@@ -59,12 +60,14 @@ def sweep_batch(store: ChatStore, publisher: Dispatcher, limit: int = BATCH) -> 
 
 
 def sweep_once(store: ChatStore, publisher: Dispatcher, limit: int = BATCH,
-               budget_s: float = ROUND_BUDGET_S) -> int:
-    """Batches until no chat is due (or `budget_s` ran out); returns turns (re)published."""
+               budget_s: float = ROUND_BUDGET_S, gate: ForkGate | None = None) -> int:
+    """Batches until no chat is due (or `budget_s` ran out); returns turns (re)published.
+    Each batch is a step of `gate` when given (a worker's main process)."""
     deadline = time.monotonic() + budget_s
     published = 0
     while True:
-        count, more = sweep_batch(store, publisher, limit)
+        with gate.step() if gate else nullcontext():
+            count, more = sweep_batch(store, publisher, limit)
         published += count
         if not more or time.monotonic() >= deadline:
             return published
@@ -73,5 +76,5 @@ def sweep_once(store: ChatStore, publisher: Dispatcher, limit: int = BATCH,
 class Sweeper(Periodic):
     def __init__(self, store: ChatStore, publisher: Dispatcher, interval_s: float,
                  gate: ForkGate | None = None) -> None:
-        super().__init__("gateway-sweeper", lambda: sweep_once(store, publisher), interval_s,
-                         gate)
+        super().__init__("gateway-sweeper", lambda: sweep_once(store, publisher, gate=gate),
+                         interval_s)

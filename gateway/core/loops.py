@@ -6,11 +6,8 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable
-from contextlib import nullcontext
 
 import redis
-
-from gateway.core.forks import ForkGate
 
 logger = logging.getLogger(__name__)
 
@@ -23,14 +20,11 @@ def describe(error: BaseException) -> str:
 
 
 class Periodic:
-    """Calls `step` every `interval_s` on a daemon thread until `stop()`; each inside `gate`'s
-    step when given (a worker's main process: gateway/core/forks.py)."""
+    """Calls `step` every `interval_s` on a daemon thread until `stop()`."""
 
-    def __init__(self, name: str, step: Callable[[], object], interval_s: float,
-                 gate: ForkGate | None = None) -> None:
+    def __init__(self, name: str, step: Callable[[], object], interval_s: float) -> None:
         self.name = name
         self._step = step
-        self._gate = gate
         self.interval_s = interval_s
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -51,8 +45,7 @@ class Periodic:
     def _run(self) -> None:
         while not self._stopping.wait(self.interval_s):
             try:
-                with self._gate.step() if self._gate else nullcontext():
-                    self._step()
+                self._step()
             except redis.RedisError as error:
                 logger.warning("%s: round skipped, redis unavailable: %s", self.name, error)
             except Exception as error:  # noqa: BLE001 (a thread's boundary: it must go on)

@@ -66,14 +66,18 @@ class RevokeLane:
             self._lanes[pid] = ThreadPoolExecutor(1, thread_name_prefix="gateway-revoked")
         return self._lanes[pid]
 
+    def _revoked(self, chat_id: str, fence: int, task_id: str, *, terminated: bool) -> str:
+        """One try, a step of the fork gate: the pool may be forking the heir of the process
+        the revoke terminated just now."""
+        with self._gate().step():
+            return self._canceller().revoked(chat_id, fence, task_id, terminated=terminated)
+
     def _apply(self, chat_id: str, fence: int, task_id: str, terminated: bool) -> None:
         revoked = Retrying(retry=retry_if_exception_type((redis.RedisError, GatewayError)),
                            wait=wait_exponential(multiplier=0.2, max=5.0),
                            stop=stop_after_delay(REVOKE_RETRY_S), reraise=True)
         try:
-            with self._gate().step():  # (the pool may be forking the terminated one's heir)
-                line = revoked(self._canceller().revoked, chat_id, fence, task_id,
-                               terminated=terminated)
+            line = revoked(self._revoked, chat_id, fence, task_id, terminated=terminated)
         except (redis.RedisError, GatewayError) as error:  # Redis stayed down
             logger.warning("revoke of chat %s's turn not applied to its state (%s); its lease "
                            "runs out and the sweeper runs it again", chat_id, error)

@@ -308,14 +308,15 @@ def count_order(rig: Rig, client: redis.Redis, sent: dict[str, list[str]],
 
 def began_at(start: dict[str, Any], redis_clock: SteppedClock | None) -> float:
     """The host time at which a turn's messages were fixed, from its start event: Redis's
-    `began_ms` (whole ms, so at or before it) mapped to the host's clock, the earliest
-    reading when a step back made Redis's clock read it twice; the event's own time (later)
-    when it has none."""
+    `began_ms` (whole ms, so at or before it) on the host's clock, the latest reading not
+    after the event (a step back made Redis's clock read it twice); the event's own time
+    (later) when it has none."""
+    started = float(start["t"])
     if start.get("began_ms") is None:
-        return float(start["t"])
+        return started
     redis_s = start["began_ms"] / 1000
-    host_s = redis_s if redis_clock is None else redis_clock.host_time(redis_s)
-    return float(start["t"]) if host_s is None else min(host_s, float(start["t"]))
+    readings = [redis_s] if redis_clock is None else redis_clock.host_times(redis_s)
+    return max((t for t in readings if t <= started), default=started)
 
 
 def detail(rig: Rig, earlier: str, later: str, first_start: dict[str, float],

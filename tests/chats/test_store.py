@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.chats.cancel import Canceller
+from gateway.chats.cancel import Canceller, Waiting
 from gateway.chats.history import read_history
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.keys import CONTROL_KEY, ChatKeys, Keyspace
@@ -215,6 +215,25 @@ def test_a_turn_ignoring_its_stop_is_fenced_at_the_timeout_whatever_its_lease_ha
     assert (result.how, result.pending) == ("timeout-fenced", 1)
     assert revoked == [("t", True)], "the stuck process is terminated"
     assert [t.message_id for t in published] == ["om_2"], "the next one goes at once"
+
+
+def test_a_sweeper_looking_at_a_stopping_chat_leaves_its_canceller_the_timeout(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """The sweeper brings a lease that outlives its own TTL back to it (a clock stepped
+    back); a stopping turn's held lease is not one of those."""
+    store = store_for(redis_client, running_ttl_ms=300, stop_hold_ms=1300)
+    turn = store.ingest(msg(chat_id, 1)).claimed
+    store.ingest(msg(chat_id, 2))
+    assert turn is not None and store.start(turn, "t", "w") is not None
+    canceller = Canceller(store, lambda ref: None, lambda ref, outcome: store.complete(ref),
+                          lambda task_id, terminate: None, timeout_s=1.0, lease_ttl_ms=300,
+                          debounce_s=0)
+    waiting = canceller.begin(chat_id, "cmd-1")
+    assert isinstance(waiting, Waiting)
+    assert store.recover(chat_id) is None, "held: nothing to do"
+    time.sleep(0.6)  # (past the running TTL, short of the timeout: what is tested)
+    assert store.holds(waiting.turn), "the canceller decides, at its timeout"
+    assert canceller.end(waiting, ended=False).how == "timeout-fenced"
 
 
 def test_a_stop_for_queued_turns_only_leaves_a_running_turn_alone(

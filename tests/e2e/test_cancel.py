@@ -184,6 +184,12 @@ def test_opt_in_terminate_kills_the_process_of_a_turn_that_outlived_the_timeout(
     assert [e["event"] for e in agent_events(redis_client, chat_id)
             if e["message_id"] == stuck] == ["start"], "the stuck agent never finished"
     assert stuck not in replies_to(feishu, chat_id)
+    # the pool process forked in its place (while the worker applied the revoke) takes
+    # turns: two chats run at once again
+    chats = [f"{chat_id}_after{n}" for n in range(2)]
+    both = {chat: feishu.send_text(chat, "sleep 2") for chat in chats}
+    wait_until(lambda: all(started(redis_client, c, m) for c, m in both.items()), 15,
+               "both pool slots to run a turn")
 
 
 def test_fifty_stops_at_once_all_end_within_the_cancel_timeout(

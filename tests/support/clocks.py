@@ -61,15 +61,13 @@ class SteppedClock:
         temporary.replace(self._file)  # never a half-written offset
         self._since.append((time.time(), offset_s))
 
-    def host_time(self, clock_s: float) -> float | None:
-        """The earliest host time at which this clock read `clock_s` (a stepped-back clock
-        reads some times twice); None when it never did (it was not yet started, or
-        `clock_s` fell in the gap a step ahead skipped)."""
+    def host_times(self, clock_s: float) -> list[float]:
+        """The host times at which this clock read `clock_s`: none (before it started, or in
+        the gap a step ahead skipped), one, or two after a step back (it read it twice)."""
         ends = [since for since, _ in self._since[1:]] + [float("inf")]
-        found = [clock_s - offset
-                 for (since, offset), until in zip(self._since, ends, strict=True)
-                 if since <= clock_s - offset < until]
-        return min(found, default=None)
+        return [clock_s - offset
+                for (since, offset), until in zip(self._since, ends, strict=True)
+                if since <= clock_s - offset < until]
 
     def step(self, seconds: float) -> None:
         self.set(self.offset_s + seconds)

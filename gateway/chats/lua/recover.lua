@@ -5,10 +5,10 @@
 --       2 may_requeue ('1': nothing waits in the broker's turns queue, so a queued turn that
 --         was not picked up is not there; '0': a backlog, the turn may still wait in it)
 --       3 options (JSON): claim_ttl_ms running_ttl_ms (also the requeue backoff's base)
---         requeue_cap_ms queued_ttl_ms history_cap history_ttl_ms
+--         requeue_cap_ms queued_ttl_ms history_cap history_ttl_ms stop_hold_ms
 -- A lease or requeue time further ahead than its own TTL (this server's clock stepped back
 -- since it was set) is brought back to it, so a step back delays no recovery by more than
--- that TTL.
+-- that TTL (a stopping turn's own TTL is stop_hold_ms).
 -- → {'held'} | {'empty'} | {'claimed', fence, entry} (a new turn) | {'requeue', fence, entry}
 --   (publish the same turn again: it was not picked up in time, maybe lost with a worker)
 -- Behind a broker backlog a queued turn is never published again (no copies pile up): its
@@ -17,9 +17,13 @@ local now_us, now_ms = clock()
 local opts = cjson.decode(ARGV[3])
 local running_ttl, queued_ttl = opts.running_ttl_ms, opts.queued_ttl_ms
 local pttl = redis.call('PTTL', K.lease)
-local state = redis.call('HGET', K.lease, 'state')
+local lease = redis.call('HMGET', K.lease, 'state', 'stopping')
+local state = lease[1]
 local own_ttl = state == 'running' and running_ttl or state == 'queued' and queued_ttl
                 or opts.claim_ttl_ms
+if state == 'running' and lease[2] == '1' then  -- held for its canceller (hold_for_canceller)
+  own_ttl = math.max(own_ttl, opts.stop_hold_ms)
+end
 if pttl > own_ttl then
   redis.call('PEXPIRE', K.lease, own_ttl)
   pttl = own_ttl
