@@ -76,7 +76,7 @@ class Publisher:
             with acquire() as producer:
                 if not getattr(producer, "supports_batch_publish", False):
                     return None
-                with producer.batch(max_size=max(len(turns), 1)):
+                with producer.batch(max_size=len(turns)):
                     return [(turn, self._send_task(turn, producer)) for turn in turns]
         except BROKER_ERRORS as error:
             logger.warning("publishing %d turns together failed (%s); publishing them one "

@@ -67,14 +67,12 @@ class ChatScripts:
         """Script `name`'s packed argument: the store's limits it reads, and `own` options."""
         if name in COMPAT:  # (reads Redis once per process and then every few minutes)
             compat = self.upgrade.now()
-            if own:
-                return pack({**self._limits[name], **own,
-                             "legacy_before_ms": compat.legacy_before_ms, "mixed": compat.mixed})
-            packed = self._compat_packed.get((name, compat))
+            packed = None if own else self._compat_packed.get((name, compat))
             if packed is None:
-                packed = self._compat_packed[(name, compat)] = pack({
-                    **self._limits[name], "legacy_before_ms": compat.legacy_before_ms,
-                    "mixed": compat.mixed})
+                packed = pack({**self._limits[name], **own, "mixed": compat.mixed,
+                               "legacy_before_ms": compat.legacy_before_ms})
+                if not own:
+                    self._compat_packed[(name, compat)] = packed
             return packed
         return pack({**self._limits[name], **own}) if own else self._packed[name]
 

@@ -45,6 +45,8 @@ logger = logging.getLogger(__name__)
 MESSAGE_EVENT = "im.message.receive_v1"
 CARD_EVENT = "card.action.trigger"
 CardHandler = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+
+
 class NotYetJudged(RetryableError):
     """A message admission cannot judge yet (the bot's identity is unknown, so neither an
     @mention of it nor its own messages can be told): its frame is not ACKed as handled,

@@ -11,7 +11,7 @@ import redis
 
 from gateway.chats.history import read_history
 from gateway.chats.keys import CONTROL_KEY, KEYSPACE_KEY, MARKS_SINCE_KEY, ChatKeys
-from gateway.chats.model import Answer
+from gateway.chats.model import Answer, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.ops.embedded_redis import EmbeddedRedis
 from tests.support.rig import client_of
@@ -102,6 +102,14 @@ def test_a_message_recalled_before_it_arrives_is_never_admitted(
     assert store.ingest(msg(chat_id, 2)).outcome == "dispatch"
 
 
+def text_it_runs(store: ChatStore, turn: TurnRef | None) -> str:
+    """Start `turn`: the text of the message it runs."""
+    assert turn is not None
+    started = store.start(turn, "t1", "w")
+    assert started is not None and started.message is not None
+    return started.message.text
+
+
 def redis_ms(client: redis.Redis) -> int:
     seconds, micros = client.time()
     return int(seconds) * 1000 + int(micros) // 1000
@@ -177,10 +185,7 @@ def test_an_edit_arriving_before_its_message_is_kept_for_it(
     store = store_for(redis_client)
     assert store.revise(msg(chat_id, 1, text="edited first"), 2000) == "kept"
     turn = store.ingest(msg(chat_id, 1, text="original")).claimed
-    assert turn is not None
-    started = store.start(turn, "t1", "w")
-    assert started is not None and started.message is not None
-    assert started.message.text == "edited first"
+    assert text_it_runs(store, turn) == "edited first"
     assert store.ingest(msg(chat_id, 1, text="original")).outcome == "duplicate"
 
 
@@ -191,10 +196,7 @@ def test_of_two_edits_before_their_message_the_newer_is_admitted(
     assert store.revise(msg(chat_id, 1, text="first edit"), 2000) == "older"
     assert store.revise(msg(chat_id, 1, text="third edit"), 4000) == "kept"
     turn = store.ingest(msg(chat_id, 1, text="original")).claimed
-    assert turn is not None
-    started = store.start(turn, "t1", "w")
-    assert started is not None and started.message is not None
-    assert started.message.text == "third edit"
+    assert text_it_runs(store, turn) == "third edit"
 
 
 def test_a_message_edited_then_recalled_before_it_arrives_is_never_admitted(
@@ -294,7 +296,4 @@ def test_an_edit_saying_no_create_time_before_its_message_is_kept_for_it(
     assert store.revise(msg(chat_id, 1, text="edited first"), 2000) == "kept"  # (no date)
     turn = store.ingest(msg(chat_id, 1, create_ms=redis_ms(redis_client),
                             text="original")).claimed
-    assert turn is not None
-    started = store.start(turn, "t1", "w")
-    assert started is not None and started.message is not None
-    assert started.message.text == "edited first"
+    assert text_it_runs(store, turn) == "edited first"

@@ -6,8 +6,6 @@
 -- → 1 stored, 0 the turn lost its lease or was stopped: it must not reply
 local lease = redis.call('HMGET', K.lease, 'fence', 'stopping')
 if lease[1] ~= ARGV[1] then return 0 end
-if (lease[2] ~= '' or ARGV[5] == '1') and redis.call('HGET', K.stop, 'fence') == ARGV[1] then
-  return 0
-end
+if stop_fields(lease[2], ARGV[5] == '1', 'fence')[1] == ARGV[1] then return 0 end
 redis.call('HSET', K.tries, 'aid', ARGV[2], 'kind', ARGV[3], 'chunks', ARGV[4])
 return 1

@@ -21,12 +21,8 @@ if lease[1] ~= ARGV[1] then return {'stale'} end
 local opts = cjson.decode(ARGV[4])
 local now_us, now_ms = clock()
 local tries = redis.call('HMGET', K.tries, 'n', 'batch', 'fence')
-local stop = {false, false, false}
-if lease[5] ~= '' or opts.mixed then  -- (a stop by the version before marks no lease)
-  stop = redis.call('HMGET', K.stop, 'fence', 'keep', 'why')
-end
-local lease_busy = lease[4]
-if opts.mixed then lease_busy = false end  -- (its admissions write tries' busy only)
+local stop = stop_fields(lease[5], opts.mixed, 'fence', 'keep', 'why')
+local busy = lease_busy(lease[4], opts.mixed)
 local flagged = stop[1] == ARGV[1]  -- asked to stop
 local kept = flagged and stop[2] == '1'  -- an interrupt: its messages go into the next turn
 local outcome = ARGV[3]
@@ -48,8 +44,8 @@ if lease[2] then
     end
   end
 end
-local known = {fence = tries[3], busy = lease_busy}
-if not ARGV[5] or merging(lease_busy) then
+local known = {fence = tries[3], busy = busy}
+if not ARGV[5] or merging(busy) then
   local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true, nil, nil, known)
   if not c then return {'idle'} end
   return {'claimed', c[1], c[2]}

@@ -24,9 +24,7 @@ local oldest = redis.call('ZRANGE', K.inbox, 0, 0)[1]
 if oldest ~= entry and not redis.call('ZSCORE', K.inbox, entry) then return {'stale'} end
 local now_us, now_ms = clock()
 local opts = cjson.decode(ARGV[5])
-local lease_busy = lease[4]
-if opts.mixed then lease_busy = false end  -- (the version before writes tries' busy only)
-local merge = merging(lease_busy)
+local merge = merging(lease_busy(lease[4], opts.mixed))
 local tries = redis.call('HMGET', K.tries, 'n', 'batch')
 local first = tonumber(tries[1] or '0') == 0
 local batch = nil

@@ -66,6 +66,23 @@ local function busy_mode(lease_busy)
   return redis.call('HGET', K.tries, 'busy') or ''
 end
 
+-- The busy mode's copy in the lease as the caller read it (`copy`), or false (busy_mode
+-- reads tries) while a process of the version before, which writes tries' alone, may run
+-- (`mixed`, gateway/chats/upgrade.py).
+local function lease_busy(copy, mixed)
+  if mixed then return false end
+  return copy
+end
+
+-- The fields of the stop flag (`stop`) a script needs, read only when the lease says its
+-- turn was asked to stop (`stopping`, as the caller read it) or while a process of the
+-- version before, which raises the flag without marking the lease, may run (`mixed`);
+-- else false each: no stop concerns the lease's turn.
+local function stop_fields(stopping, mixed, ...)
+  if stopping == '' and not mixed then return {false, false, false} end
+  return redis.call('HMGET', K.stop, ...)
+end
+
 -- Whether the chat merges what waits into one turn: busy mode merge, or interrupt (which
 -- merges too, and stops a running turn when a message comes: ingest.lua).
 local function merging(lease_busy)
