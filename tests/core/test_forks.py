@@ -4,38 +4,10 @@ sweeper or revoke lane works)."""
 
 from __future__ import annotations
 
-import os
 import threading
-import warnings
 
 from gateway.core.forks import ForkGate
-from gateway.ops.processes import wait_until
-
-
-def fork_and_take(held: threading.Lock) -> int:
-    """Fork; the child takes `held` (exit 0), or hangs on it. The child's exit code, or -1
-    when it still hangs after 5 s (then it is killed)."""
-    with warnings.catch_warnings():  # (3.12 warns of forking a process with threads: the case)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:
-        held.acquire()
-        os._exit(0)
-    status: list[int] = []
-
-    def ended() -> bool:
-        done, code = os.waitpid(pid, os.WNOHANG)
-        if done:
-            status.append(code)
-        return bool(done)
-
-    try:
-        wait_until(ended, 5, "the child to take the lock", interval_s=0.01)
-    except TimeoutError:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        return -1
-    return os.waitstatus_to_exitcode(status[0])
+from tests.support.forks import in_fork
 
 
 def test_a_fork_waits_for_the_step_in_progress() -> None:
@@ -51,7 +23,7 @@ def test_a_fork_waits_for_the_step_in_progress() -> None:
     worker.start()
     assert inside.wait(5)
     threading.Timer(0.3, finish.set).start()  # the step ends while the fork waits
-    assert fork_and_take(held) == 0
+    assert in_fork(held.acquire) == 0
     worker.join(5)
     with gate.step():  # the parent's gate is open again after the fork
         pass
@@ -69,7 +41,7 @@ def test_a_step_that_outlasts_the_wait_does_not_hold_the_fork_back() -> None:
     worker = threading.Thread(target=step, daemon=True)
     worker.start()
     assert inside.wait(5)
-    assert fork_and_take(threading.Lock()) == 0, "forked after the wait"
+    assert in_fork(threading.Lock().acquire) == 0, "forked after the wait"
     finish.set()
     worker.join(5)
     assert not worker.is_alive()
