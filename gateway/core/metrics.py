@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from gateway.core.forks import fork_gate
 from gateway.core.presence import UP_STATES
 
 logger = logging.getLogger(__name__)
@@ -152,12 +153,13 @@ class _Living:
         self._sum = multiprocess.MultiProcessCollector(None, folder)
 
     def collect(self) -> Iterable[Any]:
-        for pid in _dead_pids(self._folder):
-            try:
-                self._multiprocess.mark_process_dead(pid, self._folder)
-            except FileNotFoundError:  # a scrape at the same time removed its files first
-                continue
-        return self._sum.collect()  # type: ignore[no-any-return]
+        with fork_gate().step():  # (on a thread of a worker's main process: core/forks.py)
+            for pid in _dead_pids(self._folder):
+                try:
+                    self._multiprocess.mark_process_dead(pid, self._folder)
+                except FileNotFoundError:  # a scrape at the same time removed its files first
+                    continue
+            return list(self._sum.collect())
 
 
 def _dead_pids(folder: str) -> set[int]:

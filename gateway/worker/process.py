@@ -72,6 +72,7 @@ class WorkerProcess:
     def serve_metrics(self, **_: Any) -> None:
         """The host's `/metrics` (GATEWAY_WORKER_METRICS_PORT), before the pool forks."""
         settings = self.runtime().settings
+        fork_gate()  # (made here, on the thread that forks the pool: scrapes step through it)
         if settings.worker_metrics_port:
             metrics.serve_worker(settings.worker_metrics_port, settings.metrics_addr,
                                  settings.prometheus_multiproc_dir)
