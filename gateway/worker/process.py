@@ -97,11 +97,9 @@ class WorkerProcess:
             logger.warning("cannot check the chat state's key layout now: %s", error)
 
     def start_sweeper(self, **_: Any) -> None:
-        """Workers sweep too, so crashed turns heal even while no listener runs. The main
-        process's threads (this sweeper, the revoke lane) step through its fork gate, and
-        what they use is built here first, on the thread that forks the pool."""
+        """Workers sweep too, so crashed turns heal even while no listener runs (in steps of
+        the main process's fork gate: gateway/core/forks.py)."""
         rt = self.runtime()
-        rt.canceller  # noqa: B018 (built now: the revoke lane only uses it)
         sweeper = Sweeper(rt.store, rt.publisher, rt.settings.sweep_interval_s, fork_gate())
         self._sweepers.append(sweeper)
         sweeper.start()
