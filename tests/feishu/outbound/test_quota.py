@@ -42,15 +42,19 @@ def test_the_per_minute_bucket_caps_a_long_burst(redis_client: redis.Redis) -> N
 
 
 def test_one_chat_gets_its_own_smaller_share(redis_client: redis.Redis) -> None:
-    quota = Quota(redis_client, Rates(per_s=1000, per_min=100_000, chat_per_s=10))
+    # 2 a second: a burst of 1 and a token every 0.625 s, far longer than the draws take
+    quota = Quota(redis_client, Rates(per_s=1000, per_min=100_000, chat_per_s=2))
     redis_client.delete(app_key("cli_a"), "gw:quota:chat:oc_busy", "gw:quota:chat:oc_other")
     busy = sum(quota.acquire("cli_a", "oc_busy", timeout_s=0) for _ in range(20))
     other = sum(quota.acquire("cli_a", "oc_other", timeout_s=0) for _ in range(3))
-    assert (busy, other) == (2, 2)  # each chat's burst is its own
+    assert (busy, other) == (1, 1)  # each chat's burst is its own
 
 
 def test_low_priority_leaves_a_reserve_for_replies(redis_client: redis.Redis) -> None:
-    quota = Quota(redis_client, Rates(per_s=50, per_min=100_000, chat_per_s=1000))
+    # The per-minute bucket: a burst of 10 and a token every 1.5 s, far longer than the
+    # draws take (the per-second one refills a token every 25 ms: a busy host's pause
+    # between two draws would show as one more)
+    quota = Quota(redis_client, Rates(per_s=1000, per_min=50, chat_per_s=1000))
     redis_client.delete(app_key("cli_a"))
     low = sum(quota.acquire("cli_a", low=True, timeout_s=0) for _ in range(20))
     high = sum(quota.acquire("cli_a", timeout_s=0) for _ in range(20))
