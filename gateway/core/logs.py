@@ -36,6 +36,19 @@ def redact(text: str) -> str:
     return _SECRET.sub(lambda m: f"{m[1]}{m[2] or ''}{m[3] or ''}***", text)
 
 
+SHOWN_MAX_CHARS = 100
+
+
+def shown(value: object, max_chars: int = SHOWN_MAX_CHARS) -> str:
+    """A value from outside (an event's ids, its sender type) fit for a log line: what
+    would not print (a line break, a bidi override, a lone surrogate) escaped as Python
+    writes it, so no event can forge or break a line, and cut to `max_chars`."""
+    text = str(value)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    return text if len(text) <= max_chars else f"{text[:max_chars]}…"
+
+
 _PLAIN = logging.Formatter()
 
 

@@ -23,7 +23,7 @@ from gateway.chats.model import Admission, NotDurable, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.core import metrics
 from gateway.core.errors import MalformedEvent, RetryableError
-from gateway.core.logs import turn_context
+from gateway.core.logs import shown, turn_context
 from gateway.core.model import Message
 from gateway.core.rules import Rules
 from gateway.feishu.gate import answer_or_error
@@ -104,9 +104,10 @@ class Intake:
             if event_type in CHANGES:
                 self.changes.handle(event_type, event, app_id)
                 return None
-            if event_type == CARD_EVENT:  # a streaming card's Stop button, or an approval's
-                for handler in (self.stops, self.cards):
-                    answer = None if handler is None else handler(app_id, event)
+            handlers = [h for h in (self.stops, self.cards) if h is not None]
+            if event_type == CARD_EVENT and handlers:  # a card's Stop button, an approval's
+                for handler in handlers:  # (the approvals' handler says what it ignored)
+                    answer = handler(app_id, event)
                     if answer is not None:
                         return answer
                 return None
@@ -202,13 +203,13 @@ class Intake:
                caught_up: bool = False) -> Message | str:
         """The message to ingest (tagged with its app), or what happened to it instead
         (refused, malformed); NotYetJudged while the bot's identity is unknown."""
-        event_id = str((payload.get("header") or {}).get("event_id", "?"))
+        event_id = shown((payload.get("header") or {}).get("event_id", "?"))  # for logs
         bot_open_id = self.bot_open_ids.get(app_id, "")
         arrival = arrival_of(payload)
         verdict = admit(arrival, self.rules, bot_open_id)
         if verdict.code == "identity-unknown":
-            raise NotYetJudged(f"event {event_id} in chat {arrival.chat_id or '?'} waits: "
-                               f"{verdict.reason}")
+            raise NotYetJudged(f"event {event_id} in chat {shown(arrival.chat_id or '?')} "
+                               f"waits: {shown(verdict.reason)}")
         if not verdict.admitted:
             metrics.refused(verdict.code or "other")
             return self._refused(payload, event_id, arrival, verdict.reason, verdict.tell,
@@ -282,7 +283,8 @@ class Intake:
         level = logging.DEBUG if "without an @mention" in reason or arrival.sender_type != \
             "user" else logging.INFO
         logger.log(level, "event %s in chat %s from %s refused: %s", event_id,
-                   arrival.chat_id or "?", arrival.sender_open_id or "?", reason)
+                   shown(arrival.chat_id or "?"), shown(arrival.sender_open_id or "?"),
+                   shown(reason, max_chars=200))
         if tell and self.refusal_notice_every_s > 0:
             try:
                 message = parse_message(payload, bot_open_id=bot_open_id,

@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from gateway.core.logs import (
+    SHOWN_MAX_CHARS,
     JsonFormatter,
     KeyValueFormatter,
     RedactSecrets,
@@ -22,6 +23,7 @@ from gateway.core.logs import (
     formatter_for,
     masked_url,
     redact_handlers,
+    shown,
     turn_context,
 )
 
@@ -74,6 +76,25 @@ def test_the_app_secret_and_a_bearer_token_are_masked(through: str) -> None:
     else:
         line = KeyValueFormatter().format(record).split(": ", 1)[1]
     assert line == ENDPOINT_CALL_MASKED
+
+
+@pytest.mark.parametrize(("value", "line"), [
+    ("oc_plain", "oc_plain"),
+    ("bot\nINFO forged line", "bot\\nINFO forged line"),
+    ("x\udfffy", "x\\udfffy"),  # a lone surrogate, which no UTF-8 log file can hold
+    ("\u202eevil", "\\u202eevil"),  # a bidi override
+    ("é漢字🙂 ", "é漢字🙂 "),
+    (None, "None"),
+])
+def test_a_value_from_an_event_is_shown_on_one_printable_line(value: object,
+                                                               line: str) -> None:
+    assert shown(value) == line
+    shown(value).encode("utf-8")
+
+
+def test_a_long_value_is_cut() -> None:
+    assert shown("x" * 500) == "x" * SHOWN_MAX_CHARS + "…"
+    assert shown("\n" * 60, max_chars=10) == "\\n" * 5 + "…"
 
 
 def test_redis_password_is_masked() -> None:

@@ -29,6 +29,7 @@ from gateway.chats.keys import CONTROL_KEY, INDEX_KEY
 from gateway.chats.model import StoreConfig, entry_message
 from gateway.chats.store import ChatStore
 from gateway.core.errors import MalformedEvent
+from gateway.core.logs import shown
 from gateway.core.model import Message
 from gateway.core.rules import DM_POLICIES, GROUP_POLICIES, GroupRule, Rules
 from gateway.feishu.inbound.admission import Arrival, admit
@@ -438,6 +439,13 @@ PINNED_FRAMES = [  # each raised out of on_frame before its fix
     ("bad", _frame("om_s", content=json.dumps({"text": "@_user_1 \ud800"}))),
     ("bad", _frame("om_a|b")),  # stored under the wrong id, unreadable
     ("bad", _frame("om_m", mentions=5)),  # TypeError in arrival_of
+    # no line at all: a card click where no card handler is set
+    ("bad", json.dumps({**valid_event("om_c", "x", 1_700_000_000_000),
+                        "header": {"event_type": CARD_EVENT}}).encode()),
+    # a lone surrogate in the refusal's line (no UTF-8 log file can hold it)
+    ("bad", json.dumps(json.loads(_frame("om_b")) | {"event": {
+        "sender": {"sender_type": "x\udfffy", "sender_id": {"open_id": "ou_x\n"}},
+        "message": {"chat_id": "oc_\u202e", "message_id": "om_b"}}}).encode()),
 ]
 
 
@@ -474,7 +482,8 @@ def test_ingest_keeps_every_valid_message_and_says_why_it_drops_the_rest(
         elif outcome == "malformed":
             assert said.endswith(f"dropped: {detail}")
         elif outcome == "refused":
-            assert said.endswith(f"refused: {detail}")
+            assert said.endswith(f"refused: {shown(detail, max_chars=200)}")
+            said.encode()  # fit for any log file: nothing unprintable from the event
         elif outcome == "ignored":
             assert "not handled" in said
         elif outcome == "changed":
