@@ -16,7 +16,7 @@ import redis
 
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.simulator import Simulator
-from tests.chaos.monkey import RESULTS
+from tests.chaos.monkey import FIGURES
 from tests.support.rig import FLEETS, SERVERS, client_of, start_redis, stop_redis
 from tests.support.simulator_fixtures import simulator  # noqa: F401  (re-exported fixture)
 
@@ -69,7 +69,17 @@ def chat_id() -> str:
     return f"oc_{uuid.uuid4().hex[:16]}"
 
 
+CHAOS_LINES: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collects the chaos runs' figures, in the process that prints the summary."""
+    if report.when == "call":
+        CHAOS_LINES.extend(str(line) for name, line in report.user_properties
+                           if name == FIGURES)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The chaos suite's figures, one line per run, whatever the outcome."""
-    for figures in RESULTS:
-        terminalreporter.write_line(figures.line())
+    for line in CHAOS_LINES:
+        terminalreporter.write_line(line)

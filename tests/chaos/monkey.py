@@ -145,6 +145,11 @@ class Monkey:
         return second
 
 
+FIGURES = "chaos figures"
+"""The name of a run's figures among its report's `user_properties`: the report reaches the
+session's summary from whichever process ran the test (pytest-xdist runs the suite in two)."""
+
+
 @dataclass
 class Figures:
     faults: str
@@ -356,5 +361,3 @@ def count_leftovers(rig: Rig, client: redis.Redis, chats: list[str],
             figures.keys_without_ttl += 1
             figures.examples.append(f"no TTL: {key}")
 
-
-RESULTS: list[Figures] = []

@@ -35,8 +35,8 @@ from gateway.ops.processes import wait_until
 from tests.chaos.monkey import (
     CATCHUP_AFTER_S,
     FAULTS,
+    FIGURES,
     LISTENER_AHEAD_S,
-    RESULTS,
     Clicker,
     Figures,
     Monkey,
@@ -173,7 +173,7 @@ def send_all(rig: Rig, run_id: str, spread_s: float,
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("faults", ["all", *FAULTS, WEBHOOK])
 def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, run_id: str,
-                                         faults: str) -> None:
+                                         faults: str, request: pytest.FixtureRequest) -> None:
     rig = chaos_rig
     enabled = set(FAULTS) if faults == "all" else WEBHOOK_FAULTS if faults == WEBHOOK \
         else {faults}
@@ -205,8 +205,7 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, run_id:
     count_order(rig, client, sent, figures, clocks.redis)
     count_leftovers(rig, client, list(sent), figures)
     figures.examples = figures.examples[:10]
-    RESULTS.append(figures)
-    print(figures.line())
+    request.node.user_properties.append((FIGURES, figures.line()))  # for the summary
     assert figures.sent >= 2000 * 0.99, figures.line()
     assert (figures.lost, figures.duplicated, figures.order_violations, figures.stuck_chats,
             figures.keys_without_ttl, figures.live_cards) == (0, 0, 0, 0, 0, 0), figures.line()

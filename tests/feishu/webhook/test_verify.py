@@ -54,7 +54,8 @@ def test_decrypts_feishus_documented_example() -> None:
 
 
 @pytest.mark.parametrize("bad", ["not base64!", base64.b64encode(b"short").decode(),
-                                 encrypt(b"hello", "another key")])
+                                 encrypt(b"hello", "another key")],
+                         ids=["not-base64", "too-short", "another-key"])  # the IV is random
 def test_what_the_key_does_not_open_is_undecryptable(bad: str) -> None:
     with pytest.raises(Undecryptable):
         decrypt(bad, KEY)
