@@ -12,7 +12,9 @@ from typing import Any
 from gateway.approvals.book import ApprovalBook, Request
 from gateway.approvals.card import resolved_card
 from gateway.approvals.policy import DONE_LABELS, may_decide, parse_decision
+from gateway.core.logs import shown
 from gateway.core.model import Message
+from gateway.feishu.inbound.events import clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -44,26 +46,28 @@ class Verdicts:
         if not isinstance(request_id, str) or decision is None:
             logger.info("card click ignored: not an approval button")
             return None
-        clicker = str(_mapping(event.get("operator")).get("open_id") or "")
+        request_id = clean_text(request_id)  # (what Redis cannot carry is no id of ours)
+        clicker = clean_text(str(_mapping(event.get("operator")).get("open_id") or ""))
         context = _mapping(event.get("context"))
-        bound_to = str(value.get("chat_id") or "")
-        chat_id = str(context.get("open_chat_id") or bound_to)
+        bound_to = clean_text(str(value.get("chat_id") or ""))
+        chat_id = clean_text(str(context.get("open_chat_id") or bound_to))
         state = self.book.keyspace.scope.of(chat_id, app_id)  # the clicked bot's requests
-        token = str(event.get("token") or _mapping(payload.get("header")).get("event_id") or "")
+        token = clean_text(str(event.get("token")
+                               or _mapping(payload.get("header")).get("event_id") or ""))
         request = self.book.get(state, request_id) if chat_id else None
         if request is None or (bound_to and bound_to != chat_id):
-            logger.warning("card click by %s on unknown approval %s (chat %s)", clicker,
-                           request_id, chat_id or "?")
+            logger.warning("card click by %s on unknown approval %s (chat %s)", shown(clicker),
+                           shown(request_id), shown(chat_id or "?"))
             return {"toast": _toast("error", "This approval request is unknown or too old.")}
         if not self._may(clicker, request):
-            logger.warning("approval %s in chat %s: %s may not decide it; refused", request_id,
-                           chat_id, clicker or "?")
+            logger.warning("approval %s in chat %s: %s may not decide it; refused",
+                           shown(request_id), shown(chat_id), shown(clicker or "?"))
             return {"toast": _toast("error", "You may not decide this request.")}
         outcome, ended, by = self.book.decide(state, request_id, decision, clicker, "card",
                                               token or f"{clicker}:{request_id}")
         if outcome == "decided":
-            logger.info("approval %s in chat %s: %s by %s (card)", request_id, chat_id,
-                        decision, clicker)
+            logger.info("approval %s in chat %s: %s by %s (card)", shown(request_id),
+                        shown(chat_id), decision, shown(clicker))
             return {"toast": _toast("success", DONE_LABELS[decision].capitalize()),
                     "card": {"type": "raw", "data": resolved_card(request.prompt, decision,
                                                                   clicker)}}

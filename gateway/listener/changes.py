@@ -16,6 +16,7 @@ from gateway.chats.model import TurnRef
 from gateway.chats.store import ChatStore
 from gateway.core import metrics
 from gateway.core.errors import MalformedEvent
+from gateway.core.logs import shown
 from gateway.core.model import Message
 from gateway.core.rules import Rules
 from gateway.feishu.inbound import changes as ev
@@ -46,7 +47,7 @@ class ChatChanges:
         """One such event, judged and stored; returns what was done (the metric's outcome).
         A malformed one is one line and dropped (ACKed); a Redis failure propagates (ACK
         500: Feishu delivers it again, and every step is idempotent)."""
-        event_id = str((payload.get("header") or {}).get("event_id", "?"))
+        event_id = shown((payload.get("header") or {}).get("event_id", "?"))  # for logs
         try:
             if event_type == ev.UPDATED:
                 outcome = self._edited(payload, app_id)

@@ -18,6 +18,8 @@ from typing import Any
 
 from gateway.approvals.policy import may_decide
 from gateway.chats.store import ChatStore
+from gateway.core.logs import shown
+from gateway.feishu.inbound.events import clean_text
 from gateway.feishu.outbound.stream_card import STOP_ACTION
 
 logger = logging.getLogger(__name__)
@@ -25,6 +27,11 @@ logger = logging.getLogger(__name__)
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str:
+    """A button's or click's value as text Redis can carry ("" when absent)."""
+    return clean_text(str(value or ""))
 
 
 def _toast(kind: str, text: str) -> dict[str, Any]:
@@ -43,27 +50,27 @@ class StopButton:
         value = _mapping(_mapping(event.get("action")).get("value"))
         if value.get("action") != STOP_ACTION:
             return None
-        chat, turn = str(value.get("chat") or ""), str(value.get("turn") or "")
-        requester, chat_type = str(value.get("requester") or ""), str(value.get("chat_type"))
-        clicker = str(_mapping(event.get("operator")).get("open_id") or "")
-        token = str(event.get("token") or _mapping(payload.get("header")).get("event_id") or "")
+        chat, turn = _text(value.get("chat")), _text(value.get("turn"))
+        requester, chat_type = _text(value.get("requester")), _text(value.get("chat_type"))
+        clicker = _text(_mapping(event.get("operator")).get("open_id"))
+        token = _text(event.get("token") or _mapping(payload.get("header")).get("event_id"))
         if not chat or not turn or not token:
-            logger.warning("stop click by %s ignored: the button names no turn", clicker)
+            logger.warning("stop click by %s ignored: the button names no turn", shown(clicker))
             return _toast("error", "This button names no answer to stop.")
-        shown_in = str(_mapping(event.get("context")).get("open_chat_id") or "")
+        shown_in = _text(_mapping(event.get("context")).get("open_chat_id"))
         if shown_in and shown_in != chat.split("@", 1)[0]:  # (a state id: chat@app)
             logger.warning("stop click by %s refused: a button of chat %s clicked in %s",
-                           clicker, chat, shown_in)
+                           shown(clicker), shown(chat), shown(shown_in))
             return _toast("error", "This button names no answer to stop.")
         dm_user = requester if chat_type == "p2p" else ""
         if not may_decide(clicker, requester=requester, chat_type=chat_type, dm_user=dm_user,
                           admins=self.admins, allowed=self.allowed):
             logger.warning("stop click in chat %s by %s refused: not the requester, an admin "
-                           "or allowed", chat, clicker or "?")
+                           "or allowed", shown(chat), shown(clicker or "?"))
             return _toast("error", "You may not stop this answer.")
         click = self._store.click_stop(chat, turn, clicker, token)
-        logger.info("stop click in chat %s on the turn of %s by %s: %s", chat, turn, clicker,
-                    click.outcome)
+        logger.info("stop click in chat %s on the turn of %s by %s: %s", shown(chat),
+                    shown(turn), shown(clicker), click.outcome)
         if click.outcome == "over":
             return _toast("info", "This answer has already ended.")
         return _toast("success", "Stopping…")

@@ -4,6 +4,7 @@ Redis — clicks, tokens, expiry, binding to the chat, remembered decisions, /ap
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -119,6 +120,19 @@ def test_a_click_is_bound_to_its_chat_and_expires(client: redis.Redis) -> None:
     assert late is not None and "expired" in late["toast"]["content"]
     assert book.state(chat, "r2") == "expired"
     assert verdicts.on_click("", {"event": {"action": {"value": {"x": 1}}}}) is None
+
+
+def test_a_forged_click_is_one_printable_line(client: redis.Redis,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    verdicts = Verdicts(ApprovalBook(client))
+    forged = click("oc_x\nINFO approval r1 in chat oc_x: once by ou_admin (card)",
+                   "r\udfff", "once", "ou_\u202e")
+    with caplog.at_level(logging.INFO, logger="gateway"):
+        answer = verdicts.on_click("", forged)
+    assert answer is not None and "unknown" in answer["toast"]["content"]
+    [line] = [r.getMessage() for r in caplog.records if r.name.startswith("gateway")]
+    assert "\n" not in line and line.isprintable(), line
+    assert line.startswith("card click by ou_\\u202e on unknown approval r\ufffd (chat oc_x\\n")
 
 
 def test_session_and_always_are_remembered_and_new_sessions_ask_again(

@@ -4,6 +4,7 @@ are not messages (greetings, events of other types), and the app a message came 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -18,9 +19,11 @@ from gateway.core.errors import RetryableError
 from gateway.core.model import GREETING
 from gateway.core.redis_client import redis_client
 from gateway.core.rules import Rules
+from gateway.feishu.outbound.stream_card import STOP_ACTION
 from gateway.listener.batch import RedisUnavailable
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
+from gateway.listener.stop_button import StopButton
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.publisher import Publisher
@@ -233,3 +236,19 @@ def test_once_redis_failed_in_a_batch_the_rest_are_refused_without_waiting(
     assert took_s < 1.0, f"one timeout, not one a frame ({took_s:.1f} s)"
     assert ChatStore(client).pending(chat) == [], "nothing recorded (read once Redis is back)"
     hasty.close()
+
+
+def test_a_forged_stop_click_is_refused_on_one_printable_line(
+        client: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    button = StopButton(ChatStore(client, StoreConfig()))
+    forged = {"header": {"event_id": "ev_1"}, "event": {
+        "operator": {"open_id": "ou_\udfff"}, "token": "t\ud800",
+        "action": {"value": {"action": STOP_ACTION, "chat": "oc_a\nINFO forged",
+                             "turn": "turn:\u202e", "requester": "ou_req",
+                             "chat_type": "group"}},
+        "context": {"open_chat_id": "oc_a\nINFO forged"}}}
+    with caplog.at_level(logging.INFO, logger="gateway"):
+        answer = button.on_click("cli_a", forged)
+    assert answer is not None and answer["toast"]["type"] == "error"
+    [line] = [r.getMessage() for r in caplog.records if r.name.startswith("gateway")]
+    assert line.isprintable() and "\\n" in line, line

@@ -31,12 +31,12 @@ def _id(obj: Mapping[str, Any], key: str, where: str) -> str:
     """An id the state keys and inbox entries are made of: a string, UTF-8 (no lone
     surrogate), and no '|' (the inbox entry's separator)."""
     value = _field(obj, key, where)
-    if not isinstance(value, str) or "|" in value or _clean(value) != value:
+    if not isinstance(value, str) or "|" in value or clean_text(value) != value:
         raise MalformedEvent(f"event with an unusable {where}.{key} ({value!r:.40})")
     return value
 
 
-def _clean(text: str) -> str:
+def clean_text(text: str) -> str:
     """`text` with each lone surrogate (JSON may escape one, "\\ud800"; UTF-8, so Redis,
     cannot carry it) as U+FFFD."""
     try:
@@ -112,7 +112,7 @@ def parse_message(
     message_type = str(_field(message, "message_type", "message"))
     text = message_text(message_type, _field(message, "content", "message"))
     text, mentioned = _resolve_mentions(text, _list(message.get("mentions")), bot_open_id)
-    text = _clean(text)
+    text = clean_text(text)
     if not text:
         raise MalformedEvent("message with empty text")
     if len(text) > max_text_chars:
@@ -124,15 +124,15 @@ def parse_message(
     return Message(
         message_id=_id(message, "message_id", "message"),
         chat_id=_id(message, "chat_id", "message"),
-        chat_type=_clean(str(message.get("chat_type") or "p2p")),
-        sender_open_id=_clean(str(sender_id.get("open_id") or "")),
-        message_type=_clean(message_type),
+        chat_type=clean_text(str(message.get("chat_type") or "p2p")),
+        sender_open_id=clean_text(str(sender_id.get("open_id") or "")),
+        message_type=clean_text(message_type),
         text=text,
         create_time_ms=create_time_ms,
-        thread_id=_clean(str(message.get("thread_id") or "")),
-        root_id=_clean(str(message.get("root_id") or "")),
-        parent_id=_clean(str(message.get("parent_id") or "")),
-        mentioned_open_ids=tuple(_clean(open_id) for open_id in mentioned),
+        thread_id=clean_text(str(message.get("thread_id") or "")),
+        root_id=clean_text(str(message.get("root_id") or "")),
+        parent_id=clean_text(str(message.get("parent_id") or "")),
+        mentioned_open_ids=tuple(clean_text(open_id) for open_id in mentioned),
     )
 
 
