@@ -28,6 +28,8 @@ CONNECTION_TIMES = ("since", "last_frame_at", "last_event_at")
 """The host-clock times a connection's record carries."""
 UP_STATES = ("connected", "serving")
 """An app's long connection connected, or its webhook server serving (`serve`)."""
+STOPPED = "stopped"
+"""A listener's last record as it stops: kept (for `status`) until it is stale."""
 
 
 def redis_time_s(client: redis.Redis) -> float:

@@ -12,6 +12,7 @@ from typing import Any
 
 import redis
 
+from gateway.core.presence import CONNECTIONS_KEY, publish
 from gateway.ops.embedded_redis import EmbeddedRedis, free_port
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
@@ -206,6 +207,23 @@ def test_health_checks_this_hosts_listener_and_worker(
     assert "cannot reach Redis" in refused(elsewhere, "health", "listener", code=1)
     assert "cannot reach the Celery broker" in refused(elsewhere, "health", "worker", code=1)
     assert cli(gateway_env, "health", "nobody").returncode == 1
+
+
+def test_health_judges_the_listener_running_now_not_one_stopped_before_it(
+        private_redis: EmbeddedRedis, gateway_env: dict[str, str]) -> None:
+    """A listener restarted on the same host (a container restarted, a unit reloaded): its
+    predecessor's last record says "stopped" for a while yet."""
+    env = {**gateway_env, "REDIS_URL": private_redis.url}
+    client = redis.Redis.from_url(private_redis.url)
+    host, app = socket.gethostname(), gateway_env["FEISHU_APP_ID"]
+    client.delete(CONNECTIONS_KEY)
+    publish(client, CONNECTIONS_KEY, f"{host}:1001|{app}", {"state": "stopped"})
+    assert "no connection reported" in refused(env, "health", "listener", code=1)
+    publish(client, CONNECTIONS_KEY, f"{host}:1002|{app}",
+            {"state": "connected", "identity_known": True})
+    assert "1 connection(s) up" in ok(env, "health", "listener")
+    publish(client, CONNECTIONS_KEY, f"{host}:1003|{app}", {"state": "reconnecting"})
+    assert f"not connected: {app}" in refused(env, "health", "listener", code=1)
 
 
 @one_pool

@@ -29,6 +29,7 @@ from aiohttp import web
 
 from gateway.core import metrics
 from gateway.core.errors import GatewayError
+from gateway.core.presence import STOPPED
 from gateway.feishu.gate import Gate, Shed
 from gateway.feishu.webhook.crypto import warm
 from gateway.feishu.webhook.verify import Challenge, Keys, PushRefused, Signed, open_push
@@ -196,4 +197,4 @@ class WebhookServer:
         for lane in self._lanes.values():
             lane.executor.shutdown(wait=True, cancel_futures=True)
         for status in self._statuses.values():
-            status.state, status.since = "stopped", time.monotonic()
+            status.state, status.since = STOPPED, time.monotonic()

@@ -30,6 +30,7 @@ from websockets.protocol import State
 
 from gateway.core import metrics
 from gateway.core.errors import GatewayError, RetryableError
+from gateway.core.presence import STOPPED
 from gateway.feishu.gate import BatchGate, Shed, answer_or_error
 from gateway.feishu.ws import frames as f
 from gateway.feishu.ws.endpoint import (
@@ -179,7 +180,7 @@ class Connection:
                 self._set("reconnecting", f"{reason}; retry in {delay_s:.1f}s")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay_s)
-        self._set("stopped")
+        self._set(STOPPED)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def _session(self, http: httpx.AsyncClient) -> None:

@@ -273,10 +273,10 @@ def health(role: str) -> None:
     host = socket.gethostname()
     o = ops()
     if role == "listener":
-        from gateway.core.presence import UP_STATES, read_connections
+        from gateway.core.presence import STOPPED, UP_STATES, read_connections
 
-        mine = {owner: c for owner, c in read_connections(o.redis).items()
-                if owner.startswith(f"{host}:")}
+        mine = {owner: c for owner, c in read_connections(o.redis).items()  # (a listener
+                if owner.startswith(f"{host}:") and c.get("state") != STOPPED}  # stopped: gone)
         down = sorted(owner.split("|", 1)[-1] for owner, c in mine.items()
                       if c.get("state") not in UP_STATES)
         unknown = sorted(owner.split("|", 1)[-1] for owner, c in mine.items()
