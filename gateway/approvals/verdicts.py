@@ -86,14 +86,14 @@ class Verdicts:
             return "There is no pending approval request in this chat."
         if not self._may(message.sender_open_id, request):
             logger.warning("approval %s in chat %s: %s may not decide it; refused",
-                           request.request_id, message.chat_id, message.sender_open_id)
+                           request.request_id, message.chat_id, shown(message.sender_open_id))
             return "You may not decide this approval request."
         outcome, state, _ = self.book.decide(chat, request.request_id, decision,
                                              message.sender_open_id, "text",
                                              f"text:{message.message_id}")
         if outcome == "decided":
             logger.info("approval %s in chat %s: %s by %s (text)", request.request_id,
-                        message.chat_id, decision, message.sender_open_id)
+                        message.chat_id, decision, shown(message.sender_open_id))
             return f"{DONE_LABELS[decision].capitalize()}."
         if outcome == "expired":
             return "That approval request has expired."

@@ -88,6 +88,7 @@ class EmbeddedRedis:
             while True:
                 try:
                     client.ping()
+                    self._check_owner(client)
                     return self
                 except redis.ConnectionError:
                     if self._process.poll() is not None or time.monotonic() > deadline:
@@ -96,6 +97,16 @@ class EmbeddedRedis:
                     time.sleep(0.02)
         finally:
             client.close()
+
+    def _check_owner(self, client: redis.Redis) -> None:
+        """The server that answered is the one just started, not another process's that
+        holds the port (ours then failed to bind it): never talk to someone else's data."""
+        pid = int(client.info("server").get("process_id", 0))
+        if self._process is not None and pid == self._process.pid:
+            return
+        self.stop()
+        raise GatewayError(f"{self.url} is another redis-server's (pid {pid}): ours could not "
+                           "bind its port")
 
     def pause(self) -> None:
         """SIGSTOP the server: connections stay open, nothing answers (a dead network)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from gateway.core.errors import MalformedEvent
 from gateway.core.model import GREETING, Message
-from gateway.feishu.inbound.events import parse_message
+from gateway.feishu.inbound.events import clean_text, parse_message, usable_id
 
 RECALLED = "im.message.recalled_v1"
 UPDATED = "im.message.updated_v1"
@@ -50,9 +50,9 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
 
 def _id(obj: Mapping[str, Any], key: str, where: str) -> str:
     value = obj.get(key)
-    if not isinstance(value, str) or not value or "|" in value:
+    if not usable_id(value):
         raise MalformedEvent(f"event without a usable {where}.{key}")
-    return value
+    return str(value)
 
 
 def _ms(value: Any) -> int:
@@ -73,7 +73,7 @@ def parse_chat_event(payload: Mapping[str, Any]) -> ChatEvent:
     return ChatEvent(
         event_id=_id(header, "event_id", "header"), chat_id=_id(event, "chat_id", "event"),
         message_id=_id(event, "message_id", "event") if recalled else "",
-        operator_open_id=open_id if isinstance(open_id, str) else "",
+        operator_open_id=clean_text(open_id) if isinstance(open_id, str) else "",
         at_ms=_ms(event.get("recall_time") if recalled else header.get("create_time")),
         last_message_id=str(event.get("last_message_id") or ""))
 

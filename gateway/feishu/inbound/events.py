@@ -27,13 +27,18 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
+def usable_id(value: object) -> bool:
+    """Whether `value` can be an id the state keys, inbox entries and log lines are made
+    of: a non-empty string, printable (no line break, no bidi control, no lone surrogate,
+    which UTF-8, so Redis, cannot carry), and no '|' (the inbox entry's separator)."""
+    return isinstance(value, str) and value.isprintable() and bool(value) and "|" not in value
+
+
 def _id(obj: Mapping[str, Any], key: str, where: str) -> str:
-    """An id the state keys and inbox entries are made of: a string, UTF-8 (no lone
-    surrogate), and no '|' (the inbox entry's separator)."""
     value = _field(obj, key, where)
-    if not isinstance(value, str) or "|" in value or clean_text(value) != value:
+    if not usable_id(value):
         raise MalformedEvent(f"event with an unusable {where}.{key} ({value!r:.40})")
-    return value
+    return str(value)
 
 
 def clean_text(text: str) -> str:

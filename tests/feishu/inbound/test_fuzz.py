@@ -319,7 +319,21 @@ PINNED: list[tuple[str, dict[str, Any], str | None]] = [
     ("a lone surrogate in the chat id", _message(chat_id="oc_\udc00"), None),
     ("a message id with the inbox's separator", _message(message_id="om_a|b"), None),
     ("a message id that is not a string", _message(message_id={"a": "|"}), None),
+    ("a line break in the chat id (a forged log line)", _message(chat_id="oc_a\nINFO x"),
+     None),
+    ("a bidi override in the message id", _message(message_id="om_\u202e1"), None),
 ]
+
+
+@pytest.mark.parametrize("chat_id", ["oc_\udc00", "oc_a\nINFO forged", "oc_\u202e", "oc_|"])
+@pytest.mark.parametrize("kind", sorted(CHANGES))
+def test_a_chat_event_whose_chat_id_no_state_can_hold_is_malformed(kind: str,
+                                                                   chat_id: str) -> None:
+    event = {"schema": "2.0", "header": {"event_id": "ev_1", "event_type": kind},
+             "event": {"chat_id": chat_id, "message_id": "om_1",
+                       "operator_id": {"open_id": "ou_\udc00"}}}
+    with pytest.raises(MalformedEvent, match="usable event.chat_id"):
+        parse_chat_event(event)
 
 
 @pytest.mark.parametrize("case, payload, text", PINNED, ids=[c for c, *_ in PINNED])
