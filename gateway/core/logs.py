@@ -44,8 +44,8 @@ def shown(value: object, max_chars: int = SHOWN_MAX_CHARS) -> str:
     would not print (a line break, a bidi override, a lone surrogate) escaped as Python
     writes it, so no event can forge or break a line, and cut to `max_chars`."""
     text = str(value)
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    if not text.isprintable() or "\\" in text:  # (a backslash too: "\\n" is no line break)
+        text = "".join(c if c.isprintable() and c != "\\" else ascii(c)[1:-1] for c in text)
     return text if len(text) <= max_chars else f"{text[:max_chars]}…"
 
 

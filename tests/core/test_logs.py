@@ -84,6 +84,7 @@ def test_the_app_secret_and_a_bearer_token_are_masked(through: str) -> None:
     ("x\udfffy", "x\\udfffy"),  # a lone surrogate, which no UTF-8 log file can hold
     ("\u202eevil", "\\u202eevil"),  # a bidi override
     ("é漢字🙂 ", "é漢字🙂 "),
+    ("ou_a\\nINFO forged", "ou_a\\\\nINFO forged"),  # a backslash, not a line break
     (None, "None"),
 ])
 def test_a_value_from_an_event_is_shown_on_one_printable_line(value: object,
