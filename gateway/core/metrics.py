@@ -211,9 +211,20 @@ def changed(event: str, outcome: str) -> None:
         m.labels(event, outcome).inc()
 
 
+UNHANDLED_TYPES_MAX = 50
+"""Distinct event types counted by name; the rest (and any type no label can carry) are
+counted as `other`, so a stream of made-up types cannot grow the series without bound."""
+_unhandled_types: set[str] = set()
+
+
 def unhandled(event_type: str) -> None:
     if (m := _m.get("unhandled")) is not None:
-        m.labels(event_type).inc()
+        known = event_type in _unhandled_types
+        if not known and len(_unhandled_types) < UNHANDLED_TYPES_MAX and \
+                event_type.isascii() and event_type.isprintable() and len(event_type) <= 100:
+            _unhandled_types.add(event_type)
+            known = True
+        m.labels(event_type if known else "other").inc()
 
 
 def refused(reason: str) -> None:

@@ -114,7 +114,7 @@ class Intake:
         except redis.RedisError as error:  # ACK 500: Feishu delivers it again
             raise RedisUnavailable(f"Redis unavailable: {error}") from None
         logger.debug("event of type %r not handled (frame type %s)", event_type, kind)
-        metrics.unhandled(event_type[:100])
+        metrics.unhandled(event_type)
         return None
 
     def on_frames(self, app_id: str, frames: Sequence[tuple[str, bytes]]) -> list[Outcome]:

@@ -239,4 +239,8 @@ class EventDelivery(SimulatorCore):
 
 
 def encode_event(payload: dict[str, Any]) -> bytes:
-    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    """UTF-8 JSON; a lone surrogate (a hostile test's) goes as JSON's escape, as it can."""
+    try:
+        return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload).encode()

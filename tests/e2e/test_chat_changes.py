@@ -185,3 +185,11 @@ def test_an_event_of_a_type_not_handled_is_acked_and_counted(rig: Rig) -> None:
     series = 'gateway_events_unhandled_total{type="im.chat.updated_v1"} 1.0'
     wait_until(lambda: series in httpx.get(f"http://127.0.0.1:{port}/metrics",
                                             timeout=5).text, 10, "the unhandled event counted")
+    for n, made_up in enumerate(["im.\udc00", "x" * 5000]):  # no label carries these
+        frame = sim.send_event({"schema": "2.0", "header": {
+            "event_id": f"ev_made_up_{n}", "event_type": made_up, "create_time": "1",
+            "app_id": sim.app_id}, "event": {}})
+        assert sim.wait_for_ack(frame).code == 200
+    other = 'gateway_events_unhandled_total{type="other"} 2.0'
+    wait_until(lambda: other in httpx.get(f"http://127.0.0.1:{port}/metrics",
+                                           timeout=5).text, 10, "the made-up types counted")
