@@ -14,7 +14,7 @@ from gateway.approvals.card import resolved_card
 from gateway.approvals.policy import DONE_LABELS, may_decide, parse_decision
 from gateway.core.logs import shown
 from gateway.core.model import Message
-from gateway.feishu.inbound.events import clean_text
+from gateway.feishu.inbound.events import clean_text, text_field
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +47,12 @@ class Verdicts:
             logger.info("card click ignored: not an approval button")
             return None
         request_id = clean_text(request_id)  # (what Redis cannot carry is no id of ours)
-        clicker = clean_text(str(_mapping(event.get("operator")).get("open_id") or ""))
+        clicker = text_field(_mapping(event.get("operator")).get("open_id"))
         context = _mapping(event.get("context"))
-        bound_to = clean_text(str(value.get("chat_id") or ""))
-        chat_id = clean_text(str(context.get("open_chat_id") or bound_to))
+        bound_to = text_field(value.get("chat_id"))
+        chat_id = text_field(context.get("open_chat_id")) or bound_to
         state = self.book.keyspace.scope.of(chat_id, app_id)  # the clicked bot's requests
-        token = clean_text(str(event.get("token")
-                               or _mapping(payload.get("header")).get("event_id") or ""))
+        token = text_field(event.get("token") or _mapping(payload.get("header")).get("event_id"))
         request = self.book.get(state, request_id) if chat_id else None
         if request is None or (bound_to and bound_to != chat_id):
             logger.warning("card click by %s on unknown approval %s (chat %s)", shown(clicker),

@@ -19,7 +19,7 @@ from typing import Any
 from gateway.approvals.policy import may_decide
 from gateway.chats.store import ChatStore
 from gateway.core.logs import shown
-from gateway.feishu.inbound.events import clean_text
+from gateway.feishu.inbound.events import text_field
 from gateway.feishu.outbound.stream_card import STOP_ACTION
 
 logger = logging.getLogger(__name__)
@@ -27,11 +27,6 @@ logger = logging.getLogger(__name__)
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _text(value: Any) -> str:
-    """A button's or click's value as text Redis can carry ("" when absent)."""
-    return clean_text(str(value or ""))
 
 
 def _toast(kind: str, text: str) -> dict[str, Any]:
@@ -50,14 +45,15 @@ class StopButton:
         value = _mapping(_mapping(event.get("action")).get("value"))
         if value.get("action") != STOP_ACTION:
             return None
-        chat, turn = _text(value.get("chat")), _text(value.get("turn"))
-        requester, chat_type = _text(value.get("requester")), _text(value.get("chat_type"))
-        clicker = _text(_mapping(event.get("operator")).get("open_id"))
-        token = _text(event.get("token") or _mapping(payload.get("header")).get("event_id"))
+        chat, turn = text_field(value.get("chat")), text_field(value.get("turn"))
+        requester = text_field(value.get("requester"))
+        chat_type = text_field(value.get("chat_type"))
+        clicker = text_field(_mapping(event.get("operator")).get("open_id"))
+        token = text_field(event.get("token") or _mapping(payload.get("header")).get("event_id"))
         if not chat or not turn or not token:
             logger.warning("stop click by %s ignored: the button names no turn", shown(clicker))
             return _toast("error", "This button names no answer to stop.")
-        shown_in = _text(_mapping(event.get("context")).get("open_chat_id"))
+        shown_in = text_field(_mapping(event.get("context")).get("open_chat_id"))
         if shown_in and shown_in != chat.split("@", 1)[0]:  # (a state id: chat@app)
             logger.warning("stop click by %s refused: a button of chat %s clicked in %s",
                            shown(clicker), shown(chat), shown(shown_in))

@@ -51,6 +51,11 @@ def clean_text(text: str) -> str:
     return text
 
 
+def text_field(value: object) -> str:
+    """An optional field of an event as text Redis can carry ("" when absent)."""
+    return clean_text(str(value or ""))
+
+
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
@@ -129,14 +134,14 @@ def parse_message(
     return Message(
         message_id=_id(message, "message_id", "message"),
         chat_id=_id(message, "chat_id", "message"),
-        chat_type=clean_text(str(message.get("chat_type") or "p2p")),
-        sender_open_id=clean_text(str(sender_id.get("open_id") or "")),
+        chat_type=text_field(message.get("chat_type")) or "p2p",
+        sender_open_id=text_field(sender_id.get("open_id")),
         message_type=clean_text(message_type),
         text=text,
         create_time_ms=create_time_ms,
-        thread_id=clean_text(str(message.get("thread_id") or "")),
-        root_id=clean_text(str(message.get("root_id") or "")),
-        parent_id=clean_text(str(message.get("parent_id") or "")),
+        thread_id=text_field(message.get("thread_id")),
+        root_id=text_field(message.get("root_id")),
+        parent_id=text_field(message.get("parent_id")),
         mentioned_open_ids=tuple(clean_text(open_id) for open_id in mentioned),
     )
 
