@@ -1,8 +1,10 @@
 """The long connection's frame, `pbbp2.Frame` (lark-oapi's `pbbp2.proto`, protobuf 2),
 encoded and decoded by hand: the SDK's pure-Python protobuf spent a third of the listener's
 CPU on it. Byte for byte what the SDK writes (fields in number order, each field that was
-set), and it reads whatever protobuf may send (unknown fields skipped, a repeated scalar's
-last value kept); tests/feishu hold it to the SDK's own codec.
+set), and it reads what the SDK reads: unknown fields skipped (so is a field whose tag takes
+more bytes than it needs: the SDK finds a field by its tag's bytes), a repeated scalar's last
+value kept, a header sent twice its first value (the SDK's `_get_by_key`); tests/feishu
+hold it to the SDK's own codec.
 
     message Header { required string key = 1; required string value = 2; }
     message Frame {
@@ -69,14 +71,22 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
+UNKNOWN = -1
+"""The field number of a field none of ours can be: a tag of more than one byte."""
+
+
 def _next(data: bytes, pos: int, end: int) -> tuple[int, int, int | bytes, int]:
     """The field at `pos`: (field number, wire type, value, where the next begins); a fixed
-    width value is skipped (0)."""
-    if pos < end and data[pos] < 0x80:  # (one byte: every field number here)
+    width value is skipped (0). Every field of ours has a one-byte tag: a longer one (a
+    bigger number, or one of ours padded with continuation bytes) is UNKNOWN, as the SDK's
+    protobuf, which looks a field up by its tag's bytes, finds none."""
+    if pos < end and data[pos] < 0x80:
         tag, pos = data[pos], pos + 1
+        number = tag >> 3
     else:
         tag, pos = _read_varint(data, pos)
-    number, wire = tag >> 3, tag & 7
+        number = UNKNOWN if tag >> 3 else 0
+    wire = tag & 7
     if number == 0:
         raise ValueError("field number 0")
     if wire in (_VARINT, _DELIMITED):
@@ -153,5 +163,13 @@ def decode(data: bytes) -> dict[str, object]:
                 out[_TEXTS[number]] = _text(value)
     if len(out) != 8:
         raise ValueError("the frame lacks required fields")
-    out["headers"] = headers
+    out["headers"] = _first_of_each(headers)
     return out
+
+
+def _first_of_each(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each key with its first value, in order (a key sent twice counts as the SDK counts it)."""
+    first: dict[str, str] = {}
+    for key, value in headers:
+        first.setdefault(key, value)
+    return list(first.items())

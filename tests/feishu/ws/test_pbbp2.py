@@ -57,7 +57,10 @@ def test_frames_the_sdk_writes_are_read_field_for_field() -> None:
         parsed = parse_frame(sdk_encode(f))
         assert (parsed.seq_id, parsed.log_id, parsed.service, parsed.method) == (
             f["seq_id"], f["log_id"], f["service"], f["method"])
-        assert parsed.headers == dict(f["headers"])  # type: ignore[call-overload]
+        first: dict[str, str] = {}
+        for key, value in f["headers"]:  # type: ignore[attr-defined]
+            first.setdefault(key, value)  # (a key sent twice: its first value, as the SDK)
+        assert parsed.headers == first
         assert parsed.payload == (f["payload"] or b"")
         assert (parsed.payload_encoding, parsed.payload_type, parsed.log_id_new) == (
             f["payload_encoding"], f["payload_type"], f["log_id_new"])
@@ -101,3 +104,64 @@ def test_malformed_frames_are_refused_as_the_sdk_refuses_them() -> None:
 def test_odd_bytes_are_one_clear_error(data: bytes) -> None:
     with pytest.raises(ValueError, match="not a pbbp2 frame"):
         parse_frame(data)
+
+
+def overlong(tag: int, extra: int) -> bytes:
+    """`tag` as a varint padded with `extra` continuation bytes (the same value, more bytes)."""
+    out = bytearray()
+    while tag > 0x7F:
+        out.append(tag & 0x7F | 0x80)
+        tag >>= 7
+    out.append(tag | (0x80 if extra else 0))
+    out += b"\x80" * (extra - 1) + b"\x00" if extra else b""
+    return bytes(out)
+
+
+def sdk_reads(data: bytes) -> Frame | None:
+    """The frame as the SDK reads it (its required fields set), or None when it refuses it."""
+    sdk = Frame()
+    try:
+        sdk.ParseFromString(data)
+    except (ProtobufError, UnicodeDecodeError, ValueError):
+        return None
+    return sdk if sdk.IsInitialized() and all(h.IsInitialized() for h in sdk.headers) else None
+
+
+def test_a_field_whose_tag_takes_more_bytes_than_it_needs_is_read_as_the_sdk_reads_it() -> None:
+    """The SDK's protobuf finds a field by its tag's bytes: a tag padded with continuation
+    bytes is an unknown field to it, skipped. Ours never reads such a field as the known
+    one (a `type` header saying `pong` where the SDK reads `event`): it reads the frame as
+    the SDK does, or refuses it."""
+    rng = random.Random(5)
+    base = encode_frame(method=1, service=2, headers={"type": "event"}, payload=b"{}", seq_id=4)
+    header = b"\x0a\x04type\x12\x04pong"
+    cases = [
+        base + overlong(5 << 3 | 2, 1) + bytes([len(header)]) + header,  # a whole header
+        base + b"\x2a" + bytes([len(header) + 1]) + overlong(1 << 3 | 2, 1) + header[1:],
+        base + overlong(1 << 3, 1) + b"\x09",  # SeqID
+        base + overlong(8 << 3 | 2, 2) + b"\x03abc",  # payload
+        base + overlong(4 << 3, 3) + b"\x00",  # method: control
+    ]
+    for _ in range(300):
+        number = rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 9])
+        wire = 2 if number >= 5 else 0
+        value = b"\x02\x0a\x00" if number == 5 else b"\x01x" if wire == 2 else b"\x07"
+        cases.append(base + overlong(number << 3 | wire, rng.randint(1, 4)) + value)
+    for data in cases:
+        sdk = sdk_reads(data)
+        try:
+            ours = parse_frame(data)
+        except ValueError:
+            continue  # refused: never misread
+        assert sdk is not None, f"read a frame the SDK refuses: {data!r}"
+        assert (ours.seq_id, ours.method, ours.payload) == (sdk.SeqID, sdk.method, sdk.payload)
+        assert ours.frame_type == next(h.value for h in sdk.headers if h.key == "type")
+
+
+def test_a_header_sent_twice_counts_as_the_sdk_counts_it_its_first_value() -> None:
+    data = encode_frame(method=1, service=2, headers={"type": "event"}, payload=b"{}")
+    data += b"\x2a\x0c\x0a\x04type\x12\x04pong"
+    sdk = sdk_reads(data)
+    assert sdk is not None
+    assert parse_frame(data).frame_type == "event" == next(
+        h.value for h in sdk.headers if h.key == "type")
