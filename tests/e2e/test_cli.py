@@ -178,6 +178,12 @@ def test_every_bad_input_gets_one_clear_line_and_a_non_zero_exit(
         assert "cannot reach Redis at redis://:***@127.0.0.1:1/0" in line, line
         assert "hunter2" not in line
     assert "Usage:" in cli(env, "revoke").stderr and cli(env, "revoke").returncode == 2
+    not_utf8 = "oc_\udcff"  # (the byte 0xff in argv, as a shell passes it)
+    for argv in (["chat", not_utf8], ["stop", not_utf8], ["purge", not_utf8, "--yes"],
+                 ["retry", not_utf8, "om_1"], ["revoke", f"turn:{not_utf8}:om_1:17"],
+                 ["chat", "oc_x", "--app", "cli_\udcff"]):
+        line = refused(env, *argv, code=2)
+        assert "is not UTF-8" in line and "\\xff" in line, line
     with EmbeddedRedis() as lonely:  # a broker no worker consumes
         alone = {**env, "REDIS_URL": lonely.url}
         result = cli(alone, "status")

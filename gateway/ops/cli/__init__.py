@@ -2,8 +2,9 @@
 chat, stop, revoke, retry, purge, sweep, simulator).
 
 This module is the commands' one error boundary: a refused request (unknown chat, a turn
-that is over) exits 1; a bad setting, an unreachable Redis or broker, or the system refusing
-(a port in use, a missing folder, a permission) exits 2; anything else is a bug and exits 70
+that is over) exits 1; a bad setting or argument (one that is not UTF-8), an unreachable
+Redis or broker, or the system refusing (a port in use, a missing folder, a permission)
+exits 2; anything else is a bug and exits 70
 (EX_SOFTWARE), its traceback printed only with `--debug`. Each is one line on stderr.
 `health` exits 1 for every unhealthy case: Docker reserves a healthcheck's exit 2.
 It imports the rest of the gateway lazily."""
@@ -53,12 +54,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if run.command == HEALTH and code not in (0, 1) else code
 
 
+def _not_utf8(args: Sequence[str]) -> str | None:
+    """The line refusing the first argument that holds bytes UTF-8 cannot (the shell passed
+    them; Python keeps them as lone surrogates, which no id, Redis key or log line carries)."""
+    for n, arg in enumerate(args, start=1):
+        try:
+            arg.encode()
+        except UnicodeEncodeError:
+            shown = ascii(arg.encode(errors="surrogateescape"))[2:-1]
+            return f"argument {n} ('{shown}') is not UTF-8 text: no chat, app, message or " \
+                   "turn id is"
+    return None
+
+
 def _run(run: Run, argv: Sequence[str] | None) -> int:
     from gateway.ops.cli.app import cli
 
+    args = list(argv) if argv is not None else sys.argv[1:]
+    refusal = _not_utf8(args)
+    if refusal is not None:
+        _say(refusal)
+        return 2
     try:
-        result = cli.main(args=list(argv) if argv is not None else None, prog_name=PROG,
-                          standalone_mode=False, obj=run)
+        result = cli.main(args=args, prog_name=PROG, standalone_mode=False, obj=run)
         return int(result or 0)
     except click.exceptions.Abort:
         _say("aborted (`feishu-gateway chat <chat_id>` shows where things stand)")
