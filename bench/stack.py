@@ -99,7 +99,7 @@ class Stack:
 @contextlib.contextmanager
 def stack() -> Iterator[Stack]:
     workdir = Path(tempfile.mkdtemp(prefix="feishu-gateway-bench-"))
-    # (Feishu delivers again an event not ACKed 200: one the listener refused under overload)
-    with EmbeddedRedis() as server, Simulator(redeliver_after_s=1.0) as sim:
+    # (the simulator delivers again an event not ACKed 200, on Feishu's schedule)
+    with EmbeddedRedis() as server, Simulator() as sim:
         raw.app.conf.broker_url = server.url  # the bench's own Celery client: this Redis
         yield Stack(server, sim, workdir)

@@ -17,7 +17,14 @@ import redis
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.simulator import Simulator
 from tests.chaos.monkey import FIGURES
-from tests.support.rig import FLEETS, SERVERS, client_of, start_redis, stop_redis
+from tests.support.rig import (
+    FLEETS,
+    SERVERS,
+    TEST_REDELIVERY_S,
+    client_of,
+    start_redis,
+    stop_redis,
+)
 from tests.support.simulator_fixtures import simulator  # noqa: F401  (re-exported fixture)
 
 
@@ -59,7 +66,7 @@ def redis_client(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
 @pytest.fixture(scope="session")
 def feishu() -> Iterator[Simulator]:
     """One simulator for the session's gateway processes; tests use their own chat ids."""
-    sim = Simulator().start()
+    sim = Simulator(redelivery_s=TEST_REDELIVERY_S).start()
     yield sim
     sim.stop()
 

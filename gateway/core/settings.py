@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.core.errors import SettingsError
+from gateway.core.ingest_settings import IngestSettings
 from gateway.core.logs import masked_url
 from gateway.core.rules import (
     BusyMode,
@@ -25,7 +26,7 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 BROKER_SCHEMES = ("redis", "rediss", "unix", "amqp", "amqps", "pyamqp")
 
 
-class Settings(WebhookSettings, BaseSettings):
+class Settings(IngestSettings, WebhookSettings, BaseSettings):
     """Everything the listener, the workers and the CLI may be configured with."""
 
     model_config = SettingsConfigDict(
@@ -75,14 +76,6 @@ class Settings(WebhookSettings, BaseSettings):
     ws_ping_timeout_s: float = Field(10.0, validation_alias="FEISHU_WS_PING_TIMEOUT", gt=0)
     """A connection with no pong and no data this long after a ping is dead: it is
     closed and rebuilt."""
-    ingest_wait_max_ms: int = Field(1000, validation_alias="FEISHU_INGEST_WAIT_MAX_MS", ge=0)
-    """The longest an event waits for the listener's Redis step: past it, it is answered at
-    once with a failure (ACK 500; webhook 503) and Feishu delivers it again, instead of an
-    ACK after Feishu's 3 s, which Feishu answers by sending it again anyway (0: no limit)."""
-    ingest_group_max: int = Field(64, validation_alias="FEISHU_INGEST_GROUP_MAX", ge=1,
-                                  le=1024)
-    """The most events of one long connection that one Redis step takes together (the
-    events that arrived while the step before ran; 1: one at a time)."""
     late_after_s: float = Field(1800.0, validation_alias="FEISHU_LATE_AFTER_S", ge=0)
     """A message whose create_time is older than this when it arrives is late (0: never)."""
     late_events: Literal["note", "drop"] = Field("note", validation_alias="FEISHU_LATE_EVENTS")

@@ -20,6 +20,8 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_APPS", "FEISHU_DOMAIN",
         "FEISHU_WS_PING_INTERVAL", "FEISHU_WS_PING_TIMEOUT", "FEISHU_LATE_AFTER_S",
         "FEISHU_LATE_EVENTS")),
+    ("Taking events in", "design.md#taking-events-in", (
+        "FEISHU_INGEST_WAIT_MAX_MS", "FEISHU_INGEST_GROUP_MAX", "FEISHU_INGEST_LATER_CAP")),
     ("Webhook mode (`serve`)", "webhook.md", (
         "FEISHU_VERIFICATION_TOKEN", "FEISHU_ENCRYPT_KEY", "FEISHU_WEBHOOK_MAX_AGE_S",
         "FEISHU_WEBHOOK_ADDR", "FEISHU_WEBHOOK_PORT", "FEISHU_WEBHOOK_PATH",
@@ -64,8 +66,8 @@ OTHER = "Other settings"
 
 INTRO = """\
 <!-- Written by `python -m gateway.ops.settingsdoc > docs/settings.md` from the docstrings
-in gateway/core/settings.py: edit those, then run it again (tests/docs/test_docs.py checks
-the two agree). -->
+in gateway/core/settings.py and its parts (gateway/core/*_settings.py): edit those, then run
+it again (tests/docs/test_docs.py checks the two agree). -->
 
 # Settings
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TextIO
 
+from gateway.simulator.config import FEISHU_REDELIVERY_S
 from gateway.simulator.simulator import Simulator
 from gateway.simulator.webhook import WebhookConfig
 
@@ -22,13 +23,15 @@ logger = logging.getLogger(__name__)
 def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_sim_app",
                   app_secret: str = "sim-secret", *, bot_open_id: str = "ou_sim_bot",
                   stop_event: threading.Event | None = None,
-                  out: TextIO | None = None, webhook_url: str = "") -> None:
+                  out: TextIO | None = None, webhook_url: str = "",
+                  redelivery_s: Sequence[float] = FEISHU_REDELIVERY_S) -> None:
     """Serve until Ctrl-C, SIGTERM (main thread only) or `stop_event` is set.
 
     Prints where the web chat is, then the `export FEISHU_…=…` lines to paste into the
     terminal that runs the gateway (see `paste_lines`). With `webhook_url`, events are
     POSTed there (signed and encrypted with a fresh Encrypt Key, retried on Feishu's
-    schedule) for `feishu-gateway serve`, instead of going over the long connection.
+    schedule) for `feishu-gateway serve`, instead of going over the long connection. An
+    event not answered 200 goes again after each of `redelivery_s` (Feishu's schedule).
     """
     stop = stop_event or threading.Event()
     previous = None
@@ -42,7 +45,7 @@ def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_
         webhook = WebhookConfig(secrets.token_hex(8), secrets.token_hex(16)) \
             if webhook_url else None
         with Simulator(app_id, app_secret, host=host, port=port, bot_open_id=bot_open_id,
-                       webhook=webhook) as sim:
+                       webhook=webhook, redelivery_s=redelivery_s) as sim:
             if webhook_url:
                 sim.set_webhook_urls([webhook_url])
             print(paste_lines(sim), file=out or sys.stdout, flush=True)

@@ -64,6 +64,9 @@ TEXT_LIMIT_BYTES = 150 * 1024
 CARD_LIMIT_BYTES = 30 * 1024
 """Cards and posts (im/v1 create docs, 230025); card entities too (cardkit docs, 200860)."""
 TOKEN_EXPIRE_S = 7200
+FEISHU_REDELIVERY_S = (15.0, 300.0, 3600.0, 21_600.0)
+"""When Feishu sends an event that was not answered 200 (an ACK, or a push's HTTP answer)
+again: each delay after the try before it; after the last, never (feishu-limits)."""
 CARD_ANSWER_LIMIT_MS = 3000.0
 """Feishu waits this long for the answer to a card callback, then shows the clicker an error."""
 

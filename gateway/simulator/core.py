@@ -12,7 +12,7 @@ from aiohttp import web
 
 from gateway.simulator import payloads as p
 from gateway.simulator.apps import AppRegistry
-from gateway.simulator.config import CARD_ANSWER_LIMIT_MS, SimConfig
+from gateway.simulator.config import CARD_ANSWER_LIMIT_MS, FEISHU_REDELIVERY_S, SimConfig
 from gateway.simulator.faults import FaultPlan, SendFaults
 from gateway.simulator.listing import ListCall, Listing
 from gateway.simulator.loop_thread import LoopThread
@@ -33,8 +33,8 @@ class SimulatorCore(Observations):
                  host: str = "127.0.0.1", port: int = 0, bot_open_id: str = "ou_sim_bot",
                  ping_interval_s: int = 120, reconnect_interval_s: int = 1,
                  reconnect_nonce_s: int = 0, *, app_name: str = "Simulator Bot",
-                 delivery_timeout_s: float = 10.0, redeliver_after_s: float | None = None,
-                 redeliver_max: int = 20, redeliver_cap_s: float = 8.0,
+                 delivery_timeout_s: float = 10.0,
+                 redelivery_s: Sequence[float] = FEISHU_REDELIVERY_S,
                  card_answer_limit_ms: float = CARD_ANSWER_LIMIT_MS,
                  webhook: WebhookConfig | None = None) -> None:
         self.config = SimConfig(
@@ -46,11 +46,11 @@ class SimulatorCore(Observations):
         self.delivery_timeout_s = delivery_timeout_s
         self.card_answer_limit_ms = card_answer_limit_ms
         self.webhook = webhook
-        """Webhook mode: events are POSTed to `webhook_urls` (set_webhook_urls) and pushed
-        again on Feishu's schedule (compressed by its retry_scale) until answered 200."""
-        self.redelivery = RedeliveryPolicy(
-            redeliver_after_s, redeliver_max, redeliver_cap_s,
-            schedule_s=webhook.schedule_s() if webhook is not None else ())
+        """Webhook mode: events are POSTed to `webhook_urls` (set_webhook_urls), not sent over
+        the long connection."""
+        self.redelivery = RedeliveryPolicy(tuple(redelivery_s))
+        """When an event not answered 200 goes again, in either mode (Feishu's schedule;
+        `redelivery_s=()`: never)."""
         self.state = SimState()
         self.faults = FaultPlan()
         self.listing = Listing()

@@ -1,5 +1,6 @@
-"""Feishu-like automatic redelivery of events whose frames got no ACK with code 200 (in
-webhook mode: whose pushes got no HTTP 200)."""
+"""Feishu's automatic redelivery of events whose frames got no ACK with code 200 (in
+webhook mode: whose pushes got no HTTP 200), on its schedule: 15 s after the first try,
+then 5 min, 1 h and 6 h after the one before, then never (a test shortens it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from gateway.simulator.config import FEISHU_REDELIVERY_S
 from gateway.simulator.server import Hub
 from gateway.simulator.state import SimState
 
@@ -17,41 +19,35 @@ logger = logging.getLogger(__name__)
 ACK_OK = 200
 Push = Callable[..., Awaitable[None]]
 """Delivers one frame: the hub's `deliver`, or the webhook pusher's."""
+LAST_ACK_WAIT_S = 10.0
+"""After the last redelivery, how long its ACK is still waited for (then it is given up)."""
 REDELIVERIES = "redeliveries"
 WATCHED = "redelivery-watched"
 
 
 @dataclass(frozen=True)
 class RedeliveryPolicy:
-    """Redeliver after `after_s`, doubling up to `cap_s`, at most `max_attempts` times;
-    `after_s=None` turns automatic redelivery off."""
+    """When an event none of whose frames got a 200 goes again: `schedule_s[n]` seconds after
+    the try before it (Feishu: FEISHU_REDELIVERY_S), then never; `()`: never."""
 
-    after_s: float | None = None
-    max_attempts: int = 20
-    cap_s: float = 8.0
-    schedule_s: tuple[float, ...] = ()
-    """Webhook mode: the delays of Feishu's retries, in order (after_s and cap_s unused)."""
+    schedule_s: tuple[float, ...] = FEISHU_REDELIVERY_S
 
     @property
     def on(self) -> bool:
-        return self.after_s is not None or bool(self.schedule_s)
-
-    def delay_s(self, attempt: int) -> float:
-        """How long after the push before it the push `attempt` (0: the first retry) goes."""
-        if self.schedule_s:
-            return self.schedule_s[min(attempt, len(self.schedule_s) - 1)]
-        assert self.after_s is not None
-        return float(min(self.after_s * 2 ** min(attempt, 60), self.cap_s))
+        return bool(self.schedule_s)
 
     @property
     def attempts(self) -> int:
-        return len(self.schedule_s) if self.schedule_s else self.max_attempts
+        return len(self.schedule_s)
+
+    def delay_s(self, attempt: int) -> float:
+        """How long after the try before it the try `attempt` (0: the first retry) goes;
+        after the last one, how long an ACK is still waited for."""
+        return self.schedule_s[min(attempt, len(self.schedule_s) - 1)]
 
     def __post_init__(self) -> None:
-        if self.after_s is not None and self.after_s <= 0:
-            raise ValueError("redeliver_after_s must be positive (or None)")
-        if self.max_attempts < 0 or self.cap_s <= 0:
-            raise ValueError("redeliver_max must be >= 0 and the backoff cap positive")
+        if any(not delay > 0 for delay in self.schedule_s):
+            raise ValueError("every delay of a redelivery schedule must be positive")
 
 
 @dataclass(eq=False)
@@ -106,18 +102,21 @@ class Redeliverer:
             self._events[key].settled.set()
 
     async def _watch(self, event: _Event) -> None:
-        """Redeliver while no frame got a 200 ACK; after the last attempt, wait one more
-        backoff for its ACK before giving up (so "watched" means "still in flight")."""
+        """Redeliver on the schedule while no frame got a 200 ACK; after the last try, wait
+        a little for its ACK before giving up (so "watched" means "still in flight")."""
         try:
             for attempt in range(self.policy.attempts + 1):
+                last = attempt == self.policy.attempts
+                wait_s = min(self.policy.delay_s(attempt), LAST_ACK_WAIT_S) if last \
+                    else self.policy.delay_s(attempt)
                 try:
-                    await asyncio.wait_for(event.settled.wait(), self.policy.delay_s(attempt))
+                    await asyncio.wait_for(event.settled.wait(), wait_s)
                     return
                 except TimeoutError:
                     pass
-                if attempt == self.policy.attempts:
-                    logger.warning("event %s got no 200 ACK after %d redeliveries; giving up",
-                                   event.key, attempt)
+                if last:
+                    logger.warning("event %s got no 200 ACK after %d redeliveries; Feishu "
+                                   "gives up", event.key, attempt)
                     return
                 try:
                     await self._redeliver(event)

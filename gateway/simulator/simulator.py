@@ -17,10 +17,11 @@ class Simulator(ChatEventDelivery, Controls):
     round-robin. When no such client is connected, a send waits up to `delivery_timeout_s`
     for one, then raises TimeoutError.
 
-    With `redeliver_after_s` set, an event none of whose frames got an ACK with code 200
-    is redelivered in the background as a new frame (same payload, same event_id) after
-    `redeliver_after_s`, then twice that, ... up to `redeliver_cap_s`, at most
-    `redeliver_max` times; a redelivery waits for a client of its app to be connected.
+    An event none of whose frames got an ACK with code 200 (in webhook mode: whose push got
+    no HTTP 200) is redelivered in the background as a new frame (same payload, same
+    event_id) on Feishu's schedule, `redelivery_s`: 15 s after the first try, then 5 min,
+    1 h and 6 h after the one before, then never (a test passes a shorter one; `()`:
+    never). A redelivery waits for a client of its app to be connected.
 
     Card callbacks are judged against `card_answer_limit_ms` (Feishu: 3 s), see
     `card_response`.

@@ -1,8 +1,8 @@
 """Feishu's HTTP event subscription, on the simulator's side: each event (a message, a card
 callback) is POSTed to the gateway's request URL, encrypted and signed when the app has an
 Encrypt Key, and counts as answered only on HTTP 200 (its JSON body is the callback's
-answer); the redeliverer then pushes it again on Feishu's schedule (5 s, 5 min, 1 h, 6 h),
-compressed by `retry_scale`.
+answer); the redeliverer then pushes it again on Feishu's schedule (15 s, 5 min, 1 h, 6 h:
+the simulator's redelivery schedule).
 
 With several request URLs (replicas behind a load balancer) pushes go round-robin, and a
 replica that refuses the connection is skipped, as a load balancer skips a dead backend."""
@@ -28,8 +28,6 @@ from gateway.simulator.state import SimState
 
 logger = logging.getLogger(__name__)
 
-FEISHU_RETRIES_S = (5.0, 300.0, 3600.0, 21_600.0)
-"""When Feishu pushes an unanswered event again, after the push before."""
 Answered = Callable[[str, int, "dict[str, Any] | None", "int | None"], None]
 """(frame id, HTTP status, the answer's JSON object, None) → recorded as an ACK."""
 
@@ -37,16 +35,11 @@ Answered = Callable[[str, int, "dict[str, Any] | None", "int | None"], None]
 @dataclass(frozen=True)
 class WebhookConfig:
     """The app's subscription: its Verification Token, its Encrypt Key ('' : plain pushes),
-    how much Feishu's retry schedule is compressed, and how long a push waits for its
-    answer (Feishu: 3 s)."""
+    and how long a push waits for its answer (Feishu: 3 s)."""
 
     verification_token: str = "sim-verification-token"
     encrypt_key: str = ""
-    retry_scale: float = 1.0
     timeout_s: float = 3.0
-
-    def schedule_s(self) -> tuple[float, ...]:
-        return tuple(s * self.retry_scale for s in FEISHU_RETRIES_S)
 
 
 def encrypt(plain: bytes, key: str) -> str:

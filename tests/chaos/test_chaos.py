@@ -117,8 +117,7 @@ def chaos_rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     with rig_up(tmp_path_factory, workers=2, concurrency=3, mode="webhook" if webhook else "ws",
                 listener_env=clocks.listeners.env({}) if clocks.listeners else None,
                 kill=True,  # the figures are taken: nothing more to see
-                persistent=True, redeliver_after_s=1.0,
-                server=clocks.redis.server_options() if clocks.redis else None,
+                persistent=True, server=clocks.redis.server_options() if clocks.redis else None,
                 GATEWAY_INBOX_CAP="100", GATEWAY_REPLY_RETRY_BUDGET_S="120",
                 FEISHU_REQUIRE_MENTION="true", FEISHU_GROUP_RULES=json.dumps(merging),
                 GATEWAY_MERGE_WINDOW_MS=str(MERGE_WINDOW_MS),

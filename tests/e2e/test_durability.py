@@ -33,8 +33,8 @@ def replica_of(primary: EmbeddedRedis) -> EmbeddedRedis:
 
 @pytest.fixture
 def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Rig, EmbeddedRedis]]:
-    with rig_up(tmp_path_factory, start="nothing", redeliver_after_s=1.0,
-                GATEWAY_DURABLE_ACK="replica", GATEWAY_DURABLE_ACK_TIMEOUT_MS="300") as rig:
+    with rig_up(tmp_path_factory, start="nothing", GATEWAY_DURABLE_ACK="replica",
+                GATEWAY_DURABLE_ACK_TIMEOUT_MS="300") as rig:
         replica = replica_of(rig.redis)
         try:
             yield rig, replica
@@ -106,9 +106,8 @@ def test_on_valkey_an_event_is_acked_only_once_its_admission_is_fsynced(
     """GATEWAY_DURABLE_ACK=aof for real: Valkey 8 has WAITAOF. With the AOF off the
     admission cannot be fsynced: its frame is answered 500, and once the AOF is on again
     Feishu's redelivery is answered, once."""
-    with rig_up(tmp_path_factory, start="nothing", persistent=True, redeliver_after_s=1.0,
-                server=valkey(), GATEWAY_DURABLE_ACK="aof",
-                GATEWAY_DURABLE_ACK_TIMEOUT_MS="300") as rig:
+    with rig_up(tmp_path_factory, start="nothing", persistent=True, server=valkey(),
+                GATEWAY_DURABLE_ACK="aof", GATEWAY_DURABLE_ACK_TIMEOUT_MS="300") as rig:
         client = rig.client()
         assert "valkey_version" in client.info("server")
         sim = rig.up().sim

@@ -20,8 +20,7 @@ REDIS_TIMEOUT_S = 0.5
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    with rig_up(tmp_path_factory, redeliver_after_s=1.0,
-                FEISHU_INGEST_WAIT_MAX_MS=str(WAIT_MAX_MS),
+    with rig_up(tmp_path_factory, FEISHU_INGEST_WAIT_MAX_MS=str(WAIT_MAX_MS),
                 GATEWAY_REDIS_TIMEOUT_S=str(REDIS_TIMEOUT_S)) as rig:
         yield rig
 

@@ -218,7 +218,7 @@ def test_a_canceller_that_dies_after_its_step_still_stops_the_turn(
 
 @pytest.fixture
 def own_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    with rig_up(tmp_path_factory, start="nothing", redeliver_after_s=1.0) as rig:
+    with rig_up(tmp_path_factory, start="nothing") as rig:
         yield rig
 
 

@@ -20,8 +20,7 @@ from tests.support.rig import Rig, rig_up
 
 @pytest.fixture
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    with rig_up(tmp_path_factory, start="nothing", redeliver_after_s=0.5,
-                FEISHU_REQUIRE_MENTION="true") as rig:
+    with rig_up(tmp_path_factory, start="nothing", FEISHU_REQUIRE_MENTION="true") as rig:
         rig.sim.fail_bot_info("5xx-html")
         yield rig.up()
 

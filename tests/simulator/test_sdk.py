@@ -436,7 +436,7 @@ def test_failed_handler_gets_the_event_again_and_one_200_ack_ends_it(
         if next(calls) == 1:
             raise RuntimeError("first delivery fails")  # the SDK ACKs it with code 500
 
-    sim = redelivering(message_handler(flaky), redeliver_after_s=0.5)
+    sim = redelivering(message_handler(flaky), redelivery_s=(0.5,))
     mid = sim.send_text("oc_flaky", "try twice")
     acks = sim.wait_for_acks(2)
     assert [(a.code, a.message_id) for a in acks] == [(500, mid), (200, mid)]
@@ -456,7 +456,7 @@ def test_event_unacked_at_disconnect_is_redelivered_after_reconnect(
         seen.add(data)
         release.wait(10)  # the first delivery blocks until the connection is gone
 
-    sim = redelivering(message_handler(slow_once), redeliver_after_s=0.5)
+    sim = redelivering(message_handler(slow_once), redelivery_s=(0.5,) * 4)
     endpoint_calls = sim.requests_count("/callback/ws/endpoint")
     mid = sim.send_text("oc_drop", "survive a drop")
     first_frame = sim.state.find_frame(mid)
@@ -476,7 +476,7 @@ def test_event_unacked_at_disconnect_is_redelivered_after_reconnect(
 def test_200_ack_stops_redelivery_and_a_poison_event_stops_at_the_max(
         redelivering: StartSim) -> None:
     inbox: Inbox[Any] = Inbox()
-    sim = redelivering(message_handler(inbox.add), redeliver_after_s=0.2, redeliver_max=2)
+    sim = redelivering(message_handler(inbox.add), redelivery_s=(0.2, 0.2))
     mid = sim.send_text("oc_ok", "acked at once")
     assert sim.wait_for_acks(1)[0].code == 200
     assert sim.wait_redeliveries_settled() == 0
@@ -490,7 +490,7 @@ def test_200_ack_stops_redelivery_and_a_poison_event_stops_at_the_max(
 
 
 def test_redelivery_sends_new_frames_and_waits_for_a_client(redelivering: StartSim) -> None:
-    sim = redelivering(redeliver_after_s=0.2, redeliver_max=5)
+    sim = redelivering(redelivery_s=(0.2,) * 5)
     creds = {"AppID": sim.app_id, "AppSecret": sim.app_secret}
 
     def ws_url() -> str:
@@ -516,3 +516,14 @@ def test_redelivery_sends_new_frames_and_waits_for_a_client(redelivering: StartS
                               payload=json.dumps({"code": 200}).encode()))
         assert sim.wait_for_ack(again.headers["message_id"]).code == 200
         assert sim.wait_redeliveries_settled() >= 2
+
+
+def test_by_default_an_event_goes_again_on_feishus_schedule_then_never() -> None:
+    """15 s after the first try, then 5 min, 1 h and 6 h after the one before: four retries
+    (a test passes a shorter schedule; `()` turns it off)."""
+    policy = Simulator().redelivery
+    assert policy.on and policy.attempts == 4
+    assert [policy.delay_s(n) for n in range(4)] == [15.0, 300.0, 3600.0, 21_600.0]
+    assert not Simulator(redelivery_s=()).redelivery.on
+    with pytest.raises(ValueError, match="positive"):
+        Simulator(redelivery_s=(1.0, 0.0))

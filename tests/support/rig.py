@@ -37,9 +37,11 @@ Mode = Literal["ws", "webhook"]
 """How a rig's listeners take events: the long connection (`listen`) or webhook (`serve`)."""
 MODES: tuple[Mode, ...] = ("ws", "webhook")
 TEST_WEBHOOK = WebhookConfig(verification_token="test-verification-token",
-                             encrypt_key="test encrypt key", retry_scale=0.02)
-"""Webhook mode's app: encrypted, signed pushes; Feishu's retries (5 s, 5 min, 1 h, 6 h)
-fifty times faster."""
+                             encrypt_key="test encrypt key")
+"""Webhook mode's app: encrypted, signed pushes."""
+TEST_REDELIVERY_S = (1.0, 2.0, 4.0, 8.0)
+"""Feishu's redelivery of an event it got no 200 for (15 s, 5 min, 1 h, 6 h: four retries,
+then never), shortened for the suites: every simulator of theirs redelivers so."""
 """The `edge` gateway's pings and its second app (tests/e2e/conftest.py)."""
 
 FLEETS: list[Fleet] = []
@@ -93,10 +95,6 @@ def env_for(redis_url: str, sim: Simulator) -> dict[str, str]:
         "FEISHU_CHAT_SEND_RATE_PER_S": "100000",
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
-        # an event refused for want of time is only delivered again by a simulator that
-        # redelivers, as Feishu does: against one that does not, a listener held up by a
-        # loaded machine would lose it, so there it waits as long as it takes
-        **({} if sim.redelivery.on else {"FEISHU_INGEST_WAIT_MAX_MS": "0"}),
     }
 
 
@@ -183,9 +181,8 @@ class Rig:
     tests that break things (Redis outages, send faults, dead listeners)."""
 
     def __init__(self, tmp: pytest.TempPathFactory, *, persistent: bool = False,
-                 pool: str = "prefork", redeliver_after_s: float | None = None,
-                 server: dict[str, Any] | None = None, mode: Mode = "ws",
-                 **env: str) -> None:
+                 pool: str = "prefork", server: dict[str, Any] | None = None,
+                 mode: Mode = "ws", **env: str) -> None:
         """`server`: more `EmbeddedRedis` options (another binary: Valkey, a stepped clock).
         `mode`: "webhook" runs `serve` listeners, each on a port of its own, and the
         simulator POSTs to them round-robin (TEST_WEBHOOK)."""
@@ -194,7 +191,7 @@ class Rig:
         """More environment for every listener (a skewed host clock)."""
         self.mode = mode
         webhook = TEST_WEBHOOK if mode == "webhook" else None
-        self.sim = Simulator(redeliver_after_s=redeliver_after_s, webhook=webhook).start()
+        self.sim = Simulator(redelivery_s=TEST_REDELIVERY_S, webhook=webhook).start()
         self.env = {**env_for(self.redis.url, self.sim), **env}
         if webhook is not None:
             self.env.update(FEISHU_VERIFICATION_TOKEN=webhook.verification_token,
@@ -270,12 +267,12 @@ def rig_up(tmp: pytest.TempPathFactory, *, start: Start = "all", kill: bool = Fa
            listener_env: dict[str, str] | None = None, workers: int = 1,
            concurrency: int = 2, supervise: bool = True,
            worker_env: dict[str, str] | None = None, persistent: bool = False,
-           pool: str = "prefork", redeliver_after_s: float | None = None,
-           server: dict[str, Any] | None = None, mode: Mode = "ws",
-           **env: str) -> Iterator[Rig]:
+           pool: str = "prefork", server: dict[str, Any] | None = None,
+           mode: Mode = "ws", **env: str) -> Iterator[Rig]:
     """A gateway of the caller's own, closed on the way out (its processes SIGKILLed with
     `kill`, when nothing more is to be seen). `env`: settings over the tests' own
-    (`env_for`); `persistent`, `pool`, `redeliver_after_s`, `server`: as `Rig` takes them.
+    (`env_for`); `persistent`, `pool`, `server`: as `Rig` takes them. Its simulator
+    redelivers as Feishu does (TEST_REDELIVERY_S).
 
     `mode`: "webhook" for listeners in webhook mode (`serve`, see Rig).
 
@@ -288,8 +285,7 @@ def rig_up(tmp: pytest.TempPathFactory, *, start: Start = "all", kill: bool = Fa
             with rig_up(tmp_path_factory, GATEWAY_TASK_EVENTS="true") as rig:
                 yield rig
     """
-    rig = Rig(tmp, persistent=persistent, pool=pool, redeliver_after_s=redeliver_after_s,
-              server=server, mode=mode, **env)
+    rig = Rig(tmp, persistent=persistent, pool=pool, server=server, mode=mode, **env)
     try:
         rig.listener_env = dict(listener_env or {})
         if start != "nothing":

@@ -18,6 +18,7 @@ import lark_oapi.ws.client as lark_ws_client
 import pytest
 
 from gateway.simulator import Simulator
+from tests.support.rig import TEST_REDELIVERY_S
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -165,7 +166,7 @@ def simulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[Simulator]:
     """A started simulator on a free loopback port, stopped after the test."""
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    sim = Simulator().start()
+    sim = Simulator(redelivery_s=TEST_REDELIVERY_S).start()
     try:
         yield sim
     finally:

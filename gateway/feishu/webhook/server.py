@@ -2,7 +2,7 @@
 is checked (verify.py), then its one Redis step (the listener's intake, the same as the long
 connection's) runs on a bounded pool of threads off the event loop, and only then is it
 answered: 200 with the callback's answer (`{}` for an event), 500 when the step failed
-(Feishu pushes it again: 5 s, 5 min, 1 h, 6 h later), 401 for a refused push, 413 for a body
+(Feishu pushes it again: 15 s, 5 min, 1 h, 6 h later), 401 for a refused push, 413 for a body
 over the cap, 503 when the pool's queue is full.
 
 Card callbacks (a Stop or approval click, which Feishu wants answered within 3 s) have a

@@ -17,8 +17,13 @@ from gateway.core.logs import setup_logging
 @click.option("--webhook-url", default="", metavar="URL",
               help="POST events to URL (a `feishu-gateway serve`) instead of the long "
                    "connection.")
+@click.option("--redelivery", default="15,300,3600,21600", show_default=True,
+              metavar="SECONDS",
+              help="When an event not answered 200 goes again: each delay after the try "
+                   "before it, comma-separated (Feishu's schedule; shorten it to watch it).")
 @click.pass_context
-def simulator(ctx: click.Context, host: str, port: int, webhook_url: str) -> None:
+def simulator(ctx: click.Context, host: str, port: int, webhook_url: str,
+              redelivery: str) -> None:
     """Run the fake Feishu open platform (for demos and tests): it prints the `export` lines
     that point a gateway at it. `simulator send` talks to a running one as a user would."""
     if ctx.invoked_subcommand is not None:
@@ -27,7 +32,14 @@ def simulator(ctx: click.Context, host: str, port: int, webhook_url: str) -> Non
     from gateway.simulator import serve_forever
 
     try:
-        serve_forever(host=host, port=port, webhook_url=webhook_url)
+        delays = tuple(float(part) for part in redelivery.split(",") if part.strip())
+        if not delays or min(delays) <= 0:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter("expected positive seconds, comma-separated",
+                                 param_hint="--redelivery") from None
+    try:
+        serve_forever(host=host, port=port, webhook_url=webhook_url, redelivery_s=delays)
     except OSError as error:
         raise GatewayError(f"the simulator cannot listen on {host}:{port}: "
                            f"{error.strerror or error}") from None
