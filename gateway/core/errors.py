@@ -25,6 +25,13 @@ class RetryableError(GatewayError):
         self.retry_after_s = retry_after_s
 
 
+class TakeLater(RetryableError):
+    """An event its listener could not take now (Redis failed, the broker is not taking
+    turns, the bot's identity is not known yet): its ACK says 500, and the listener keeps it
+    to take with a later step, in its chat's order (Feishu's delivery of it again is then a
+    duplicate)."""
+
+
 class RateLimited(RetryableError):
     """Feishu's frequency control said wait (HTTP 429, code 99991400, ...)."""
 

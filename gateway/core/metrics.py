@@ -53,9 +53,12 @@ def _build(prom: Any, role: str) -> dict[str, Any]:
                            "not handle (ACKed and dropped)", ["type"]),
             "ack": h("gateway_ack_seconds", "From a frame's arrival to its ACK sent", ["code"],
                      buckets=ACK_BUCKETS_S),
-            "shed": c("gateway_events_shed_total", "Events answered with a failure, not taken, "
-                      "because they could not be taken within FEISHU_INGEST_WAIT_MAX_MS "
-                      "(Feishu delivers them again)"),
+            "shed": c("gateway_events_shed_total", "Events answered with a failure because "
+                      "their Redis step could not begin within FEISHU_INGEST_WAIT_MAX_MS "
+                      "(taken later, or delivered again by Feishu)"),
+            "later": c("gateway_events_later_total", "Refused events kept to take later "
+                       "(kept), taken by a later step (taken), or left to Feishu's delivery "
+                       "again (dropped: FEISHU_INGEST_LATER_CAP)", ["what"]),
             "cancels": c("gateway_cancellations_total", "Stops of chats' turns, by how they "
                          "ended", ["how"]),
         }
@@ -235,6 +238,11 @@ def refused(reason: str) -> None:
 def shed() -> None:
     if (m := _m.get("shed")) is not None:
         m.inc()
+
+
+def later(what: str, count: int = 1) -> None:
+    if (m := _m.get("later")) is not None:
+        m.labels(what).inc(count)
 
 
 def acked(seconds: float, code: int) -> None:

@@ -1,20 +1,24 @@
-"""The ingest gate: an event is answered within FEISHU_INGEST_WAIT_MAX_MS, or refused.
+"""The ingest gate: an event's Redis step begins within FEISHU_INGEST_WAIT_MAX_MS, or the event
+is refused at once and taken later.
 
-Feishu sends an event again when its ACK (or the push's answer) has not come within 3 s,
-and a duplicate doubles the load exactly when the listener is already behind. So an event
-never waits for its Redis step longer than `max_wait_s`:
+Feishu sends an event again when its ACK (or the push's answer) has not come within 3 s, and
+a duplicate doubles the load exactly when the listener is already behind. So an event never
+waits for its step longer than `max_wait_s`:
 
-- on arrival, when the steps already waiting would take longer than that (their count
-  times the recent step time), it is refused at once;
-- while it waits, when that time passes before its step began, it is refused then, and its
-  step is skipped when its turn comes.
+- on arrival, when the steps ahead of it would take longer than that, it is refused at once.
+  The estimate follows how events are really taken: the long connection's groups (the
+  groups ahead of it, each taking the recent time of a group, after what is left of the
+  one running), webhook mode's threads (the events ahead of it spread over the threads,
+  each taking the recent time of a step);
+- while it waits, when that time passes before its step began, it is refused then.
 
-A refused event is answered with a failure (ACK 500, HTTP 503) and recorded nowhere, so
-Feishu delivers it again later: nothing is lost, and nothing is ACKed that was not taken.
-An event whose step began is always waited for (its step is bounded by the Redis timeout).
+A refused event is answered with a failure (ACK 500, HTTP 503), so nothing is ACKed that was
+not taken, and handed to `keep`: the listener takes it later, first in its next step, ahead
+of what arrived after it (gateway/listener/refused.py). An event whose step began is always
+waited for (its step is bounded by the Redis timeout).
 
-One gate per ingest thread (a connection's, a webhook lane's); its counts are touched on
-the event loop only, the ticket between the loop and the thread under a lock.
+One gate per ingest thread (a connection's) or pool (a webhook lane); its counts are touched
+on the event loop only, the ticket between the loop and the thread under a lock.
 """
 
 from __future__ import annotations
@@ -32,9 +36,21 @@ from gateway.core import metrics
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+ItemT = TypeVar("ItemT")
 STEP_WEIGHT = 0.2
 """How much the latest step counts in the recent step time (an exponential average)."""
 LOG_EVERY_S = 5.0
+LATER_RETRY_S = (0.2, 5.0)
+"""With nothing else to do, events kept to take later are tried again after the first of
+these, doubling while none could be taken, up to the second."""
+
+
+def _nothing(item: object) -> None:
+    return None
+
+
+def _none() -> int:
+    return 0
 
 
 class Shed:
@@ -44,8 +60,29 @@ class Shed:
         self.why = why
 
 
+class Refusals:
+    """Counts (and now and then logs) the events a gate refused."""
+
+    def __init__(self, what: str, max_wait_s: float) -> None:
+        self.what, self.max_wait_s = what, max_wait_s
+        self._since_log = 0
+        self._logged_at = float("-inf")
+
+    def refused(self, when: str, waiting: int) -> Shed:
+        metrics.shed()
+        self._since_log += 1
+        now = time.monotonic()
+        if now - self._logged_at >= LOG_EVERY_S:
+            logger.warning("%s: %d event(s) refused (%s, the latest) so they are answered "
+                           "within FEISHU_INGEST_WAIT_MAX_MS=%.0f: %d wait for the Redis "
+                           "step; they are taken later", self.what, self._since_log, when,
+                           self.max_wait_s * 1000, waiting)
+            self._since_log, self._logged_at = 0, now
+        return Shed(when)
+
+
 class _Ticket(Generic[T]):
-    """An event's step: begun on the ingest thread, or shed by the loop, whichever first."""
+    """An event's step: begun on a thread, or shed by the loop, whichever first."""
 
     def __init__(self, step: Callable[[], T]) -> None:
         self._step = step
@@ -74,46 +111,47 @@ class _Ticket(Generic[T]):
 
 
 class Gate:
-    def __init__(self, executor: Executor, max_wait_s: float, what: str) -> None:
-        self._executor, self.max_wait_s, self.what = executor, max_wait_s, what
-        self.in_flight = 0
-        """Events taken and not answered yet (their step runs or waits)."""
-        self.step_s = 0.0
-        self._shed_since_log = 0
-        self._logged_at = float("-inf")
+    """The gate of a pool of `threads` that runs one event per step (webhook mode)."""
 
-    async def step(self, step: Callable[[], T]) -> T | Shed:
-        """Run `step` on the ingest thread and return what it returned, or Shed when it
-        could not begin within `max_wait_s` (0: always wait). Its exceptions propagate."""
-        if self.max_wait_s > 0 and self.in_flight * self.step_s > self.max_wait_s:
-            return self.refused("on arrival")
+    def __init__(self, executor: Executor, max_wait_s: float, what: str, *,
+                 threads: int = 1) -> None:
+        self._executor, self.max_wait_s, self.threads = executor, max_wait_s, threads
+        self._refusals = Refusals(what, max_wait_s)
+        self.in_flight = 0
+        """Events taken and not answered yet (their step runs or waits for a thread)."""
+        self.step_s = 0.0
+
+    def refused(self, when: str) -> Shed:
+        """Count (and now and then log) an event refused before it reached the gate."""
+        return self._refusals.refused(when, self.in_flight)
+
+    def wait_s(self) -> float:
+        """How long an event arriving now would wait for a thread: the events not begun
+        ahead of it, spread over the threads, each a recent step's time."""
+        waiting = self.in_flight - self.threads
+        return 0.0 if waiting < 0 else (waiting // self.threads + 1) * self.step_s
+
+    async def step(self, step: Callable[[], T], *, wait_s: float | None = None) -> T | Shed:
+        """Run `step` on the pool and return what it returned, or Shed when it could not
+        begin within `wait_s` (default `max_wait_s`; with `max_wait_s` 0, always wait). Its
+        exceptions propagate."""
+        budget = self.max_wait_s if wait_s is None else min(wait_s, self.max_wait_s)
+        if self.max_wait_s > 0 and (budget <= 0 or self.wait_s() > budget):
+            return self._refusals.refused("on arrival", self.in_flight)
         ticket = _Ticket(step)
         future = asyncio.get_running_loop().run_in_executor(self._executor, ticket.run)
         self.in_flight += 1
         try:
             if self.max_wait_s > 0:
-                done, _ = await asyncio.wait({future}, timeout=self.max_wait_s)
+                done, _ = await asyncio.wait({future}, timeout=budget)
                 if not done and ticket.shed():
                     future.add_done_callback(_retrieve)
-                    return self.refused("after waiting")
+                    return self._refusals.refused("after waiting", self.in_flight)
             result = await future
         finally:
             self.in_flight -= 1
         self.step_s += STEP_WEIGHT * (ticket.took_s - self.step_s)
         return result
-
-    def refused(self, when: str) -> Shed:
-        """Count (and now and then log) one event refused `when`; its Shed."""
-        metrics.shed()
-        self._shed_since_log += 1
-        now = time.monotonic()
-        if now - self._logged_at >= LOG_EVERY_S:
-            logger.warning("%s: %d event(s) refused (%s, the latest) so they are answered "
-                           "within FEISHU_INGEST_WAIT_MAX_MS=%.0f: %d wait for the Redis "
-                           "step; Feishu delivers them again", self.what,
-                           self._shed_since_log, when, self.max_wait_s * 1000, self.in_flight)
-            self._shed_since_log, self._logged_at = 0, now
-        return Shed(when)
 
 
 def answer_or_error(handle: Callable[[], T]) -> T | Exception:
@@ -132,59 +170,81 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-ItemT = TypeVar("ItemT")
+Run = Callable[[list[ItemT]], Sequence[T | Exception]]
+"""The events of one step → each one's answer, or the error that answers it 500 (the
+listener takes the events it kept before its own, ahead of them)."""
 
 
 class BatchGate(Generic[ItemT, T]):
     """The gate of one ingest thread that takes events in groups (group commit): the events
     that arrive while a step runs go together in the next one (up to `max_batch`, in
-    arrival order); `run(items)` answers each with its result or its exception, and each
-    event is answered as soon as its group's step is done. The wait bound is as the
-    Gate's: an event not taken into a step within `max_wait_s` is refused, at once when
-    the waiting ones would take longer (their count times the recent time per event)."""
+    arrival order); `run` answers each with its result or its exception, and each event is
+    answered as soon as its group's step is done. An event that cannot begin within
+    `max_wait_s` is refused and handed to `keep`; `kept()` says how many kept events the
+    next step takes first (they count in the wait, and are taken by an empty step when
+    nothing else comes)."""
 
-    def __init__(self, executor: Executor, run: Callable[[list[ItemT]], Sequence[T | Exception]],
-                 max_wait_s: float, what: str, *, max_batch: int = 64) -> None:
+    def __init__(self, executor: Executor, run: Run[ItemT, T], max_wait_s: float, what: str,
+                 *, max_batch: int = 64, keep: Callable[[ItemT], object] = _nothing,
+                 kept: Callable[[], int] = _none) -> None:
         self._executor, self._run, self.max_batch = executor, run, max_batch
-        self._gate = Gate(executor, max_wait_s, what)  # (its counts and its refusals)
+        self.max_wait_s = max_wait_s
+        self._refusals = Refusals(what, max_wait_s)
+        self._keep, self._kept = keep, kept
         self._waiting: list[tuple[ItemT, asyncio.Future[T]]] = []
         self._running = False
+        self._step_began = 0.0
+        self._retry: asyncio.TimerHandle | None = None
+        self._retry_s = LATER_RETRY_S[0]
+        self.group_s = 0.0
+        """The recent time of a step (a group), an exponential average."""
         self.last_step_s = 0.0
+        self.in_flight = 0
+        """Events taken and not answered yet."""
 
-    @property
-    def in_flight(self) -> int:
-        return self._gate.in_flight
+    def wait_s(self) -> float:
+        """How long an event arriving now would wait for its step: what is left of the step
+        running, then a group's time for each full group ahead of it."""
+        ahead = self._kept() + len(self._waiting)
+        wait = (ahead // self.max_batch) * self.group_s
+        if self._running:
+            wait += max(self.group_s - (time.monotonic() - self._step_began), 0.0)
+        return wait
 
     async def step(self, item: ItemT) -> T | Shed:
-        gate = self._gate
-        if gate.max_wait_s > 0 and len(self._waiting) * gate.step_s > gate.max_wait_s:
-            return gate.refused("on arrival")
+        if self.max_wait_s > 0 and self.wait_s() > self.max_wait_s:
+            return self._refuse(item, "on arrival")
         answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         entry = (item, answer)
         self._waiting.append(entry)
-        gate.in_flight += 1
+        self.in_flight += 1
         try:
             self._next()
-            if gate.max_wait_s > 0:
-                done, _ = await asyncio.wait({answer}, timeout=gate.max_wait_s)
+            if self.max_wait_s > 0:
+                done, _ = await asyncio.wait({answer}, timeout=self.max_wait_s)
                 if not done and entry in self._waiting:  # not taken into a step yet
                     self._waiting.remove(entry)
-                    return gate.refused("after waiting")
+                    return self._refuse(item, "after waiting")
             return await answer
         except asyncio.CancelledError:  # (its connection closed): never run it
             if entry in self._waiting:
                 self._waiting.remove(entry)
             raise
         finally:
-            gate.in_flight -= 1
+            self.in_flight -= 1
 
-    def _next(self) -> None:
-        """Start a step with the waiting events, unless one runs (on the loop). Every event
-        taken is answered, whatever happens to the step."""
-        if self._running or not self._waiting:
+    def _refuse(self, item: ItemT, when: str) -> Shed:
+        self._keep(item)
+        self._schedule_retry()
+        return self._refusals.refused(when, len(self._waiting))
+
+    def _next(self, *, empty: bool = False) -> None:
+        """Start a step with the waiting events (`empty`: with none, for the kept ones),
+        unless one runs (on the loop). Every event taken is answered, whatever happens."""
+        if self._running or not (self._waiting or empty):
             return
         batch = self._waiting[:self.max_batch]
-        started = time.monotonic()
+        kept, started = self._kept(), time.monotonic()
         try:
             future = asyncio.get_running_loop().run_in_executor(
                 self._executor, self._run, [item for item, _ in batch])
@@ -193,29 +253,33 @@ class BatchGate(Generic[ItemT, T]):
             self._settle(batch, [error for _ in batch])
             return
         del self._waiting[:len(batch)]
-        self._running = True
-        future.add_done_callback(lambda done: self._answer(batch, done, started))
+        self._running, self._step_began = True, started
+        future.add_done_callback(lambda done: self._answer(batch, done, started, kept))
 
     def _answer(self, batch: list[tuple[ItemT, asyncio.Future[T]]],
-                done: asyncio.Future[Sequence[T | Exception]], started: float) -> None:
+                done: asyncio.Future[Sequence[T | Exception]], started: float,
+                kept: int) -> None:
         self._running = False
         try:
             self.last_step_s = took_s = time.monotonic() - started
-            self._gate.step_s += STEP_WEIGHT * (took_s / len(batch) - self._gate.step_s)
-            results: Sequence[T | Exception]
-            if done.cancelled():
-                results = [RuntimeError("ingest stopped") for _ in batch]
-            elif (error := done.exception()) is not None:
-                results = [error if isinstance(error, Exception) else RuntimeError(str(error))
-                           for _ in batch]
-            else:
-                results = done.result()
-            if len(results) != len(batch):
-                results = [RuntimeError(f"{len(results)} answers to {len(batch)} events")
-                           for _ in batch]
-            self._settle(batch, results)
+            self.group_s += STEP_WEIGHT * (took_s - self.group_s)
+            self._settle(batch, _results(done, len(batch)))
+            took_kept = self._kept() < kept
+            self._retry_s = LATER_RETRY_S[0] if took_kept or not kept else \
+                min(self._retry_s * 2, LATER_RETRY_S[1])
         finally:
             self._next()
+            self._schedule_retry()
+
+    def _schedule_retry(self) -> None:
+        """With events kept and no step to take them, an empty step after a while."""
+        if self._retry is None and not self._running and self._kept():
+            self._retry = asyncio.get_running_loop().call_later(self._retry_s, self._retried)
+
+    def _retried(self) -> None:
+        self._retry = None
+        self._next(empty=True)
+        self._schedule_retry()
 
     @staticmethod
     def _settle(batch: list[tuple[ItemT, asyncio.Future[T]]],
@@ -227,3 +291,17 @@ class BatchGate(Generic[ItemT, T]):
                 answer.set_exception(result)
             else:
                 answer.set_result(result)
+
+
+def _results(done: asyncio.Future[Sequence[T | Exception]], count: int) -> list[T | Exception]:
+    """A step's answers, one per event, whatever happened to it."""
+    if done.cancelled():
+        return [RuntimeError("ingest stopped") for _ in range(count)]
+    error = done.exception()
+    if error is not None:
+        return [error if isinstance(error, Exception) else RuntimeError(str(error))
+                for _ in range(count)]
+    results = list(done.result())
+    if len(results) != count:
+        return [RuntimeError(f"{len(results)} answers to {count} events") for _ in range(count)]
+    return results

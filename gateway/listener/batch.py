@@ -8,20 +8,21 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.core.errors import RetryableError
+from gateway.core.errors import TakeLater
 
 Outcome = Mapping[str, Any] | None | Exception
 """A frame's answer (None: a plain ACK), or the error that answers it 500."""
 
 
-class RedisUnavailable(RetryableError):
-    """The event's Redis step failed (a timeout, a lost connection, an error): ACK 500."""
+class RedisUnavailable(TakeLater):
+    """The event's Redis step failed (a timeout, a lost connection, an error): ACK 500, and
+    a later step takes it."""
 
 
 class Batch:
     """The frames taken together: the step ends by `deadline` (time.monotonic(); None: no
     bound), and once Redis failed one of them the rest are not tried (each would wait out
-    its own timeout): both answer 500, so Feishu delivers them again."""
+    its own timeout): both answer 500, and a later step takes them."""
 
     def __init__(self, deadline: float | None) -> None:
         self.deadline = deadline
@@ -35,10 +36,10 @@ class Batch:
     def stopped(self) -> bool:
         return self.failed or (self.deadline is not None and time.monotonic() > self.deadline)
 
-    def refusal(self) -> RetryableError:
+    def refusal(self) -> TakeLater:
         why = "Redis failed earlier in its batch" if self.failed else \
             "not begun within FEISHU_INGEST_WAIT_MAX_MS of its batch"
-        return RetryableError(f"event not taken: {why}")
+        return TakeLater(f"event not taken now: {why}")
 
     def seen(self, outcome: Outcome) -> Outcome:
         """Note a Redis failure (a RetryableError) among the outcomes; `outcome` back."""

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.core.settings import Settings
-from gateway.feishu.webhook.server import ServerOptions, WebhookServer
+from gateway.feishu.webhook.server import Keeper, ServerOptions, WebhookServer
 from gateway.feishu.webhook.verify import Keys
 from gateway.feishu.ws.connection import ConnectionStatus
-from gateway.feishu.ws.listener import AppHandler
+from gateway.listener.intake import Intake
 
 logger = logging.getLogger(__name__)
 
@@ -27,10 +27,11 @@ class Ingress(Protocol):
     def stop(self) -> None: ...
 
 
-def webhook_server(settings: Settings, handler: AppHandler,
+def webhook_server(settings: Settings, intake: Intake,
                    now_s: Callable[[], float]) -> WebhookServer:
     """The webhook server of `serve`, from its settings (FEISHU_WEBHOOK_*, the app's
-    Verification Token and Encrypt Key); `now_s` is the clock its replay window reads."""
+    Verification Token and Encrypt Key), feeding `intake` (and the events it refused back to
+    it, to take later); `now_s` is the clock its replay window reads."""
     keys = Keys(settings.verification_token.get_secret_value(),
                 settings.encrypt_key.get_secret_value(), settings.webhook_max_age_s)
     if not keys.encrypt_key:
@@ -40,8 +41,10 @@ def webhook_server(settings: Settings, handler: AppHandler,
     options = ServerOptions(settings.webhook_addr, settings.webhook_port, settings.webhook_path,
                             settings.webhook_max_body_bytes, settings.webhook_concurrency,
                             settings.ingest_wait_max_ms / 1000)
-    return WebhookServer(keys, options, handler, apps=[a for a, _ in settings.apps],
-                         now_s=now_s)
+    refused = intake.refused
+    return WebhookServer(keys, options, intake.on_push, apps=[a for a, _ in settings.apps],
+                         now_s=now_s, keeper=Keeper(refused.keep, refused.__len__,
+                                                    intake.take_kept))
 
 
 def webhook_url(server: WebhookServer) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -22,7 +23,7 @@ from gateway.chats.inbox import Entry
 from gateway.chats.model import Admission, NotDurable, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.core import metrics
-from gateway.core.errors import MalformedEvent, RetryableError
+from gateway.core.errors import MalformedEvent, RetryableError, TakeLater
 from gateway.core.logs import shown, turn_context
 from gateway.core.model import Message
 from gateway.core.rules import Rules
@@ -38,6 +39,7 @@ from gateway.feishu.inbound.events import (
 from gateway.listener.batch import Batch, Outcome, RedisUnavailable
 from gateway.listener.changes import ChatChanges
 from gateway.listener.outbox import Coalescing, Outbox
+from gateway.listener.refused import Refused, chat_of, chat_of_payload, first
 from gateway.publisher import Publisher
 
 logger = logging.getLogger(__name__)
@@ -47,10 +49,15 @@ CARD_EVENT = "card.action.trigger"
 CardHandler = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
 
 
-class NotYetJudged(RetryableError):
+class NotYetJudged(TakeLater):
     """A message admission cannot judge yet (the bot's identity is unknown, so neither an
     @mention of it nor its own messages can be told): its frame is not ACKed as handled,
-    and Feishu delivers it again."""
+    and it is taken later, once the identity is known."""
+
+
+class OutboxFull(TakeLater):
+    """The broker is not taking turns (GATEWAY_OUTBOX_CAP publishes wait): a message is not
+    taken now, but later, once the outbox drained."""
 
 
 class Intake:
@@ -59,10 +66,15 @@ class Intake:
                  cards: CardHandler | None = None, stops: CardHandler | None = None,
                  rules: Rules | None = None,
                  refusal_notice_every_s: int = 86_400, welcome_group: str = "",
-                 welcome_dm: str = "", batch_budget_s: float = 0.0) -> None:
+                 welcome_dm: str = "", batch_budget_s: float = 0.0, later_cap: int = 0,
+                 later_at_once: int = 64) -> None:
         self._store = store
         self.batch_budget_s = batch_budget_s
         """A batch's steps begin within this (FEISHU_INGEST_WAIT_MAX_MS; 0: no bound)."""
+        self.refused = Refused(later_cap)
+        """The refused events, kept to take later (refused.py)."""
+        self._later_at_once = later_at_once
+        self._one_at_a_time = threading.Lock()  # (webhook mode's pool: the kept events)
         self._publisher = publisher
         self._outbox = outbox
         self._turns_out: Coalescing[TurnRef] = Coalescing(outbox, publisher.publish_many)
@@ -111,19 +123,52 @@ class Intake:
                     if answer is not None:
                         return answer
                 return None
-        except redis.RedisError as error:  # ACK 500: Feishu delivers it again
+        except redis.RedisError as error:  # ACK 500: taken later (a click: clicked again)
+            if event_type == CARD_EVENT:
+                raise RetryableError(f"Redis unavailable: {error}") from None
             raise RedisUnavailable(f"Redis unavailable: {error}") from None
         logger.debug("event of type %r not handled (frame type %s)", event_type, kind)
         metrics.unhandled(event_type)
         return None
 
     def on_frames(self, app_id: str, frames: Sequence[tuple[str, bytes]]) -> list[Outcome]:
-        """`on_frame` for frames that arrived together (group commit): the message events
-        among them are ingested in one round trip, in order; any other event runs on its
-        own, in its place. Each frame gets its answer, or the error that answers it 500."""
+        """A connection's step: the app's refused events kept to take later first, then
+        `frames` (refused.py `first`); each frame's answer, or the error that answers it 500
+        (TakeLater: it is kept to take later)."""
+        return first(self.refused, app_id, frames, self._frames, self._later_at_once)
+
+    def on_push(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
+        """Webhook mode's step of one push: the events kept to take later first (one step
+        at a time), then the push, refused (and kept) while an event of its chat is."""
+        with self._one_at_a_time:
+            self._take_kept()
+            if self.refused.holds(app_id, chat_of_payload(payload)):
+                raise TakeLater("behind a message of its chat kept to take later")
+        return self.on_frame(app_id, kind, payload)
+
+    def take_kept(self) -> bool:
+        """Take the events kept to take later, every app's (webhook mode, when nothing else
+        comes; a stop): whether any was taken."""
+        with self._one_at_a_time:
+            return self._take_kept()
+
+    def _take_kept(self) -> bool:
+        before = len(self.refused)
+        for app_id in self.refused.apps():
+            first(self.refused, app_id, [], self._frames, self._later_at_once)
+        return len(self.refused) < before
+
+    def _frames(self, app_id: str, frames: Sequence[tuple[str, bytes]],
+                earlier: int) -> list[Outcome]:
+        """`on_frame` for frames taken together (group commit), the first `earlier` of them
+        refused before and taken now: the message events among them are ingested in one
+        round trip, in order; any other event runs on its own, in its place. A message of a
+        chat that has an event kept to take later, or one refused in this step, is refused
+        too (TakeLater): it waits behind it. Each gets its answer, or its error."""
         results: list[Outcome] = [None] * len(frames)
         batch = Batch.within(self.batch_budget_s)
         waiting: list[tuple[int, Entry]] = []
+        behind: set[str] = set()
         for n, (kind, payload) in enumerate(frames):
             if batch.stopped():  # not begun in time, or Redis failed this batch already
                 metrics.event("error")
@@ -134,6 +179,12 @@ class Intake:
                 self._ingest_many(waiting, results, batch)
                 results[n] = batch.seen(answer_or_error(functools.partial(
                     self.on_frame, app_id, kind, payload)))
+                continue
+            chat = chat_of(decoded[1])
+            if chat is not None and (chat in behind or (
+                    n >= earlier and self.refused.holds(app_id, chat))):
+                results[n] = TakeLater(f"behind a message of chat {shown(chat)} kept to take "
+                                       "later")
                 continue
             try:
                 judged = self._judge(decoded[1], app_id)
@@ -150,6 +201,8 @@ class Intake:
             except Exception as error:  # noqa: BLE001 (one frame's boundary: its ACK says 500)
                 metrics.event("error")
                 results[n] = error
+            if isinstance(results[n], TakeLater) and chat is not None:
+                behind.add(chat)
         self._ingest_many(waiting, results, batch)
         return results
 
@@ -251,8 +304,8 @@ class Intake:
         if command is None:
             command = parse_command(message.text) or ""
         if self._outbox.full():
-            raise RetryableError(f"message {message.message_id} not taken: the outbox is full "
-                                 f"({self._outbox.cap} publishes wait for the broker)")
+            raise OutboxFull(f"message {message.message_id} not taken now: the outbox is full "
+                             f"({self._outbox.cap} publishes wait for the broker)")
         return Entry(message, command, self.rules.busy_of(message.chat_id),
                      message.app_id or self.primary_app_id)
 

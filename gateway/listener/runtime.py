@@ -74,7 +74,8 @@ class ListenerRuntime(Runtime):
                       rules=s.admission_rules,
                       refusal_notice_every_s=s.refusal_notice_every_s,
                       welcome_group=s.welcome_group, welcome_dm=s.welcome_dm,
-                      batch_budget_s=s.ingest_wait_max_ms / 1000)
+                      batch_budget_s=s.ingest_wait_max_ms / 1000,
+                      later_cap=s.ingest_later_cap, later_at_once=s.ingest_group_max)
 
     @cached_property
     def sweeper(self) -> Sweeper:

@@ -67,10 +67,12 @@ class ListenerService:
         self.board: StatusBoard | None = None
         self.catchup: CatchUpRunner | None = None
         self.clock = RedisClock(rt.redis) if webhook else None
+        intake = rt.intake
         self.listener: Ingress = (
-            webhook_server(settings, rt.intake.on_frame, self.clock.now_s) if self.clock
-            else Listener(settings, rt.intake.on_frame, on_change=self._changed,
-                          batch_handler=rt.intake.on_frames))
+            webhook_server(settings, intake, self.clock.now_s) if self.clock
+            else Listener(settings, intake.on_frame, on_change=self._changed,
+                          batch_handler=intake.on_frames, keep=intake.refused.keep,
+                          kept=intake.refused.count))
         self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
         if settings.catchup_max_chats > 0 and not webhook:
             self.catchup = rt.catchup(self._connected_apps)
@@ -137,12 +139,25 @@ class ListenerService:
         if catchup is not None:
             catchup.poke()
 
+    def _take_kept(self) -> None:
+        refused = self.runtime.intake.refused
+        if len(refused):
+            try:
+                self.runtime.intake.take_kept()
+            except Exception as error:  # noqa: BLE001 (a stop goes on; Feishu sends them again)
+                logger.warning("refused events not taken at the stop: %s", error)
+            if len(refused):
+                logger.warning("%d refused event(s) not taken at the stop (Feishu delivers "
+                               "them again)", len(refused))
+
     def _connected_apps(self) -> list[str]:
         return [s.app_id for s in self.listener.statuses() if s.state == "connected"]
 
     def stop(self) -> None:
-        """Close the connections first (no new events), then drain the outbox and the desk."""
+        """Close the connections first (no new events), take the events kept to take
+        later (one last step), then drain the outbox and the desk."""
         self.listener.stop()
+        self._take_kept()
         if self.catchup is not None:
             self.catchup.stop()
         self.identity.stop()

@@ -1,6 +1,8 @@
-"""The ingest gate of a long connection: events that arrive while a step runs are taken
-together in the next step (group commit), in arrival order, each answered with its own
-result or error; one that cannot be taken within the wait bound is refused."""
+"""The ingest gate: events that arrive while a long connection's step runs are taken together
+in the next step (group commit), in arrival order, each answered with its own result or
+error; one that cannot be taken within the wait bound is refused, and taken later, first in
+a later step. The wait is estimated as events are really taken (groups; webhook mode's
+threads), so nothing is refused that could have been taken in time."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from gateway.core.settings import load_settings
-from gateway.feishu.gate import BatchGate, Shed
+from gateway.feishu.gate import BatchGate, Gate, Shed
 from gateway.feishu.ws.listener import options_for
 
 
@@ -49,9 +51,10 @@ def test_events_arriving_during_a_step_go_together_in_the_next_one_in_order() ->
     assert isinstance(answers[3], ValueError), "an event's error is its own"
 
 
-def test_an_event_not_taken_within_the_bound_is_refused_and_never_run() -> None:
+def test_an_event_not_taken_within_the_bound_is_refused_and_kept_its_step_never_run() -> None:
     release = threading.Event()
     ran: list[int] = []
+    kept: list[int] = []
 
     def run(items: list[int]) -> list[int | Exception]:
         ran.extend(items)
@@ -61,7 +64,7 @@ def test_an_event_not_taken_within_the_bound_is_refused_and_never_run() -> None:
 
     async def main() -> tuple[int | Shed, int | Shed, int | Shed]:
         with ThreadPoolExecutor(1) as executor:
-            gate: BatchGate[int, int] = BatchGate(executor, run, 0.2, "test")
+            gate: BatchGate[int, int] = BatchGate(executor, run, 0.2, "test", keep=kept.append)
             first = asyncio.ensure_future(gate.step(0))
             await asyncio.sleep(0)  # (its step begins)
             late = await gate.step(1)  # waits behind the first step past the bound
@@ -72,7 +75,73 @@ def test_an_event_not_taken_within_the_bound_is_refused_and_never_run() -> None:
     first, late, after = asyncio.run(main())
     assert first == 0 and after == 2
     assert isinstance(late, Shed) and late.why == "after waiting"
-    assert ran == [0, 2], "the refused event's step never ran"
+    assert ran == [0, 2], "the refused event's own step never ran"
+    assert kept == [1], "handed over to be taken later"
+
+
+def test_with_events_kept_and_nothing_coming_an_empty_step_takes_them() -> None:
+    """The listener's step takes the kept events itself: with none arriving, the gate runs
+    an empty step now and then, until none is kept."""
+    kept = [1, 2]
+    steps: list[list[int]] = []
+
+    def run(items: list[int]) -> list[int | Exception]:
+        steps.append(items)
+        if len(steps) >= 3:  # (the first empty steps cannot take them: Redis is down)
+            kept.clear()
+        return list(items)
+
+    async def main() -> None:
+        with ThreadPoolExecutor(1) as executor:
+            gate: BatchGate[int, int] = BatchGate(executor, run, 1.0, "test",
+                                                  kept=kept.__len__)
+            assert await gate.step(0) == 0
+            for _ in range(100):
+                if not kept:
+                    break
+                await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    assert not kept and steps[0] == [0] and steps[1:] == [[], []], steps
+
+
+def test_a_burst_into_an_idle_gate_waits_by_groups_and_none_is_refused() -> None:
+    """Each step takes 30 ms whatever its size (a pipelined Redis round trip): 200 events at
+    once wait four groups, far inside the bound, so none may be refused (an estimate of
+    waiting events times a step's time refused most of them)."""
+    steps: list[int] = []
+
+    def run(items: list[int]) -> list[int | Exception]:
+        steps.append(len(items))
+        threading.Event().wait(0.03)  # (the step's work: a 30 ms round trip)
+        return list(items)
+
+    async def main() -> list[int | Shed]:
+        with ThreadPoolExecutor(1) as executor:
+            gate: BatchGate[int, int] = BatchGate(executor, run, 0.5, "test")
+            assert await gate.step(-1) == -1  # (the gate has seen one step of one event)
+            return await asyncio.gather(*(gate.step(n) for n in range(200)))
+
+    answers = asyncio.run(main())
+    assert answers == list(range(200)), "every one taken, none refused"
+    assert max(steps) == 64 and len(steps) <= 6
+
+
+def test_webhook_pushes_wait_only_when_every_thread_is_busy() -> None:
+    """Eight threads, a 0.2 s step: eight pushes at a time never wait for a thread, so none
+    is refused (counting the steps running as waiting refused half of them); a ninth waits
+    for one."""
+    async def main() -> list[object]:
+        with ThreadPoolExecutor(8) as executor:
+            gate = Gate(executor, 0.5, "test", threads=8)
+            answers: list[object] = []
+            for _ in range(3):
+                answers += await asyncio.gather(*(gate.step(lambda: threading.Event().wait(
+                    0.2) or "taken") for _ in range(8)))
+            assert gate.wait_s() == 0.0
+            return answers
+
+    assert asyncio.run(main()) == ["taken"] * 24
 
 
 def test_every_event_is_answered_when_its_step_breaks_or_the_executor_is_gone() -> None:

@@ -15,7 +15,7 @@ import redis
 
 from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
-from gateway.core.errors import RetryableError
+from gateway.core.errors import RetryableError, TakeLater
 from gateway.core.model import GREETING
 from gateway.core.redis_client import redis_client
 from gateway.core.rules import Rules
@@ -218,7 +218,7 @@ def test_a_batch_meeting_a_redis_failure_answers_each_message_500(client: redis.
 def test_once_redis_failed_in_a_batch_the_rest_are_refused_without_waiting(
         client: redis.Redis) -> None:
     """Each frame would otherwise wait out its own timeout: the batch ends at the first
-    failure, every frame answered 500 (Feishu delivers them again), nothing recorded."""
+    failure, every frame answered 500 (to be taken later), nothing recorded."""
     port = client.connection_pool.connection_kwargs["port"]
     hasty = redis_client(f"redis://127.0.0.1:{port}", 0.2, retries=0)
     take, _ = intake(hasty, "note")
@@ -232,7 +232,7 @@ def test_once_redis_failed_in_a_batch_the_rest_are_refused_without_waiting(
     clock = time.monotonic()
     answers = take.on_frames("cli_a", frames)
     took_s = time.monotonic() - clock
-    assert [type(a) for a in answers] == [RedisUnavailable] + [RetryableError] * 5, answers
+    assert [type(a) for a in answers] == [RedisUnavailable] + [TakeLater] * 5, answers
     assert took_s < 1.0, f"one timeout, not one a frame ({took_s:.1f} s)"
     assert ChatStore(client).pending(chat) == [], "nothing recorded (read once Redis is back)"
     hasty.close()

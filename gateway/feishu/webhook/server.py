@@ -1,9 +1,17 @@
 """The webhook server: Feishu POSTs each event and card callback to one request URL; a push
-is checked (verify.py), then its one Redis step (the listener's intake, the same as the long
-connection's) runs on a bounded pool of threads off the event loop, and only then is it
-answered: 200 with the callback's answer (`{}` for an event), 500 when the step failed
-(Feishu pushes it again: 15 s, 5 min, 1 h, 6 h later), 401 for a refused push, 413 for a body
-over the cap, 503 when the pool's queue is full.
+is read (within READ_TIMEOUT_S, at most READS_AT_ONCE at once), checked (verify.py), then its
+one Redis step (the listener's intake, the same as the long connection's) runs on a bounded
+pool of threads off the event loop, and only then is it answered: 200 with the callback's
+answer (`{}` for an event), 500 when the step failed (Feishu pushes it again: 15 s, 5 min,
+1 h, 6 h later), 401 for a refused push, 413 for a body over the cap, 408 for one not read
+in time, 503 when the push could not begin its step in time (gateway/feishu/gate.py) or the
+pool's queue is full.
+
+An event refused for want of time, or because its step could not take it now (`TakeLater`:
+Redis, the broker, the bot's identity), is handed to `keep`: the handler's next step takes it
+first (gateway/listener/refused.py), and with nothing else to do `take_kept` is called now
+and then. Pushes of one chat begin their steps in the order they arrived (order.py), so a
+later one is never admitted first.
 
 Card callbacks (a Stop or approval click, which Feishu wants answered within 3 s) have a
 small pool and queue of their own, so a burst of events queued for the Redis step never
@@ -28,22 +36,31 @@ from typing import Any
 from aiohttp import web
 
 from gateway.core import metrics
-from gateway.core.errors import GatewayError
+from gateway.core.errors import GatewayError, TakeLater
 from gateway.core.presence import STOPPED
-from gateway.feishu.gate import Gate, Shed
+from gateway.feishu.gate import LATER_RETRY_S, Gate, Shed
 from gateway.feishu.webhook.crypto import warm
+from gateway.feishu.webhook.order import ChatOrder, chat_key
 from gateway.feishu.webhook.verify import Challenge, Keys, PushRefused, Signed, open_push
 from gateway.feishu.ws.connection import ConnectionStatus
 
 logger = logging.getLogger(__name__)
 
 PushHandler = Callable[[str, str, bytes], Mapping[str, Any] | None]
-"""(app_id, "event", plaintext payload) → the callback's answer; raising means 500."""
+"""(app_id, "event", plaintext payload) → the callback's answer; raising means 500
+(TakeLater: the push is kept to take later); it takes the events kept before its own."""
 SERVING = "serving"
 """The state of an app whose pushes this server takes (`status`, `health`)."""
 QUEUE_PER_THREAD = 4
 CALLBACK_THREADS = 2
 SHUTDOWN_S = 5.0
+READ_TIMEOUT_S = 5.0
+"""A request's headers, then its body, are read within this each (Feishu gives up on a push
+after 3 s); an idle kept-alive connection is closed after as long."""
+READS_AT_ONCE = 64
+"""Request bodies read at once: past it a push is answered 503 unread, so slow or stalled
+bodies pin at most this many times FEISHU_WEBHOOK_MAX_BODY_BYTES."""
+CLOSE = {"Connection": "close"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +71,16 @@ class ServerOptions:
     max_body_bytes: int
     concurrency: int
     ingest_wait_max_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Keeper:
+    """Where refused events go to be taken later: `keep(app_id, payload)`, how many are
+    kept (`count()`), and a step that takes them when no push comes (whether it took any)."""
+
+    keep: Callable[[str, bytes], object] = lambda app_id, payload: None
+    count: Callable[[], int] = lambda: 0
+    take: Callable[[], bool] = lambda: False
 
 
 @dataclass
@@ -75,9 +102,10 @@ class WebhookServer:
     bound fails `start()` instead)."""
 
     def __init__(self, keys: Keys, options: ServerOptions, handler: PushHandler, *,
-                 apps: Sequence[str], now_s: Callable[[], float]) -> None:
+                 apps: Sequence[str], now_s: Callable[[], float],
+                 keeper: Keeper = Keeper()) -> None:
         self.keys, self.options = keys, options
-        self._handler, self._now_s = handler, now_s
+        self._handler, self._now_s, self._keeper = handler, now_s, keeper
         self._primary = apps[0]
         self._statuses = {app_id: ConnectionStatus(app_id, SERVING, since=time.monotonic())
                           for app_id in apps}
@@ -85,12 +113,16 @@ class WebhookServer:
                                     thread_name_prefix="gateway-webhook-ingest")
         callbacks = ThreadPoolExecutor(CALLBACK_THREADS,
                                        thread_name_prefix="gateway-webhook-callback")
-        self._lanes = {  # (the gate's step time is per thread: its wait bound, per pool)
+        wait_s = options.ingest_wait_max_s
+        self._lanes = {
             False: _Lane(events, options.concurrency * (1 + QUEUE_PER_THREAD),
-                         Gate(events, options.ingest_wait_max_s, "webhook events")),
+                         Gate(events, wait_s, "webhook events", threads=options.concurrency)),
             True: _Lane(callbacks, CALLBACK_THREADS * (1 + QUEUE_PER_THREAD),
-                        Gate(callbacks, options.ingest_wait_max_s, "webhook callbacks")),
+                        Gate(callbacks, wait_s, "webhook callbacks", threads=CALLBACK_THREADS)),
         }
+        self._retry: asyncio.TimerHandle | None = None
+        self._order = ChatOrder()
+        self._reading = 0
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="gateway-webhook",
@@ -105,6 +137,11 @@ class WebhookServer:
     def events_waiting(self) -> int:
         """Events taken and not answered yet (their Redis step runs or waits for a thread)."""
         return self._lanes[False].in_flight
+
+    @property
+    def events_in_line(self) -> int:
+        """Events waiting for the push of their chat before them (order.py)."""
+        return self._order.waiting
 
     def start(self) -> WebhookServer:
         """Bind now (GatewayError in one line when the address cannot be), then serve."""
@@ -125,22 +162,35 @@ class WebhookServer:
     async def _serve(self, sock: socket.socket) -> None:
         app = web.Application(client_max_size=self.options.max_body_bytes)
         app.router.add_post(self.options.path, self._push)
+        # (a connection that sends no whole request head this long after it opened, or
+        # after its last answer, is closed)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_S,
-                                     handle_signals=False)
+                                     handle_signals=False, keepalive_timeout=READ_TIMEOUT_S)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
 
     async def _push(self, request: web.Request) -> web.Response:
         arrived = time.monotonic()
+        if self._reading >= READS_AT_ONCE:
+            logger.warning("push from %s answered 503 unread: %d request bodies are being "
+                           "read", request.remote, READS_AT_ONCE)
+            return web.json_response({"msg": "busy"}, status=503, headers=CLOSE)
+        self._reading += 1
         try:
             if (request.content_length or 0) > self.options.max_body_bytes:
                 raise web.HTTPRequestEntityTooLarge(max_size=self.options.max_body_bytes,
                                                     actual_size=request.content_length or 0)
-            body = await request.read()
+            body = await asyncio.wait_for(request.read(), READ_TIMEOUT_S)
         except web.HTTPRequestEntityTooLarge:
             logger.warning("push from %s refused: a body over FEISHU_WEBHOOK_MAX_BODY_BYTES "
                            "(%d)", request.remote, self.options.max_body_bytes)
-            return web.json_response({"msg": "body too large"}, status=413)
+            return web.json_response({"msg": "body too large"}, status=413, headers=CLOSE)
+        except TimeoutError:
+            logger.warning("push from %s refused: its body was not read within %.0fs",
+                           request.remote, READ_TIMEOUT_S)
+            return web.json_response({"msg": "too slow"}, status=408, headers=CLOSE)
+        finally:
+            self._reading -= 1
         try:
             opened = open_push(body, Signed.of(request.headers), self.keys, self._now_s())
         except PushRefused as refusal:
@@ -155,30 +205,82 @@ class WebhookServer:
             logger.warning("push from %s refused: for app %s, which this gateway does not "
                            "serve (FEISHU_APP_ID, FEISHU_APPS)", request.remote, app_id)
             return web.json_response({"msg": "refused"}, status=401)
-        lane = self._lanes[opened.is_callback]
+        status.last_frame_at = status.last_event_at = arrived
+        callback = opened.is_callback
+        lane = self._lanes[callback]
         if lane.in_flight >= lane.cap:
             logger.warning("push answered 503: %d %s wait for the Redis step "
-                           "(FEISHU_WEBHOOK_CONCURRENCY); Feishu pushes it again", lane.cap,
-                           "callbacks" if opened.is_callback else "events")
+                           "(FEISHU_WEBHOOK_CONCURRENCY); %s", lane.cap,
+                           "callbacks" if callback else "events",
+                           "Feishu pushes it again" if callback else "it is taken later")
+            if not callback:
+                self._keep(app_id, opened.payload)
             return web.json_response({"msg": "busy"}, status=503)
-        status.last_frame_at = status.last_event_at = arrived
-        return await self._take(lane, app_id, opened.payload, arrived)
+        return await self._take(lane, callback, app_id, opened.payload,
+                                None if callback else chat_key(app_id, opened.event), arrived)
 
-    async def _take(self, lane: _Lane, app_id: str, payload: bytes,
-                    arrived: float) -> web.Response:
-        """The intake's step off the loop, then the answer."""
+    async def _take(self, lane: _Lane, callback: bool, app_id: str, payload: bytes,
+                    key: str | None, arrived: float) -> web.Response:
+        """The push's turn in its chat, the intake's step off the loop, then the answer."""
+        wait_s = self.options.ingest_wait_max_s
+        in_order, done = await self._order.turn(key, wait_s if wait_s > 0 else None)
         try:
-            taken = await lane.gate.step(functools.partial(self._handler, app_id, "event",
-                                                           payload))
+            if in_order:
+                left_s = wait_s - (time.monotonic() - arrived) if wait_s > 0 else None
+                taken = await lane.gate.step(functools.partial(
+                    self._handler, app_id, "event", payload), wait_s=left_s)
+            else:
+                taken = lane.gate.refused("behind its chat's push before it")
             answer, code = (None, 503) if isinstance(taken, Shed) else (taken, 200)
+            if isinstance(taken, Shed) and not callback:
+                self._keep(app_id, payload)
+        except TakeLater as error:
+            answer, code = None, 500
+            if callback:
+                logger.error("push not taken (%s): answered 500, Feishu pushes it again",
+                             error)
+            else:
+                logger.warning("push not taken now (%s): answered 500, taken later", error)
+                self._keep(app_id, payload)
         except GatewayError as error:
             logger.error("push not taken (%s): answered 500, Feishu pushes it again", error)
             answer, code = None, 500
         except Exception:  # the push handler's boundary: the server goes on
             logger.exception("push failed: answered 500, Feishu pushes it again")
             answer, code = None, 500
+        finally:
+            done()
         metrics.acked(time.monotonic() - arrived, code)
         return web.json_response(dict(answer or {}), status=code)
+
+    def _keep(self, app_id: str, payload: bytes) -> None:
+        """A refused event, kept to take later (on the loop)."""
+        self._keeper.keep(app_id, payload)
+        self._schedule_retry()
+
+    def _schedule_retry(self, after_s: float = LATER_RETRY_S[0]) -> None:
+        """With events kept to take later, try them after a while (on the loop)."""
+        if self._retry is None and self._keeper.count():
+            self._retry = self._loop.call_later(after_s, self._retried, after_s)
+
+    def _retried(self, after_s: float) -> None:
+        self._retry = None
+        if not self._keeper.count():
+            return
+        lane = self._lanes[False]
+        if lane.in_flight:  # (the steps in progress take them)
+            self._schedule_retry(after_s)
+            return
+        try:
+            future = self._loop.run_in_executor(lane.executor, self._keeper.take)
+        except RuntimeError:  # the pool was shut down (a stop)
+            return
+
+        def again(taken: asyncio.Future[bool]) -> None:
+            took = not taken.cancelled() and taken.exception() is None and taken.result()
+            self._schedule_retry(LATER_RETRY_S[0] if took else
+                                 min(after_s * 2, LATER_RETRY_S[1]))
+        future.add_done_callback(again)
 
     def stop(self) -> None:
         """No new pushes; those in progress finish (within SHUTDOWN_S), then the pool."""

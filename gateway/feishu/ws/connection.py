@@ -6,7 +6,8 @@ close. The handler (the events' Redis step) runs on a thread of the connection's
 arrival order, so pings, pongs and other frames never wait behind it; the events that
 arrive while it runs are handed to it together next (group commit, with a batch handler),
 and each ACK goes back as soon as its step returns. An event that cannot begin its step
-within `ingest_wait_max_s` is ACKed 500 at once instead (gateway/feishu/gate.py).
+within `ingest_wait_max_s` is ACKed 500 at once instead and handed to `keep`, for the
+listener to take later (gateway/feishu/gate.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.protocol import State
 
 from gateway.core import metrics
-from gateway.core.errors import GatewayError, RetryableError
+from gateway.core.errors import GatewayError, RetryableError, TakeLater
 from gateway.core.presence import STOPPED
 from gateway.feishu.gate import BatchGate, Shed, answer_or_error
 from gateway.feishu.ws import frames as f
@@ -48,7 +49,7 @@ FrameHandler = Callable[[str, bytes], Mapping[str, Any] | None]
 Raising means ACK 500: Feishu delivers the frame again later."""
 Answer = Mapping[str, Any] | None
 BatchHandler = Callable[[list[tuple[str, bytes]]], Sequence[Answer | Exception]]
-"""The frames that arrived together → each one's answer, or the error that ACKs it 500."""
+"""The frames taken together → each one's answer, or the error that ACKs it 500."""
 
 
 def one_by_one(handler: FrameHandler) -> BatchHandler:
@@ -113,16 +114,21 @@ class Connection:
                  handler: FrameHandler, *,
                  on_change: Callable[[ConnectionStatus], None] = lambda status: None,
                  rng: random.Random | None = None,
-                 batch_handler: BatchHandler | None = None) -> None:
+                 batch_handler: BatchHandler | None = None,
+                 keep: Callable[[bytes], object] = lambda payload: None,
+                 kept: Callable[[], int] = lambda: 0) -> None:
         """`handler` takes one frame; `batch_handler`, when given, the frames that arrived
-        while the previous step ran, together (group commit), instead."""
+        while the previous step ran, together (group commit), instead. `keep` takes an event
+        the gate refused (to take later: the next step's handler takes it first), `kept`
+        says how many are kept."""
         self.app, self.options = app, options
         self._on_change = on_change
         self._rng = rng or random.Random()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"gateway-ingest-{app.app_id}")
         self._gate: BatchGate[tuple[str, bytes], Answer] = BatchGate(
             self._executor, batch_handler or one_by_one(handler), options.ingest_wait_max_s,
-            f"feishu app {app.app_id}", max_batch=options.max_batch)
+            f"feishu app {app.app_id}", max_batch=options.max_batch,
+            keep=lambda frame: keep(frame[1]), kept=kept)
         self._stop = asyncio.Event()
         self._link: Link | None = None
         self._closing: set[asyncio.Task[None]] = set()
@@ -246,6 +252,10 @@ class Connection:
         try:
             taken = await self._gate.step((kind, frame.payload))
             answer, code = (None, 500) if isinstance(taken, Shed) else (taken, 200)
+        except TakeLater as error:
+            logger.warning("frame %s not taken now (%s): ACK 500, taken later",
+                           frame.headers.get(f.HEADER_MESSAGE_ID, "?"), error)
+            answer, code = None, 500
         except GatewayError as error:
             logger.error("frame %s not taken (%s): ACK 500, Feishu delivers it again",
                          frame.headers.get(f.HEADER_MESSAGE_ID, "?"), error)

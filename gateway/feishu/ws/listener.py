@@ -49,13 +49,18 @@ class Listener:
 
     def __init__(self, settings: Settings, handler: AppHandler, *,
                  on_change: Callable[[ConnectionStatus], None] = lambda status: None,
-                 batch_handler: AppBatchHandler | None = None) -> None:
+                 batch_handler: AppBatchHandler | None = None,
+                 keep: Callable[[str, bytes], object] = lambda app_id, payload: None,
+                 kept: Callable[[str], int] = lambda app_id: 0) -> None:
+        """`keep(app_id, payload)` takes an event a gate refused, for the listener to take
+        later; `kept(app_id)` says how many of the app's are kept (connection.py)."""
         options = options_for(settings)
         self.connections = [
             Connection(AppCredentials(app_id, secret), options,
                        functools.partial(handler, app_id), on_change=on_change,
                        batch_handler=None if batch_handler is None
-                       else functools.partial(batch_handler, app_id))
+                       else functools.partial(batch_handler, app_id),
+                       keep=functools.partial(keep, app_id), kept=functools.partial(kept, app_id))
             for app_id, secret in settings.apps]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = threading.Event()

@@ -5,6 +5,7 @@ are answered 503 (Feishu pushes them again)."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -14,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.feishu.webhook.server import QUEUE_PER_THREAD, ServerOptions, WebhookServer
+from gateway.feishu.webhook import server as server_module
+from gateway.feishu.webhook.server import QUEUE_PER_THREAD, Keeper, ServerOptions, WebhookServer
 from gateway.feishu.webhook.verify import Keys
 from gateway.ops.processes import wait_until
 
@@ -96,4 +98,125 @@ def test_an_event_that_cannot_begin_in_time_is_answered_503_and_its_step_skipped
             assert intake.entered == 2, "the refused event's step never ran"
     finally:
         intake.release.set()
+        server.stop()
+
+
+def message_push(chat: str, n: int) -> bytes:
+    return json.dumps({"schema": "2.0", "header": {
+        "event_id": f"ev_{chat}_{n}", "event_type": "im.message.receive_v1", "token": TOKEN,
+        "app_id": "cli_app"}, "event": {"message": {"chat_id": chat, "message_id": f"om_{n}"}}
+    }).encode()
+
+
+class Ordered:
+    """Stands for the intake: records the order steps began in; a chat's first step waits
+    for `release`."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.began: list[str] = []
+        self.kept: list[bytes] = []
+        self._guard = threading.Lock()
+
+    def __call__(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
+        event = json.loads(payload)["event"]["message"]
+        with self._guard:
+            self.began.append(f"{event['chat_id']}/{event['message_id']}")
+        if event["message_id"] == "om_0":
+            assert self.release.wait(30)
+        return None
+
+    def keep(self, app_id: str, payload: bytes) -> None:
+        self.kept.append(payload)
+
+
+def ordered_server(intake: Ordered, wait_s: float = 0.0) -> WebhookServer:
+    options = ServerOptions("127.0.0.1", 0, "/feishu", 65536, 4, ingest_wait_max_s=wait_s)
+    return WebhookServer(Keys(TOKEN), options, intake, apps=["cli_app"], now_s=lambda: 0.0,
+                         keeper=Keeper(keep=intake.keep)).start()
+
+
+def test_pushes_of_one_chat_begin_their_steps_in_the_order_they_came() -> None:
+    """Four threads, so both pushes of chat A could run at once: the second waits for the
+    first's step, while chat B's goes on."""
+    intake = Ordered()
+    server = ordered_server(intake)
+    url = f"http://127.0.0.1:{server.port}/feishu"
+    try:
+        with httpx.Client(timeout=30) as client, ThreadPoolExecutor(3) as pool:
+            first = pool.submit(client.post, url, content=message_push("oc_a", 0))
+            wait_until(lambda: intake.began == ["oc_a/om_0"], 10, "the first step")
+            second = pool.submit(client.post, url, content=message_push("oc_a", 1))
+            wait_until(lambda: server.events_in_line == 1, 10, "the second to come")
+            other = client.post(url, content=message_push("oc_b", 2))
+            assert other.status_code == 200 and intake.began == ["oc_a/om_0", "oc_b/om_2"]
+            assert not second.done(), "behind its chat's first push"
+            intake.release.set()
+            assert first.result().status_code == second.result().status_code == 200
+            assert intake.began == ["oc_a/om_0", "oc_b/om_2", "oc_a/om_1"]
+    finally:
+        intake.release.set()
+        server.stop()
+
+
+def test_a_push_refused_behind_its_chat_keeps_its_place_in_the_line() -> None:
+    """A chat's second push cannot begin within the bound (its first is slow): it is
+    answered 503 and kept to take later, and the chat's third push still waits for the
+    first, so it is never taken before the second."""
+    intake = Ordered()
+    server = ordered_server(intake, wait_s=0.3)
+    url = f"http://127.0.0.1:{server.port}/feishu"
+    try:
+        with httpx.Client(timeout=30) as client, ThreadPoolExecutor(2) as pool:
+            first = pool.submit(client.post, url, content=message_push("oc_a", 0))
+            wait_until(lambda: intake.began == ["oc_a/om_0"], 10, "the first step")
+            assert client.post(url, content=message_push("oc_a", 1)).status_code == 503
+            assert [json.loads(k)["header"]["event_id"] for k in intake.kept] == ["ev_oc_a_1"]
+            third = pool.submit(client.post, url, content=message_push("oc_a", 2))
+            wait_until(lambda: server.events_in_line == 1, 10, "the third to come")
+            assert intake.began == ["oc_a/om_0"], "the third waits for the first"
+            intake.release.set()
+            assert first.result().status_code == 200
+            third.result()
+    finally:
+        intake.release.set()
+        server.stop()
+
+
+def test_slow_and_stalled_requests_are_bounded_in_number_and_in_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body is read within READ_TIMEOUT_S (408 after), a connection that sends no request
+    head is closed after as long, and past READS_AT_ONCE bodies read at once a push is
+    answered 503 unread: stalled strangers pin a bounded number of buffers, for a bounded
+    time."""
+    monkeypatch.setattr(server_module, "READ_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(server_module, "READS_AT_ONCE", 4)
+    intake = Intake()
+    intake.release.set()
+    server = WebhookServer(Keys(TOKEN), ServerOptions("127.0.0.1", 0, "/feishu", 65536, 1),
+                           intake, apps=["cli_app"], now_s=lambda: 0.0).start()
+    head = (b"POST /feishu HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 60000\r\n\r\n{\"partial\": ")
+    try:
+        stalled = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(6)]
+        for sock in stalled:
+            sock.settimeout(5)
+            sock.sendall(head)
+        clock = time.monotonic()
+        answers = [sock.recv(200).split(b" ", 2)[1] for sock in stalled]
+        took_s = time.monotonic() - clock
+        assert sorted(answers) == [b"408"] * 4 + [b"503"] * 2, answers
+        assert took_s < 3.0, f"answered within the read timeout ({took_s:.1f} s)"
+        silent = socket.create_connection(("127.0.0.1", server.port))
+        silent.settimeout(5)
+        clock = time.monotonic()
+        assert silent.recv(100) == b"", "closed"
+        assert time.monotonic() - clock < 3.0
+        with httpx.Client(timeout=10) as client:  # and the server serves on
+            ok = client.post(f"http://127.0.0.1:{server.port}/feishu",
+                             content=push("im.message.receive_v1", 1))
+            assert ok.status_code == 200
+    finally:
+        for sock in [*stalled, silent]:
+            sock.close()
         server.stop()
