@@ -8,6 +8,7 @@ desk fence it after GATEWAY_CANCEL_TIMEOUT (gateway/chats/cancel.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -79,9 +80,11 @@ class ChangeSteps(ChatScripts):
                 json.dumps([*(marks_expire_at(d, ttl_s) for d in days), 0]))
 
     def evict(self, chat_id: str, at_ms: int) -> Change:
-        """The bot was removed from the chat at `at_ms` (Feishu's clock; 0 unknown): its
-        waiting messages are dropped, its turn released or stopped (see lua/evict.lua)."""
+        """The bot was removed from the chat at `at_ms` (Feishu's clock; 0 unknown: now): its
+        messages created until then are dropped, their turn released or stopped; what was
+        sent since (it is back) stays, and gets a turn (see lua/evict.lua)."""
         k = self.keys(chat_id)
-        dropped, how = self._scripts["evict"](keys=[*k.all, k.left, k.done], args=[
+        dropped, *reply = self._scripts["evict"](keys=[*k.all, k.left, k.done], args=[
             chat_id, at_ms, self.options("evict")])
-        return Change(text_of(how), dropped=int(dropped))  # type: ignore[arg-type]
+        return dataclasses.replace(_change(chat_id, [text_of(v) for v in reply]),
+                                   dropped=int(dropped))

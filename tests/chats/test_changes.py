@@ -240,6 +240,43 @@ def test_the_bot_removed_before_a_turn_started_leaves_the_chat_idle(
     assert store.evict(f"{chat_id}_never", 0).how == "none"
 
 
+def test_a_removal_delivered_again_drops_nothing_sent_once_the_bot_was_back(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """The bot was removed, added back and spoken to; then Feishu delivers the removal again
+    (its first ACK was lost): only what was created before the removal goes, so the running
+    turn and the message waiting behind it, both sent since, are untouched."""
+    store = store_for(redis_client)
+    removed_at = store.server_ms() - 10_000
+    assert store.evict(chat_id, removed_at).how == "none"
+    turn = store.ingest(msg(chat_id, 1, removed_at + 5000)).claimed
+    assert turn is not None and store.ingest(msg(chat_id, 2, removed_at + 6000)).outcome \
+        == "queued"
+    assert store.start(turn, "t1", "w") is not None
+    change = store.evict(chat_id, removed_at)
+    assert (change.how, change.dropped) == ("none", 0), "nothing of the chat since"
+    assert pending_ids(store, chat_id) == ["om_1", "om_2"]
+    assert store.heartbeat([turn]) == ["held"], "its turn goes on"
+    assert not stopping_jobs(redis_client, chat_id)
+    following = store.complete(turn, outcome="replied").following
+    assert following is not None and following.message_id == "om_2"
+
+
+def test_a_removal_drops_what_came_before_it_and_claims_what_came_after(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """Messages both sides of a removal wait (the one before arrived late): the removal,
+    delivered once they are in, drops the one before and gives the one after a turn."""
+    store = store_for(redis_client)
+    now = store.server_ms()
+    turn = store.ingest(msg(chat_id, 1, now - 9000)).claimed
+    assert turn is not None and store.ingest(msg(chat_id, 2, now - 1000)).outcome == "queued"
+    change = store.evict(chat_id, now - 5000)
+    assert (change.how, change.dropped) == ("claimed", 1)
+    assert change.following is not None and change.following.message_id == "om_2"
+    assert store.start(turn, "old", "w") is None, "the turn of the message dropped is stale"
+    assert pending_ids(store, chat_id) == ["om_2"]
+    assert outcomes(store, chat_id) == [("om_1", "removed")]
+
+
 @pytest.fixture
 def upgraded(redis_client: redis.Redis) -> Iterator[ChatStore]:
     """A store on a Redis that held an earlier version's state, just after this version's
