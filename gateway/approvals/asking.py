@@ -101,7 +101,7 @@ class Asker:
             if not card_id:
                 card_id = self.replies.send(
                     message.message_id, "interactive", card,
-                    uuid=reply_uuid(message.message_id, f"ask-{request_id}"),
+                    uuid=reply_uuid(message.reply_key, f"ask-{request_id}"),
                     in_thread=bool(message.thread_id), app_id=message.app_id,
                     chat_id=message.chat_id, may_send=lambda: not stopped.is_set(),
                     stopped=stopped)

@@ -48,8 +48,10 @@ class Message:
     @property
     def reply_key(self) -> str:
         """What the uuids and the streaming card of its answer derive from: a retry's
-        answer is a new one, not a copy Feishu would drop as already sent."""
-        return self.message_id if not self.retry else f"{self.message_id}#retry{self.retry}"
+        answer is a new one, not a copy Feishu would drop as already sent, and so is each
+        bot's answer to a message several of them got (a message tagged with its app)."""
+        key = self.message_id if not self.retry else f"{self.message_id}#retry{self.retry}"
+        return f"{key}@{self.app_id}" if self.app_id else key
 
     def to_json(self) -> str:
         data = asdict(self)

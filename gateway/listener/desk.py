@@ -267,7 +267,7 @@ class ControlDesk:
             self._replies.send_text(message.message_id, text, app_id=message.app_id,
                                     chat_id=message.chat_id,
                                     in_thread=bool(message.thread_id),
-                                    uuid=reply_uuid(message.message_id, purpose),
+                                    uuid=reply_uuid(message.reply_key, purpose),
                                     may_send=lambda: not self._stopping.is_set(),
                                     stopped=self._stopping)
         except Abandoned:

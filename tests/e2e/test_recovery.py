@@ -3,6 +3,7 @@ real workers, listeners, Redis and the simulator."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from gateway.chats.cancel import Canceller
 from gateway.chats.keys import ChatKeys
 from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
+from gateway.core.model import Message
 from gateway.core.names import RUN_TURN, TURNS_QUEUE, turn_task_id
 from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.processes import GatewayProcess, wait_until
@@ -138,6 +140,16 @@ def test_failure_and_give_up_notices_have_uuids_of_their_own() -> None:
     kinds = {reply_uuid("om_x", kind) for kind in ("reply", "failure", "gave-up", "command",
                                                    "inbox-full")}
     assert len(kinds) == 5
+
+
+def test_two_bots_answering_one_message_never_share_a_uuid() -> None:
+    """A message that mentions two of our bots reaches each app tagged with it: each bot's
+    answer has uuids of its own (Feishu may send one message per uuid, whoever sends it);
+    one app's untagged messages keep the uuids they always had."""
+    alone = Message("om_x", "oc_g", "group", "ou_u", "text", "hi")
+    first, second = (dataclasses.replace(alone, app_id=app) for app in ("cli_a", "cli_b"))
+    assert len({reply_uuid(m.reply_key) for m in (alone, first, second)}) == 3
+    assert alone.reply_key == "om_x"
 
 
 def test_a_late_message_takes_its_place_by_create_time(

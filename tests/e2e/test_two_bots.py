@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
 from tests.support.cli import cli, ok, read
@@ -41,6 +42,8 @@ def test_each_bot_mentioned_answers_once_as_itself_through_a_crash_and_redeliver
     assert sorted(answers(sim, chat, mid)) == sorted([
         (first, f"echo: crashonce two-bots @{sim.mention_bot(app_id=SECOND_APP)['name']}"),
         (SECOND_APP, f"echo: crashonce two-bots @{sim.mention_bot()['name']}")])
+    uuids = {m.uuid for m in sim.sent_messages(chat) if m.reply_to == mid}
+    assert len(uuids) == 2, "each bot's reply a uuid of its own (Feishu may keep one per uuid)"
     for app in (first, SECOND_APP):
         sim.redeliver(mid, app_id=app)
     wait_until(lambda: len(sim.acks_of(mid)) >= 4, 20, "the redeliveries' ACKs")
@@ -73,6 +76,8 @@ def test_a_stop_addressed_to_one_bot_stops_only_its_turn(rig: Rig) -> None:
                          mentions=[sim.mention_bot("@_user_1", app_id=SECOND_APP)])
     wait_until(lambda: answers(sim, chat, stop), 20, "the stop's answer")
     assert answers(sim, chat, stop) == [(SECOND_APP, "Stopped.")]
+    assert [m.uuid for m in sim.sent_messages(chat) if m.reply_to == stop][0] != reply_uuid(
+        stop, "command"), "the command's answer: a uuid of its bot's own"
     wait_until(lambda: answers(sim, chat, asked), 30, "the first bot's answer")
     assert answers(sim, chat, asked) == [
         (first, f"echo: sleep 4 @{sim.mention_bot(app_id=SECOND_APP)['name']}")]
