@@ -51,6 +51,9 @@ class ControlJob:
     why: str = ""
     """A `stopping` job's reason: `withdrawn` (its sender recalled the message) or `removed`
     (the bot left the chat)."""
+    sent_ms: int = 0
+    """When a `click-stop` was made (Feishu's clock; 0 unknown): a turn not started drops
+    what was sent up to it, as a /stop does up to its create_time."""
 
 
 def parse_job(job_id: Any, raw: Any) -> ControlJob:
@@ -60,14 +63,19 @@ def parse_job(job_id: Any, raw: Any) -> ControlJob:
         message: Message | None = Message.from_json(fields.get("message", ""))
     except (ValueError, TypeError):
         message = None
-    try:
-        waiting = int(fields.get("waiting", "0"))
-    except ValueError:
-        waiting = 0
     return ControlJob(text_of(job_id), fields.get("kind", ""), fields.get("chat", ""), message,
-                      fields.get("command", ""), waiting, fields.get("fence", "*"),
-                      fields.get("renewed") == "1", fields.get("task", ""),
-                      fields.get("why", ""))
+                      fields.get("command", ""), _number(fields.get("waiting")),
+                      fields.get("fence", "*"), fields.get("renewed") == "1",
+                      fields.get("task", ""), fields.get("why", ""),
+                      _number(fields.get("sent_ms")))
+
+
+def _number(field: str | None) -> int:
+    """A job's whole-number field, 0 when absent or not a number (tolerantly)."""
+    try:
+        return int(field or "0")
+    except ValueError:
+        return 0
 
 
 class ControlJobs:

@@ -24,12 +24,13 @@ class StopClick:
 
 class StopClickSteps(ChatScripts):
     def click_stop(self, chat_id: str, turn_message_id: str, clicker: str,
-                   token: str) -> StopClick:
+                   token: str, sent_ms: int = 0) -> StopClick:
         """A click on the Stop button of the card of the turn of `turn_message_id` in chat
-        (state id) `chat_id`, by `clicker`; `token` names the click (Feishu's own)."""
+        (state id) `chat_id`, by `clicker`, made at `sent_ms` (Feishu's clock; 0 unknown);
+        `token` names the click (Feishu's own)."""
         options = pack({"dedupe_ttl_s": self.config.dedupe_ttl_s,
                         "control_cap": self.config.control_cap,
-                        "record_ttl_ms": RECORD_TTL_MS})
+                        "record_ttl_ms": RECORD_TTL_MS, "sent_ms": sent_ms})
         reply = self.run_script("stopclick", chat_id,
                                 [chat_id, turn_message_id, clicker, token, options],
                                 [self.keys(chat_id).click(f"stop:{token}")])

@@ -208,7 +208,7 @@ class ControlDesk:
             # (bound to its turn's fence: no debounce, which would drop a click that came
             # just after another turn's /stop)
             begun = self._canceller.begin(job.chat_id, f"click:{job.task}", target=job.target,
-                                          debounce=False)
+                                          debounce=False, sent_ms=job.sent_ms)
             return True if not isinstance(begun, Waiting) else self._park(job, begun)
         message = job.message
         if message is None:

@@ -29,6 +29,14 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _when(header: Mapping[str, Any]) -> int:
+    """When the click was made (the event's create_time, ms on Feishu's clock; 0 unknown)."""
+    try:
+        return max(int(str(header.get("create_time") or "0")), 0)
+    except ValueError:
+        return 0
+
+
 def _toast(kind: str, text: str) -> dict[str, Any]:
     return {"toast": {"type": kind, "content": text}}
 
@@ -64,7 +72,8 @@ class StopButton:
             logger.warning("stop click in chat %s by %s refused: not the requester, an admin "
                            "or allowed", shown(chat), shown(clicker or "?"))
             return _toast("error", "You may not stop this answer.")
-        click = self._store.click_stop(chat, turn, clicker, token)
+        click = self._store.click_stop(chat, turn, clicker, token,
+                                       _when(_mapping(payload.get("header"))))
         logger.info("stop click in chat %s on the turn of %s by %s: %s", shown(chat),
                     shown(turn), shown(clicker), click.outcome)
         if click.outcome == "over":

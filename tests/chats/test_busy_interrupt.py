@@ -192,3 +192,28 @@ def test_an_edit_to_a_message_an_interrupt_left_to_the_next_turn_is_taken(
     assert following is not None
     rerun = started(store, following)
     assert [m.text for m in rerun.merged] == ["first, edited", "text 2"]
+
+
+def test_a_stop_click_on_the_interrupted_turns_card_drops_only_what_was_sent_before_it(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    """The turn of om_1 was interrupted by om_2; the next turn (of om_1 again, with om_2)
+    waits in its merge window when the user clicks Stop on om_1's card (at 2.5 s); om_3,
+    sent after the click, is admitted before the desk ends the turn: it is kept and
+    answered next, as after a /stop, never dropped with the rest."""
+    store = interrupting(redis_client)
+    turn = admit(store, chat_id, 1)
+    assert turn is not None and started(store, turn).message_id == "om_1"
+    admit(store, chat_id, 2)
+    assert interrupt(store, chat_id, 2) == "running"
+    following = store.complete(turn, outcome="stopped").following  # (not started: waiting)
+    assert following is not None and following.message_id == "om_1"
+    click = store.click_stop(chat_id, "om_1", "ou_u", "tok", sent_ms=2500)
+    assert click.outcome == "stopping" and click.fence == following.fence
+    admit(store, chat_id, 3)  # (sent at 3 s)
+    [job] = [parse_job(i, f) for i, f in redis_client.xrange(CONTROL_KEY) or ()
+             if f.get("kind") == "click-stop" and f.get("chat") == chat_id]
+    step = store.cancel(chat_id, f"click:{job.task}", debounce_ms=0, flag_ttl_ms=60_000,
+                        target_fence=job.target, sent_ms=job.sent_ms)
+    assert step.how == "not-started"
+    assert pending_ids(store, chat_id) == ["om_3"], "sent after the click: kept"
+    assert step.following is not None and step.following.message_id == "om_3"
