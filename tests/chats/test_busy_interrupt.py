@@ -210,8 +210,8 @@ def test_a_stop_click_on_the_interrupted_turns_card_drops_only_what_was_sent_bef
     click = store.click_stop(chat_id, "om_1", "ou_u", "tok", sent_ms=2500)
     assert click.outcome == "stopping" and click.fence == following.fence
     admit(store, chat_id, 3)  # (sent at 3 s)
-    [job] = [parse_job(i, f) for i, f in redis_client.xrange(CONTROL_KEY) or ()
-             if f.get("kind") == "click-stop" and f.get("chat") == chat_id]
+    [job] = [j for j in (parse_job(i, f) for i, f in redis_client.xrange(CONTROL_KEY) or ())
+             if j.kind == "click-stop" and j.chat_id == chat_id]
     step = store.cancel(chat_id, f"click:{job.task}", debounce_ms=0, flag_ttl_ms=60_000,
                         target_fence=job.target, sent_ms=job.sent_ms)
     assert step.how == "not-started"
