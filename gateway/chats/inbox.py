@@ -76,7 +76,7 @@ class InboxSteps(ChatScripts):
         k = self.keys(chat)
         day = day_of(message.create_time_ms)
         keys = [*k.all, k.marks(day, message.message_id), k.done, k.edit(message.message_id),
-                k.left, k.active(entry.app_id), k.seen(message.message_id)]
+                k.left, k.active(entry.app_id), k.seen(message.message_id), k.late_noted]
         own: dict[str, Any] = {}
         if entry.busy != "queue":
             own["busy"] = entry.busy

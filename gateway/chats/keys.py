@@ -165,6 +165,12 @@ class ChatKeys:
         return f"{self.prefix}:left"
 
     @property
+    def late_noted(self) -> str:
+        """String: the chat was told lately that its late messages were not answered
+        (lua/ingest.lua: one notice for all the messages of one outage)."""
+        return f"{self.prefix}:latenote"
+
+    @property
     def all(self) -> list[str]:
         """KEYS 1-9 of every per-chat script."""
         return [self.lease, self.inbox, self.fence, self.tries, self.stop, self.answer,

@@ -40,7 +40,8 @@ PRUNE_EVERY_S = 600.0
 REFUSED_NOTICE = ("Sorry, this bot does not take direct messages from you. Ask an "
                   "admin of this bot if you think you should have access.")
 LATE_NOTICE = ("This message arrived late (the connection to Feishu was down for a while), "
-               "so it was not answered. Please send it again if it still matters.")
+               "so it was not answered, nor were any others of this chat sent then. Please "
+               "send again what still matters.")
 
 
 def full_inbox_notice(waiting: int) -> str:

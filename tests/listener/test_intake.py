@@ -69,6 +69,21 @@ def control_kinds(client: redis.Redis, chat: str) -> list[str]:
     return [fields.get("kind", "") for _, fields in entries if fields.get("chat") == chat]
 
 
+def test_the_late_messages_of_an_outage_get_one_notice_per_chat(client: redis.Redis) -> None:
+    """Hundreds of messages read back after a long outage are each late: the chat is told
+    once (the first one's reply says it for the rest), not once a message through the chat's
+    send quota; another chat is told of its own."""
+    take, store = intake(client, "note")
+    chat, other = f"oc_{uuid.uuid4().hex[:8]}", f"oc_{uuid.uuid4().hex[:8]}"
+    outcomes = [take.receive(event(client, chat, 3_600_000 - n), caught_up=True)
+                for n in range(30)]
+    assert outcomes == ["late"] * 30
+    assert take.receive(event(client, other, 90_000), caught_up=True) == "late"
+    assert control_kinds(client, chat).count("late") == 1
+    assert control_kinds(client, other).count("late") == 1
+    assert store.pending(chat) == []
+
+
 def test_a_late_message_is_noted_once_and_never_queued(client: redis.Redis) -> None:
     take, store = intake(client, "note")
     chat = f"oc_{uuid.uuid4().hex[:8]}"

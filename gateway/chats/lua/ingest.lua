@@ -5,6 +5,7 @@
 --       (history.lua)  12 edit:<message_id> (the edit that came first, read only then)  13 left (when the bot was removed, evict.lua)
 --       14 active (the shard's recently active chats of the app, read by catch-up: keys.py
 --          active_key)  15 seen:<message_id> (a mark of the layout before marks by day)
+--       16 latenote (the chat was told of its late messages within LATE_NOTE_EVERY_MS)
 -- ARGV: 1 message_id  2 chat_id  3 create_ms  4 command ('' for a message)  5 message json
 --       6 options (JSON): dedupe_ttl_s inbox_cap claim_ttl_ms control_cap (the control
 --         stream's) session_ttl_ms history_cap history_ttl_ms late_after_ms (0: never late)
@@ -24,7 +25,8 @@
 --   | {'claimed', waiting, fence, entry} (the chat was idle: its turn, to be published)
 -- A message (or command) whose create_time is more than late_after_ms before now, on this
 -- server's clock (the one every host shares), is late: it is not run, and with 'note' its
--- chat is told so through the control stream. So is a command read back after an outage
+-- chat is told so through the control stream, once for all the late messages of an outage
+-- (at most once every LATE_NOTE_EVERY_MS: the first one's reply says it for the rest). So is a command read back after an outage
 -- (caught_up): it would act on whatever runs now, not on what its user saw then.
 -- Every message that is not a duplicate marks its chat active (key 14: newest active_cap
 -- kept), so catch-up knows which chats to read back after an outage.
@@ -33,6 +35,7 @@
 -- held the chat when it arrived ('' if none): the turn it is about. /new renews the session
 -- here, so every message admitted after it belongs to the new conversation (the job says
 -- `renewed`: the desk does not renew it again).
+local LATE_NOTE_EVERY_MS = 600000
 local opts = cjson.decode(ARGV[6])
 local created = tonumber(ARGV[3]) or 0
 local now_us, now_ms = clock()
@@ -77,7 +80,8 @@ local stored = ARGV[5]
 if edited and edited ~= '' then stored = keep_caught_up(edited, opts.caught_up) end
 local stale_command = opts.caught_up and ARGV[4] ~= ''
 if stale_command or (late_after > 0 and created > 0 and now_ms - created > late_after) then
-  if opts.late_events ~= 'drop' then
+  if opts.late_events ~= 'drop'
+     and redis.call('SET', KEYS[16], '1', 'NX', 'PX', LATE_NOTE_EVERY_MS) then
     redis.call('XADD', K.control, 'MAXLEN', '~', opts.control_cap, '*', 'kind', 'late', 'chat',
                ARGV[2], 'message', ARGV[5])
   end
