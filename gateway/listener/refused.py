@@ -82,6 +82,7 @@ class Refused:
         self._lock = threading.Lock()
         self._dropped_since_log = 0
         self._logged_at = float("-inf")
+        self._dropped_at: dict[str, float] = {}
 
     def __len__(self) -> int:
         return self._count
@@ -90,6 +91,11 @@ class Refused:
         """Events of the app kept to take later."""
         kept = self._kept.get(app_id)
         return len(kept) if kept else 0
+
+    def dropping(self, app_id: str, within_s: float) -> bool:
+        """Whether an event of the app was left to Feishu (past the cap) within `within_s`:
+        while it is, the app's listener cannot take every event."""
+        return time.monotonic() - self._dropped_at.get(app_id, float("-inf")) < within_s
 
     def apps(self) -> list[str]:
         """The apps with events kept."""
@@ -111,6 +117,10 @@ class Refused:
         How many of `events` are kept."""
         if not events:
             return 0
+        if self.cap <= 0:
+            metrics.later("dropped", len(events))
+            self._dropped_at[app_id] = time.monotonic()
+            return 0
         with self._lock:
             kept = self._kept.setdefault(app_id, deque())
             if last:
@@ -129,6 +139,7 @@ class Refused:
             metrics.later("kept", len(events) - dropped)
         if dropped:
             metrics.later("dropped", dropped)
+            self._dropped_at[app_id] = time.monotonic()
             self._dropped(dropped)
         return len(events) - dropped
 

@@ -37,6 +37,9 @@ def fetch_bot_open_id(api: OpenApi) -> str:
         return ""
 
 
+DROPPING_S = 10.0
+"""An app that left a refused event to Feishu (its kept events full) this recently does not
+count as connected for catch-up."""
 IDENTITY_RETRY_FIRST_S = 1.0
 IDENTITY_RETRY_MAX_S = 30.0
 """An unknown bot identity is asked for again after 1 s, doubling up to 30 s."""
@@ -151,7 +154,15 @@ class ListenerService:
                                "them again)", len(refused))
 
     def _connected_apps(self) -> list[str]:
-        return [s.app_id for s in self.listener.statuses() if s.state == "connected"]
+        """The apps whose listener can take every event now (what catch-up beats for): its
+        long connection up, its bot's identity known (else a group @mention cannot be
+        judged), none of its refused events left to Feishu lately (past
+        FEISHU_INGEST_LATER_CAP). A listener that cannot is no listener: once Feishu gave up
+        delivering what it could not take, the gap is read back."""
+        refused = self.runtime.intake.refused
+        return [s.app_id for s in self.listener.statuses()
+                if s.state == "connected" and s.identity_known
+                and not refused.dropping(s.app_id, DROPPING_S)]
 
     def stop(self) -> None:
         """Close the connections first (no new events), take the events kept to take

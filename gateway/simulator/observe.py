@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.simulator.records import Ack, CardResponse, SentMessage, card_response
-from gateway.simulator.redelivery import REDELIVERIES, WATCHED
+from gateway.simulator.redelivery import MISSED, REDELIVERIES, WATCHED
 from gateway.simulator.state import SimState
 
 
@@ -106,6 +106,12 @@ class Observations:
     def redeliveries(self) -> int:
         """How many automatic redeliveries were sent (manual redeliver() not counted)."""
         return self.state.counter(REDELIVERIES)
+
+    @property
+    def missed_redeliveries(self) -> int:
+        """Automatic redeliveries that found no client of the event's app connected: tries
+        lost, as Feishu's are."""
+        return self.state.counter(MISSED)
 
     @property
     def pending_redeliveries(self) -> int:

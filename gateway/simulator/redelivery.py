@@ -22,6 +22,7 @@ Push = Callable[..., Awaitable[None]]
 LAST_ACK_WAIT_S = 10.0
 """After the last redelivery, how long its ACK is still waited for (then it is given up)."""
 REDELIVERIES = "redeliveries"
+MISSED = "redeliveries-missed"
 WATCHED = "redelivery-watched"
 
 
@@ -126,13 +127,21 @@ class Redeliverer:
             self.state.bump(WATCHED, -1)
 
     async def _redeliver(self, event: _Event) -> None:
+        """One try: to a client of the event's app connected now. With none (long
+        connection), the try is lost, as Feishu's is: it counts, and the next may reach one
+        (after the last, the event reaches the bot never: catch-up reads it back)."""
         frame_id = uuid.uuid4().hex
         self.state.record_frame(frame_id, event.payload, event.message_id, event.key,
                                 app_id=event.app_id, card_message_id=event.card_message_id)
         self._frame_event[frame_id] = event.key
-        # No deadline: wait for a client to (re)connect; other work goes on meanwhile.
-        await self._push(event.payload, frame_id=frame_id, frame_type=event.frame_type,
-                         parts=event.parts, timeout_s=None, app_id=event.app_id)
+        try:
+            await self._push(event.payload, frame_id=frame_id, frame_type=event.frame_type,
+                             parts=event.parts, timeout_s=0.0, app_id=event.app_id)
+        except TimeoutError:
+            self.state.bump(MISSED)
+            logger.info("redelivery of event %s found no connected client: that try is lost",
+                        event.key)
+            return
         self.state.bump(REDELIVERIES)
         logger.info("redelivered event %s as frame %s", event.key, frame_id)
 

@@ -21,7 +21,8 @@ class Simulator(ChatEventDelivery, Controls):
     no HTTP 200) is redelivered in the background as a new frame (same payload, same
     event_id) on Feishu's schedule, `redelivery_s`: 15 s after the first try, then 5 min,
     1 h and 6 h after the one before, then never (a test passes a shorter one; `()`:
-    never). A redelivery waits for a client of its app to be connected.
+    never). A redelivery goes to a client of its app connected then; with none, that try
+    is lost, as Feishu's is (`missed_redeliveries`).
 
     Card callbacks are judged against `card_answer_limit_ms` (Feishu: 3 s), see
     `card_response`.

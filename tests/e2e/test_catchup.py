@@ -147,3 +147,28 @@ def test_an_outage_is_read_back_on_feishus_clock_when_redis_runs_five_minutes_ah
             assert answer(sim, dm, wrote) == f"{LATE_ANSWER_NOTE}\n\necho: while no listener ran"
     finally:
         clock.close()
+
+
+def test_a_listener_that_cannot_judge_group_messages_is_no_listener_to_catch_up(
+        rig: Rig) -> None:
+    """A listener started while Feishu's open API fails does not know its bot's identity,
+    so it cannot take a group @mention: it is connected, yet it does not count as connected
+    for catch-up. It dies before it learnt the identity, Feishu gives up re-sending, and
+    the next listener reads the message back and answers it, late, once."""
+    sim, client = rig.sim, rig.client()
+    group, mention = "oc_catchup_unjudged", [sim.mention_bot()]
+    hi = sim.send_text(group, "hi", chat_type="group", mentions=mention)
+    assert answer(sim, group, hi) == "echo: hi"
+    [first] = [p for p in rig.fleet.started if p.name.startswith("listener")]
+    first.kill()
+    sim.fail_bot_info("5xx-html")
+    blind = rig.listener()
+    sim.wait_connected(1, timeout_s=30)
+    asked = sim.send_text(group, "are you there?", chat_type="group", mentions=mention)
+    wait_out_the_gap(client, sim.app_id)  # (connected, but no beat: it cannot take events)
+    blind.kill()
+    sim.wait_redeliveries_settled(timeout_s=30)  # Feishu gave up on it
+    assert asked not in replies_to(sim, group)
+    sim.fail_bot_info(None)
+    rig.listener()
+    assert answer(sim, group, asked) == f"{LATE_ANSWER_NOTE}\n\necho: are you there?"

@@ -37,8 +37,9 @@ IN = Verdict(True)
 
 
 def admit(a: Arrival, rules: Rules, bot_open_id: str) -> Verdict:
-    """Admit or refuse one message. In a group with mention gating on, an unknown bot
-    identity refuses (fails closed): the bot cannot tell it was addressed."""
+    """Admit or refuse one message. In a group with mention gating on, a message that
+    mentions someone cannot be judged while the bot's identity is unknown (identity-unknown:
+    the listener takes it later); one that mentions nobody is refused at once."""
     if a.sender_type != "user":
         if bot_open_id and a.sender_open_id == bot_open_id:
             return Verdict(False, "the bot's own message", code="own")
@@ -66,6 +67,8 @@ def admit(a: Arrival, rules: Rules, bot_open_id: str) -> Verdict:
         return IN
     if a.mentions_all and rules.mention_all:
         return IN
+    if not a.mentioned_open_ids:  # (whoever the bot is, this mentions nobody)
+        return Verdict(False, "group message without an @mention of the bot", code="no-mention")
     if not bot_open_id:
         return Verdict(False, "the bot's identity is unknown, so a mention cannot be checked",
                        code="identity-unknown")

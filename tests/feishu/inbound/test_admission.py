@@ -74,3 +74,14 @@ def test_a_group_rule_overrides_policy_mention_and_allowlist_for_that_group_only
     refused = admit(Arrival("oc_other", "group", STRANGER, mentioned_open_ids=(BOT,)), rules,
                     BOT)
     assert not refused.admitted and refused.reason == "groups are disabled"
+
+
+def test_without_the_bots_identity_only_a_message_that_mentions_someone_waits() -> None:
+    """A group message that mentions nobody cannot be addressed to the bot whoever it is: it
+    is refused at once (no-mention), never kept waiting for the identity; one that mentions
+    someone cannot be judged yet (identity-unknown: the listener takes it later)."""
+    rules = Rules(require_mention=True)
+    nobody = admit(Arrival("oc_1", "group", STRANGER, "user", (), False), rules, "")
+    someone = admit(Arrival("oc_1", "group", STRANGER, "user", ("ou_y",), False), rules, "")
+    assert (nobody.admitted, nobody.code) == (False, "no-mention")
+    assert (someone.admitted, someone.code) == (False, "identity-unknown")
