@@ -39,6 +39,11 @@ class Observations:
         of one chat and/or one app's bot (None: every app)."""
         return self.state.bot_messages(chat_id, app_id)
 
+    def unacked_frames(self) -> list[tuple[str, str | None]]:
+        """(frame id, message id) of every frame sent to a client (in webhook mode: pushed)
+        that got no ACK (no HTTP answer) back, in order."""
+        return self.state.unacked_frames()
+
     def acks_of(self, message_id: str) -> list[Ack]:
         """The ACKs of every frame that carried this user's message, oldest first."""
         return [a for a in self.state.acks if a.message_id == message_id]

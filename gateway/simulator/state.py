@@ -29,6 +29,7 @@ class SimState:
         self._acks: list[Ack] = []
         self._frames: dict[str, SentFrame] = {}
         self._delivered: set[str] = set()  # message ids written to a connection
+        self._sent_frames: list[str] = []  # frame ids written to a connection (or POSTed)
         self._counters: Counter[str] = Counter()
         self._requests: Counter[str] = Counter()
         self._connections: dict[str, int] = {}
@@ -178,8 +179,17 @@ class SimState:
             frame = self._frames.get(frame_id)
             if frame is not None:
                 self._frames[frame_id] = dataclasses.replace(frame, sent_at=time.monotonic())
+                self._sent_frames.append(frame_id)
                 if frame.message_id is not None:
                     self._delivered.add(frame.message_id)
+
+    def unacked_frames(self) -> list[tuple[str, str | None]]:
+        """(frame id, message id) of every frame written to a client (or pushed) that got no
+        ACK (or HTTP answer) back, in order."""
+        with self._cond:
+            acked = {ack.frame_message_id for ack in self._acks}
+            return [(f, self._frames[f].message_id) for f in self._sent_frames
+                    if f not in acked]
 
     def find_frame(self, key: str, app_id: str | None = None) -> SentFrame | None:
         """The frame with this id, or the last frame sent for this Feishu message id (to
