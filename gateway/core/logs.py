@@ -10,6 +10,7 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -34,6 +35,27 @@ def redact(text: str) -> str:
     """`text` with the value of every access_key, ticket, app_secret (AppSecret), token or
     authorization replaced by *** (`key=…`, `"key": "…"`, `Authorization: Bearer …`)."""
     return _SECRET.sub(lambda m: f"{m[1]}{m[2] or ''}{m[3] or ''}***", text)
+
+
+class Tally:
+    """What happens often, counted and logged at most every `every_s` (thread-safe):
+    `note(message, *args)` logs `message % (how many since the line before, *args)`."""
+
+    def __init__(self, log: logging.Logger, level: int = logging.WARNING,
+                 every_s: float = 5.0) -> None:
+        self._log, self._level, self.every_s = log, level, every_s
+        self._since = 0
+        self._at = float("-inf")
+        self._lock = threading.Lock()
+
+    def note(self, message: str, *args: object, count: int = 1) -> None:
+        with self._lock:
+            self._since += count
+            now = time.monotonic()
+            if now - self._at < self.every_s:
+                return
+            total, self._since, self._at = self._since, 0, now
+        self._log.log(self._level, message, total, *args)
 
 
 SHOWN_MAX_CHARS = 100

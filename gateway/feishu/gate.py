@@ -32,6 +32,7 @@ from concurrent.futures import Executor
 from typing import Any, Generic, TypeVar
 
 from gateway.core import metrics
+from gateway.core.logs import Tally
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +40,12 @@ T = TypeVar("T")
 ItemT = TypeVar("ItemT")
 STEP_WEIGHT = 0.2
 """How much the latest step counts in the recent step time (an exponential average)."""
-LOG_EVERY_S = 5.0
 LATER_RETRY_S = (0.2, 5.0)
 """With nothing else to do, events kept to take later are tried again after the first of
 these, doubling while none could be taken, up to the second."""
 
 
-def _nothing(item: object) -> None:
+def _nothing() -> None:
     return None
 
 
@@ -65,19 +65,14 @@ class Refusals:
 
     def __init__(self, what: str, max_wait_s: float) -> None:
         self.what, self.max_wait_s = what, max_wait_s
-        self._since_log = 0
-        self._logged_at = float("-inf")
+        self._tally = Tally(logger)
 
     def refused(self, when: str, waiting: int) -> Shed:
         metrics.shed()
-        self._since_log += 1
-        now = time.monotonic()
-        if now - self._logged_at >= LOG_EVERY_S:
-            logger.warning("%s: %d event(s) refused (%s, the latest) so they are answered "
-                           "within FEISHU_INGEST_WAIT_MAX_MS=%.0f: %d wait for the Redis "
-                           "step; they are taken later", self.what, self._since_log, when,
-                           self.max_wait_s * 1000, waiting)
-            self._since_log, self._logged_at = 0, now
+        self._tally.note("%d event(s) of %s refused (%s, the latest) so they are answered "
+                         "within FEISHU_INGEST_WAIT_MAX_MS=%.0f: %d wait for the Redis step; "
+                         "they are taken later", self.what, when, self.max_wait_s * 1000,
+                         waiting)
         return Shed(when)
 
 
@@ -179,19 +174,29 @@ class BatchGate(Generic[ItemT, T]):
     """The gate of one ingest thread that takes events in groups (group commit): the events
     that arrive while a step runs go together in the next one (up to `max_batch`, in
     arrival order); `run` answers each with its result or its exception, and each event is
-    answered as soon as its group's step is done. An event that cannot begin within
-    `max_wait_s` is refused and handed to `keep`; `kept()` says how many kept events the
-    next step takes first (they count in the wait, and are taken by an empty step when
-    nothing else comes)."""
+    answered as soon as its group's step is done.
+
+    An event that cannot begin within `max_wait_s` is answered Shed, and keeps its place in
+    the line: refused on arrival, it is the last; refused while it waited, it stays where it
+    was; a step takes it in its turn, in arrival order with the others (its answer is not
+    waited for). At most `refused_cap` refused events are kept in the line (past it, one
+    refused on arrival is left to Feishu's delivery again: `dropped()`). `kept()` says how
+    many events the listener kept besides (its steps' own refusals, taken before the line):
+    they count in the wait, and an empty step takes them when nothing else comes."""
 
     def __init__(self, executor: Executor, run: Run[ItemT, T], max_wait_s: float, what: str,
-                 *, max_batch: int = 64, keep: Callable[[ItemT], object] = _nothing,
-                 kept: Callable[[], int] = _none) -> None:
+                 *, max_batch: int = 64, refused_cap: int = 0,
+                 kept: Callable[[], int] = _none,
+                 dropped: Callable[[], object] = _nothing) -> None:
         self._executor, self._run, self.max_batch = executor, run, max_batch
-        self.max_wait_s = max_wait_s
+        self.max_wait_s, self.refused_cap = max_wait_s, refused_cap
         self._refusals = Refusals(what, max_wait_s)
-        self._keep, self._kept = keep, kept
-        self._waiting: list[tuple[ItemT, asyncio.Future[T]]] = []
+        self._kept, self._dropped = kept, dropped
+        self._line: list[tuple[ItemT, asyncio.Future[T | Shed]]] = []
+        """Every event not taken into a step yet, in arrival order (a refused one's answer
+        is done: Shed)."""
+        self._refused = 0
+        """Refused events in the line."""
         self._running = False
         self._step_began = 0.0
         self._retry: asyncio.TimerHandle | None = None
@@ -202,64 +207,80 @@ class BatchGate(Generic[ItemT, T]):
         self.in_flight = 0
         """Events taken and not answered yet."""
 
+    @property
+    def refused(self) -> int:
+        """Refused events in the line, to be taken in their turn."""
+        return self._refused
+
     def wait_s(self) -> float:
         """How long an event arriving now would wait for its step: what is left of the step
         running, then a group's time for each full group ahead of it."""
-        ahead = self._kept() + len(self._waiting)
+        ahead = self._kept() + len(self._line)
         wait = (ahead // self.max_batch) * self.group_s
         if self._running:
             wait += max(self.group_s - (time.monotonic() - self._step_began), 0.0)
         return wait
 
     async def step(self, item: ItemT) -> T | Shed:
+        answer: asyncio.Future[T | Shed] = asyncio.get_running_loop().create_future()
         if self.max_wait_s > 0 and self.wait_s() > self.max_wait_s:
-            return self._refuse(item, "on arrival")
-        answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+            shed = self._refusals.refused("on arrival", len(self._line))
+            if self._refused < self.refused_cap:
+                answer.set_result(shed)
+                self._line.append((item, answer))
+                self._refused += 1
+                self._next()
+            else:
+                self._dropped()
+            return shed
         entry = (item, answer)
-        self._waiting.append(entry)
+        self._line.append(entry)
         self.in_flight += 1
         try:
             self._next()
             if self.max_wait_s > 0:
                 done, _ = await asyncio.wait({answer}, timeout=self.max_wait_s)
-                if not done and entry in self._waiting:  # not taken into a step yet
-                    self._waiting.remove(entry)
-                    return self._refuse(item, "after waiting")
+                if not done and entry in self._line:  # not taken into a step yet: it keeps
+                    shed = self._refusals.refused("after waiting", len(self._line))
+                    answer.set_result(shed)  # its place (a step takes it in its turn)
+                    self._refused += 1
+                    return shed
             return await answer
         except asyncio.CancelledError:  # (its connection closed): never run it
-            if entry in self._waiting:
-                self._waiting.remove(entry)
+            if entry in self._line and not answer.done():
+                self._line.remove(entry)
             raise
         finally:
             self.in_flight -= 1
 
-    def _refuse(self, item: ItemT, when: str) -> Shed:
-        self._keep(item)
-        self._schedule_retry()
-        return self._refusals.refused(when, len(self._waiting))
-
     def _next(self, *, empty: bool = False) -> None:
-        """Start a step with the waiting events (`empty`: with none, for the kept ones),
-        unless one runs (on the loop). Every event taken is answered, whatever happens."""
-        if self._running or not (self._waiting or empty):
+        """Start a step with the events of the line (`empty`: with none, for the kept
+        ones), unless one runs (on the loop). Every event taken is answered, whatever
+        happens."""
+        if self._running or not (self._line or empty):
             return
-        batch = self._waiting[:self.max_batch]
+        batch = self._line[:self.max_batch]
         kept, started = self._kept(), time.monotonic()
         try:
             future = asyncio.get_running_loop().run_in_executor(
                 self._executor, self._run, [item for item, _ in batch])
         except RuntimeError as error:  # the executor was shut down (a stop): none is taken
-            del self._waiting[:len(batch)]
+            self._take(batch)
             self._settle(batch, [error for _ in batch])
             return
-        del self._waiting[:len(batch)]
+        self._take(batch)
         self._running, self._step_began = True, started
         future.add_done_callback(lambda done: self._answer(batch, done, started, kept))
 
-    def _answer(self, batch: list[tuple[ItemT, asyncio.Future[T]]],
+    def _take(self, batch: list[tuple[ItemT, asyncio.Future[T | Shed]]]) -> None:
+        del self._line[:len(batch)]
+        self._refused -= sum(1 for _, answer in batch if answer.done())
+
+    def _answer(self, batch: list[tuple[ItemT, asyncio.Future[T | Shed]]],
                 done: asyncio.Future[Sequence[T | Exception]], started: float,
                 kept: int) -> None:
         self._running = False
+        took_kept = False
         try:
             self.last_step_s = took_s = time.monotonic() - started
             self.group_s += STEP_WEIGHT * (took_s - self.group_s)
@@ -268,7 +289,7 @@ class BatchGate(Generic[ItemT, T]):
             self._retry_s = LATER_RETRY_S[0] if took_kept or not kept else \
                 min(self._retry_s * 2, LATER_RETRY_S[1])
         finally:
-            self._next()
+            self._next(empty=took_kept)  # (kept events being taken: on with them at once)
             self._schedule_retry()
 
     def _schedule_retry(self) -> None:
@@ -282,10 +303,10 @@ class BatchGate(Generic[ItemT, T]):
         self._schedule_retry()
 
     @staticmethod
-    def _settle(batch: list[tuple[ItemT, asyncio.Future[T]]],
+    def _settle(batch: list[tuple[ItemT, asyncio.Future[T | Shed]]],
                 results: Sequence[T | Exception]) -> None:
         for (_, answer), result in zip(batch, results, strict=True):
-            if answer.done():  # (its waiter was cancelled)
+            if answer.done():  # (refused: answered already; or its waiter was cancelled)
                 continue
             if isinstance(result, Exception):
                 answer.set_exception(result)

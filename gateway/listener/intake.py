@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -74,7 +75,7 @@ class Intake:
         self.refused = Refused(later_cap)
         """The refused events, kept to take later (refused.py)."""
         self._later_at_once = later_at_once
-        self._one_at_a_time = threading.Lock()  # (webhook mode's pool: the kept events)
+        self._one_at_a_time = threading.Lock()  # (the kept events: one step at a time)
         self._publisher = publisher
         self._outbox = outbox
         self._turns_out: Coalescing[TurnRef] = Coalescing(outbox, publisher.publish_many)
@@ -138,25 +139,20 @@ class Intake:
         return first(self.refused, app_id, frames, self._frames, self._later_at_once)
 
     def on_push(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
-        """Webhook mode's step of one push: the events kept to take later first (one step
-        at a time), then the push, refused (and kept) while an event of its chat is."""
-        with self._one_at_a_time:
-            self._take_kept()
-            if self.refused.holds(app_id, chat_of_payload(payload)):
-                raise TakeLater("behind a message of its chat kept to take later")
+        """Webhook mode's step of one push: refused (and kept) while an event of its chat
+        is kept (`take_kept` takes those); else the event, as a frame."""
+        if self.refused.holds(app_id, chat_of_payload(payload)):
+            raise TakeLater("behind a message of its chat kept to take later")
         return self.on_frame(app_id, kind, payload)
 
     def take_kept(self) -> bool:
-        """Take the events kept to take later, every app's (webhook mode, when nothing else
-        comes; a stop): whether any was taken."""
+        """Take the events kept to take later, every app's, in one step each (webhook mode:
+        the server's, now and then; a stop): whether any was taken."""
         with self._one_at_a_time:
-            return self._take_kept()
-
-    def _take_kept(self) -> bool:
-        before = len(self.refused)
-        for app_id in self.refused.apps():
-            first(self.refused, app_id, [], self._frames, self._later_at_once)
-        return len(self.refused) < before
+            before = len(self.refused)
+            for app_id in self.refused.apps():
+                first(self.refused, app_id, [], self._frames, self._later_at_once)
+            return len(self.refused) < before
 
     def _frames(self, app_id: str, frames: Sequence[tuple[str, bytes]],
                 earlier: int) -> list[Outcome]:
@@ -169,6 +165,7 @@ class Intake:
         batch = Batch.within(self.batch_budget_s)
         waiting: list[tuple[int, Entry]] = []
         behind: set[str] = set()
+        ahead = Counter(chat_of_payload(payload) for _, payload in frames[:earlier])
         for n, (kind, payload) in enumerate(frames):
             if batch.stopped():  # not begun in time, or Redis failed this batch already
                 metrics.event("error")
@@ -182,7 +179,7 @@ class Intake:
                 continue
             chat = chat_of(decoded[1])
             if chat is not None and (chat in behind or (
-                    n >= earlier and self.refused.holds(app_id, chat))):
+                    n >= earlier and self.refused.holds(app_id, chat, besides=ahead[chat]))):
                 results[n] = TakeLater(f"behind a message of chat {shown(chat)} kept to take "
                                        "later")
                 continue

@@ -29,21 +29,23 @@ from typing import Any
 
 from gateway.core import metrics
 from gateway.core.errors import TakeLater
+from gateway.core.logs import Tally
 from gateway.feishu.inbound.events import decode_event
 
 logger = logging.getLogger(__name__)
 
 CARD_EVENT = "card.action.trigger"
 MESSAGE_EVENT = "im.message.receive_v1"
-LOG_EVERY_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
 class Kept:
-    """A refused event: its payload and its chat (None: an event of no chat)."""
+    """A refused event: its payload, its chat (None: an event of no chat) and its id (None:
+    none could be read)."""
 
     payload: bytes
     chat: str | None
+    event_id: str | None = None
 
 
 def chat_of(event: Mapping[str, Any]) -> str | None:
@@ -70,25 +72,36 @@ def kept_of(payload: bytes) -> Kept | None:
     decoded = decode_event(payload)
     if isinstance(decoded, str):
         return Kept(payload, None)
-    return None if decoded[0] == CARD_EVENT else Kept(payload, chat_of(decoded[1]))
+    if decoded[0] == CARD_EVENT:
+        return None
+    header = decoded[1].get("header")
+    event_id = header.get("event_id") if isinstance(header, Mapping) else None
+    return Kept(payload, chat_of(decoded[1]), event_id if isinstance(event_id, str) else None)
 
 
 class Refused:
+    """The kept events: per app, a line (oldest first) and what is counted of them: every
+    kept event's chat and id, from when it is kept until a step took it (taken out of the
+    line for a step, it still counts until the step is `done` with it, or puts it back), so
+    no message of its chat is taken while it is in flight."""
+
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self._kept: dict[str, deque[Kept]] = {}
         self._chats: Counter[tuple[str, str]] = Counter()
+        self._ids: Counter[tuple[str, str]] = Counter()
+        """The ids of the events kept: Feishu's delivery again of one is not kept twice."""
         self._count = 0
+        """Events kept, in flight included (what the cap bounds)."""
         self._lock = threading.Lock()
-        self._dropped_since_log = 0
-        self._logged_at = float("-inf")
+        self._left = Tally(logger)
         self._dropped_at: dict[str, float] = {}
 
     def __len__(self) -> int:
         return self._count
 
     def count(self, app_id: str) -> int:
-        """Events of the app kept to take later."""
+        """Events of the app in the line, to take later."""
         kept = self._kept.get(app_id)
         return len(kept) if kept else 0
 
@@ -98,81 +111,92 @@ class Refused:
         return time.monotonic() - self._dropped_at.get(app_id, float("-inf")) < within_s
 
     def apps(self) -> list[str]:
-        """The apps with events kept."""
+        """The apps with events in the line."""
         with self._lock:
-            return list(self._kept)
+            return [app_id for app_id, kept in self._kept.items() if kept]
 
-    def holds(self, app_id: str, chat: str | None) -> bool:
-        """Whether an event of the app's chat is kept: the chat's later messages wait."""
-        return chat is not None and self._chats[(app_id, chat)] > 0
+    def holds(self, app_id: str, chat: str | None, *, besides: int = 0) -> bool:
+        """Whether an event of the app's chat is kept (or in flight), `besides` of them
+        apart (those the asking step takes itself, ahead): the chat's later messages wait."""
+        return chat is not None and self._chats[(app_id, chat)] > besides
 
     def keep(self, app_id: str, payload: bytes) -> bool:
-        """Keep a refused event, last; False when it is not kept (a card click, the cap)."""
+        """Keep a refused event, last (Feishu's delivery again of one kept already: as it
+        is); False when it is not kept (a card click, the cap)."""
         kept = kept_of(payload)
-        return kept is not None and self.put_back(app_id, [kept], last=True) == 1
+        if kept is None:
+            return False
+        if kept.event_id is not None and self._ids[(app_id, kept.event_id)] > 0:
+            return True
+        return self.keep_all(app_id, [kept], last=True) == 1
 
-    def put_back(self, app_id: str, events: Sequence[Kept], *, last: bool = False) -> int:
-        """Events a step took but could not take after all, first again in their order
-        (`last`: newly refused ones, after the rest); over the cap the newest ones go.
-        How many of `events` are kept."""
+    def keep_all(self, app_id: str, events: Sequence[Kept], *, last: bool = False) -> int:
+        """Newly refused events, kept: first in the line (a step's, older than what waits
+        after them) or `last`; over the cap the newest go. How many were kept."""
         if not events:
             return 0
         if self.cap <= 0:
-            metrics.later("dropped", len(events))
-            self._dropped_at[app_id] = time.monotonic()
+            self.left_to_feishu(app_id, len(events))
             return 0
         with self._lock:
-            kept = self._kept.setdefault(app_id, deque())
-            if last:
-                kept.extend(events)
-            else:
-                kept.extendleft(reversed(events))
             for event in events:
-                self._count += 1
-                if event.chat is not None:
-                    self._chats[(app_id, event.chat)] += 1
+                self._count_in(app_id, event, 1)
+            kept = self._line(app_id, events, last=last)
             dropped = 0
             while self._count > self.cap and kept:
-                self._forget(app_id, kept.pop())
+                self._count_in(app_id, kept.pop(), -1)
                 dropped += 1
-        if last:
-            metrics.later("kept", len(events) - dropped)
+        metrics.later("kept", len(events) - dropped)
         if dropped:
-            metrics.later("dropped", dropped)
-            self._dropped_at[app_id] = time.monotonic()
-            self._dropped(dropped)
+            self.left_to_feishu(app_id, dropped)
         return len(events) - dropped
 
     def take(self, app_id: str, most: int) -> list[Kept]:
-        """Up to `most` of the app's kept events, oldest first (taken out: put back what a
-        step could not take)."""
+        """Up to `most` of the app's kept events, oldest first, out of the line and in
+        flight: the step taking them is `done` with them, or puts them back."""
         with self._lock:
             kept = self._kept.get(app_id)
             if not kept:
                 return []
-            taken = [kept.popleft() for _ in range(min(most, len(kept)))]
-            for event in taken:
-                self._forget(app_id, event)
-            if not kept:
-                del self._kept[app_id]
-            return taken
+            return [kept.popleft() for _ in range(min(most, len(kept)))]
 
-    def _forget(self, app_id: str, event: Kept) -> None:
-        self._count -= 1
-        if event.chat is not None:
-            key = (app_id, event.chat)
-            self._chats[key] -= 1
-            if self._chats[key] <= 0:
-                del self._chats[key]
+    def put_back(self, app_id: str, events: Sequence[Kept]) -> None:
+        """Events in flight a step could not take after all: first in the line again."""
+        if events:
+            with self._lock:
+                self._line(app_id, events, last=False)
 
-    def _dropped(self, count: int) -> None:
-        self._dropped_since_log += count
-        now = time.monotonic()
-        if now - self._logged_at >= LOG_EVERY_S:
-            logger.warning("%d refused event(s) not kept to take later (%d kept, "
-                           "FEISHU_INGEST_LATER_CAP): Feishu delivers them again",
-                           self._dropped_since_log, self._count)
-            self._dropped_since_log, self._logged_at = 0, now
+    def done(self, app_id: str, events: Sequence[Kept]) -> None:
+        """Events in flight a step took: no longer kept."""
+        if events:
+            with self._lock:
+                for event in events:
+                    self._count_in(app_id, event, -1)
+
+    def _line(self, app_id: str, events: Sequence[Kept], *, last: bool) -> deque[Kept]:
+        kept = self._kept.setdefault(app_id, deque())
+        if last:
+            kept.extend(events)
+        else:
+            kept.extendleft(reversed(events))
+        return kept
+
+    def _count_in(self, app_id: str, event: Kept, by: int) -> None:
+        self._count += by
+        for counter, key in ((self._chats, event.chat), (self._ids, event.event_id)):
+            if key is not None:
+                counter[(app_id, key)] += by
+                if counter[(app_id, key)] <= 0:
+                    del counter[(app_id, key)]
+
+    def left_to_feishu(self, app_id: str, count: int = 1) -> None:
+        """Refused events of the app that could not be kept (past the cap, here or in the
+        line of its gate): Feishu's delivery again, or catch-up, brings them."""
+        metrics.later("dropped", count)
+        self._dropped_at[app_id] = time.monotonic()
+        self._left.note("%d refused event(s) of app %s not kept to take later (%d kept, "
+                        "FEISHU_INGEST_LATER_CAP): Feishu delivers them again", app_id,
+                        self._count, count=count)
 
 
 Outcome = Mapping[str, Any] | None | Exception
@@ -188,15 +212,21 @@ def first(refused: Refused, app_id: str, frames: Frames, step: Step,
     that still cannot be taken go back first, then the frames refused now (TakeLater);
     the frames' own outcomes."""
     earlier = refused.take(app_id, most)
-    results = step(app_id, [("event", e.payload) for e in earlier] + list(frames), len(earlier))
+    try:
+        results = step(app_id, [("event", e.payload) for e in earlier] + list(frames),
+                       len(earlier))
+    except BaseException:
+        refused.put_back(app_id, earlier)
+        raise
+    now = results[len(earlier):]
+    refused.keep_all(app_id, [kept for (_, payload), result in zip(frames, now, strict=True)
+                              if isinstance(result, TakeLater)
+                              and (kept := kept_of(payload)) is not None])
     again = [e for e, result in zip(earlier, results, strict=False)
              if isinstance(result, TakeLater)]
-    now = results[len(earlier):]
-    refused_now = [kept for (_, payload), result in zip(frames, now, strict=True)
-                   if isinstance(result, TakeLater) and (kept := kept_of(payload)) is not None]
-    refused.put_back(app_id, again + refused_now)
+    refused.put_back(app_id, again)  # (first: older than those just kept)
+    refused.done(app_id, [e for e, result in zip(earlier, results, strict=False)
+                          if not isinstance(result, TakeLater)])
     if len(earlier) > len(again):
         metrics.later("taken", len(earlier) - len(again))
-    if refused_now:
-        metrics.later("kept", len(refused_now))
     return now

@@ -74,8 +74,8 @@ class ListenerService:
         self.listener: Ingress = (
             webhook_server(settings, intake, self.clock.now_s) if self.clock
             else Listener(settings, intake.on_frame, on_change=self._changed,
-                          batch_handler=intake.on_frames, keep=intake.refused.keep,
-                          kept=intake.refused.count))
+                          batch_handler=intake.on_frames, kept=intake.refused.count,
+                          dropped=intake.refused.left_to_feishu))
         self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
         if settings.catchup_max_chats > 0 and not webhook:
             self.catchup = rt.catchup(self._connected_apps)

@@ -1,6 +1,7 @@
 """A burst under pressure, in both connection modes: 3,000 messages over 60 chats, sent at
-once from 30 users' threads (each writing to their chats in order), while Redis is held up
-600 ms in every 900 ms (CLIENT PAUSE from a side connection), and the simulator delivers
+once by 60 users (each writing to their chat in order, on a thread of their own), while
+Redis is held up 600 ms in every 900 ms (CLIENT PAUSE from a side connection), and the
+simulator delivers
 again what was not ACKed 200, as Feishu does (FEISHU_INGEST_WAIT_MAX_MS at its default).
 
 The listener must refuse what it cannot take in time, and only that: every event is
@@ -29,7 +30,7 @@ from tests.support.rig import Mode, Rig, rig_up
 
 CHATS = 60
 PER_CHAT = 50
-USERS = 30
+USERS = CHATS
 PAUSE_MS = 600
 EVERY_S = 0.9
 FEISHU_ACK_S = 3.0
@@ -72,8 +73,8 @@ class Squeeze:
 
 
 def send_burst(rig: Rig, run: str) -> dict[str, list[str]]:
-    """Every chat's messages, in the order each chat's user sent them (a user writes to
-    two chats, one message at a time, as fast as the simulator takes them)."""
+    """Every chat's messages, in the order each chat's user sent them (one message at a
+    time, as fast as the simulator takes them)."""
     chats = [f"oc_pressure_{run}_{n:02d}" for n in range(CHATS)]
     sent: dict[str, list[str]] = {chat: [] for chat in chats}
 
@@ -125,19 +126,21 @@ def test_a_burst_under_pressure_is_answered_in_time_once_and_in_order(
         if message.reply_to in ids:
             replies[message.reply_to] = replies.get(message.reply_to, 0) + 1
     out_of_order = [chat for chat, order in sent.items() if first_starts(client, chat) != order]
-    figures = {
+    examples = [f"{chat}: started {[sent[chat].index(m) for m in first_starts(client, chat)]}"
+                for chat in out_of_order[:2]]
+    figures: dict[str, object] = {
         "faults": f"pressure-{mode}", "sent": len(ids), "send_s": round(send_s, 1),
         "redis_pauses": squeeze.pauses, "refused": sum(a.code != 200 for a in acks),
         "ack_max_ms": round(max(a.latency_ms for a in acks)),
         "unanswered_frames": sum(m in ids for _, m in sim.unacked_frames()),
         "lost": len(ids) - len(replies), "duplicated": sum(n > 1 for n in replies.values()),
-        "out_of_order_chats": len(out_of_order), "examples": out_of_order[:3],
+        "out_of_order_chats": len(out_of_order), "examples": examples,
         "quiescence_s": round(time.monotonic() - began - send_s, 1)}
     line = "chaos " + json.dumps(figures, sort_keys=True)
     request.node.user_properties.append((FIGURES, line))
     assert len(ids) == CHATS * PER_CHAT
     assert (figures["lost"], figures["duplicated"], figures["out_of_order_chats"]) == \
         (0, 0, 0), line
-    assert figures["ack_max_ms"] < FEISHU_ACK_S * 1000, line
+    assert max(a.latency_ms for a in acks) < FEISHU_ACK_S * 1000, line
     assert figures["unanswered_frames"] == 0, "every event answered (none left to time out)"
-    assert figures["refused"] > 0, f"the pressure made the listener refuse some: {line}"
+    assert any(a.code != 200 for a in acks), f"the pressure made the listener refuse some: {line}"

@@ -51,10 +51,9 @@ def test_events_arriving_during_a_step_go_together_in_the_next_one_in_order() ->
     assert isinstance(answers[3], ValueError), "an event's error is its own"
 
 
-def test_an_event_not_taken_within_the_bound_is_refused_and_kept_its_step_never_run() -> None:
+def test_an_event_not_taken_within_the_bound_is_refused_and_taken_later_in_its_turn() -> None:
     release = threading.Event()
     ran: list[int] = []
-    kept: list[int] = []
 
     def run(items: list[int]) -> list[int | Exception]:
         ran.extend(items)
@@ -64,10 +63,11 @@ def test_an_event_not_taken_within_the_bound_is_refused_and_kept_its_step_never_
 
     async def main() -> tuple[int | Shed, int | Shed, int | Shed]:
         with ThreadPoolExecutor(1) as executor:
-            gate: BatchGate[int, int] = BatchGate(executor, run, 0.2, "test", keep=kept.append)
+            gate: BatchGate[int, int] = BatchGate(executor, run, 0.2, "test", refused_cap=10)
             first = asyncio.ensure_future(gate.step(0))
             await asyncio.sleep(0)  # (its step begins)
             late = await gate.step(1)  # waits behind the first step past the bound
+            assert gate.refused == 1, "it keeps its place in the line"
             release.set()
             after = await gate.step(2)
             return await first, late, after
@@ -75,8 +75,38 @@ def test_an_event_not_taken_within_the_bound_is_refused_and_kept_its_step_never_
     first, late, after = asyncio.run(main())
     assert first == 0 and after == 2
     assert isinstance(late, Shed) and late.why == "after waiting"
-    assert ran == [0, 2], "the refused event's own step never ran"
-    assert kept == [1], "handed over to be taken later"
+    assert ran == [0, 1, 2], "the refused one taken once, in its turn, before the next"
+
+
+def test_events_refused_on_arrival_keep_their_place_after_those_already_waiting() -> None:
+    """Steps have been taking a second: with a step running, the first two arrivals fit
+    the bound (the next step, of two), the next two would wait two steps and are refused at
+    once; the steps then take all four in the order they came."""
+    release = threading.Event()
+    steps: list[list[int]] = []
+
+    def run(items: list[int]) -> list[int | Exception]:
+        steps.append(items)
+        if items == [0]:
+            assert release.wait(10)
+        return list(items)
+
+    async def main() -> list[int | Shed]:
+        with ThreadPoolExecutor(1) as executor:
+            gate: BatchGate[int, int] = BatchGate(executor, run, 1.5, "test", max_batch=2,
+                                                  refused_cap=10)
+            gate.group_s = 1.0  # (as if the steps before had each taken a second)
+            first = asyncio.ensure_future(gate.step(0))
+            await asyncio.sleep(0)  # (its step begins)
+            rest = [asyncio.ensure_future(gate.step(n)) for n in range(1, 5)]
+            await asyncio.sleep(0)
+            release.set()
+            return list(await asyncio.gather(first, *rest))
+
+    answers = asyncio.run(main())
+    assert answers[:3] == [0, 1, 2]
+    assert all(isinstance(a, Shed) and a.why == "on arrival" for a in answers[3:]), answers
+    assert steps == [[0], [1, 2], [3, 4]], "in arrival order, the refused ones in their turn"
 
 
 def test_with_events_kept_and_nothing_coming_an_empty_step_takes_them() -> None:
@@ -102,7 +132,8 @@ def test_with_events_kept_and_nothing_coming_an_empty_step_takes_them() -> None:
                 await asyncio.sleep(0.05)
 
     asyncio.run(main())
-    assert not kept and steps[0] == [0] and steps[1:] == [[], []], steps
+    assert not kept and steps[0] == [0] and steps[1:3] == [[], []], steps
+    assert all(step == [] for step in steps[1:]), steps
 
 
 def test_a_burst_into_an_idle_gate_waits_by_groups_and_none_is_refused() -> None:

@@ -124,5 +124,8 @@ def test_a_card_click_is_never_kept_and_the_cap_bounds_what_is() -> None:
     kept = [refused.keep("cli_a", message(f"oc_{n}", "hi")[1]) for n in range(3)]
     assert kept == [True, True, False] and len(refused) == 2
     assert refused.holds("cli_a", "oc_0") and not refused.holds("cli_a", "oc_2")
-    assert [k.chat for k in refused.take("cli_a", 5)] == ["oc_0", "oc_1"]
+    taken = refused.take("cli_a", 5)
+    assert [k.chat for k in taken] == ["oc_0", "oc_1"]
+    assert refused.holds("cli_a", "oc_0"), "in flight, it still holds its chat"
+    refused.done("cli_a", taken)
     assert not refused.holds("cli_a", "oc_0") and len(refused) == 0

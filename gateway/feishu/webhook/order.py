@@ -4,8 +4,9 @@ Feishu pushes a chat's messages one request each, and `serve` runs several steps
 its pool: without this, a later push of a chat could be admitted (and its turn start) before
 an earlier one whose step merely began a moment later. So a push waits while the push of its
 chat before it is being taken; a push refused meanwhile (it could not begin in time) keeps
-its place in the line until the one before it is done, so the chat's next push still waits
-for that one. Different chats never wait for each other.
+its place in the line until the one before it is done (and is kept to take later only
+then), so the chat's next push still waits for that one. Different chats never wait for
+each other.
 
 On the server's loop only.
 """
@@ -29,8 +30,31 @@ def chat_key(app_id: str, event: Mapping[str, Any]) -> str | None:
     return f"{app_id}|{chat}" if isinstance(chat, str) and chat else None
 
 
-def _nothing() -> None:
-    return None
+class Turn:
+    """A push's place in its chat's line: `in_order` once the push before it is done (False:
+    the wait ran out, the push is refused); `finish(then)` once it was taken or refused
+    (`then`: what to do first, when the push before it is done: keep a refused one)."""
+
+    def __init__(self, order: ChatOrder, key: str | None, mine: asyncio.Future[None] | None,
+                 before: asyncio.Future[None] | None, in_order: bool) -> None:
+        self._order, self._key, self._mine, self._before = order, key, mine, before
+        self.in_order = in_order
+
+    def finish(self, then: Callable[[], object] | None = None) -> None:
+        before = self._before
+        if before is not None and not before.done():
+            before.add_done_callback(lambda _: self._done(then))
+        else:
+            self._done(then)
+
+    def _done(self, then: Callable[[], object] | None) -> None:
+        if then is not None:
+            then()
+        mine = self._mine
+        if mine is not None and not mine.done():
+            mine.set_result(None)
+        if self._key is not None and self._order._last.get(self._key) is mine:
+            del self._order._last[self._key]
 
 
 class ChatOrder:
@@ -41,34 +65,25 @@ class ChatOrder:
         self.waiting = 0
         """Pushes waiting for the push of their chat before them."""
 
-    async def turn(self, key: str | None,
-                   timeout_s: float | None) -> tuple[bool, Callable[[], None]]:
+    async def turn(self, key: str | None, timeout_s: float | None) -> Turn:
         """Wait (up to `timeout_s`; None: as long as it takes) until the chat's push before
-        this one is done: (True, done), `done` to be called once this push is taken; or
-        (False, a no-op) when the wait ran out (the push is refused: its place is kept)."""
+        this one is done; its Turn (`in_order` False when the wait ran out)."""
         if key is None:
-            return True, _nothing
+            return Turn(self, None, None, None, True)
         before = self._last.get(key)
         mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._last[key] = mine
-
-        def done(_: object = None) -> None:
-            if not mine.done():
-                mine.set_result(None)
-            if self._last.get(key) is mine:
-                del self._last[key]
-
+        turn = Turn(self, key, mine, before, True)
         if before is None or before.done():
-            return True, done
+            return turn
         self.waiting += 1
         try:
             await asyncio.wait_for(asyncio.shield(before), timeout_s)
         except TimeoutError:
-            before.add_done_callback(done)
-            return False, _nothing
+            turn.in_order = False
         except asyncio.CancelledError:
-            before.add_done_callback(done)
+            turn.finish()
             raise
         finally:
             self.waiting -= 1
-        return True, done
+        return turn

@@ -37,6 +37,7 @@ from aiohttp import web
 
 from gateway.core import metrics
 from gateway.core.errors import GatewayError, TakeLater
+from gateway.core.logs import Tally
 from gateway.core.presence import STOPPED
 from gateway.feishu.gate import LATER_RETRY_S, Gate, Shed
 from gateway.feishu.webhook.crypto import warm
@@ -122,6 +123,7 @@ class WebhookServer:
         }
         self._retry: asyncio.TimerHandle | None = None
         self._order = ChatOrder()
+        self._not_taken = Tally(logger)
         self._reading = 0
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
@@ -223,25 +225,27 @@ class WebhookServer:
                     key: str | None, arrived: float) -> web.Response:
         """The push's turn in its chat, the intake's step off the loop, then the answer."""
         wait_s = self.options.ingest_wait_max_s
-        in_order, done = await self._order.turn(key, wait_s if wait_s > 0 else None)
+        turn = await self._order.turn(key, wait_s if wait_s > 0 else None)
+        keep = None if callback else functools.partial(self._keep, app_id, payload)
+        then: Callable[[], object] | None = None
         try:
-            if in_order:
+            if turn.in_order:
                 left_s = wait_s - (time.monotonic() - arrived) if wait_s > 0 else None
                 taken = await lane.gate.step(functools.partial(
                     self._handler, app_id, "event", payload), wait_s=left_s)
             else:
                 taken = lane.gate.refused("behind its chat's push before it")
             answer, code = (None, 503) if isinstance(taken, Shed) else (taken, 200)
-            if isinstance(taken, Shed) and not callback:
-                self._keep(app_id, payload)
+            if isinstance(taken, Shed):
+                then = keep
         except TakeLater as error:
-            answer, code = None, 500
+            answer, code, then = None, 500, keep
             if callback:
                 logger.error("push not taken (%s): answered 500, Feishu pushes it again",
                              error)
             else:
-                logger.warning("push not taken now (%s): answered 500, taken later", error)
-                self._keep(app_id, payload)
+                self._not_taken.note("%d push(es) not taken now (the latest: %s): answered "
+                                     "500, taken later", error)
         except GatewayError as error:
             logger.error("push not taken (%s): answered 500, Feishu pushes it again", error)
             answer, code = None, 500
@@ -249,7 +253,7 @@ class WebhookServer:
             logger.exception("push failed: answered 500, Feishu pushes it again")
             answer, code = None, 500
         finally:
-            done()
+            turn.finish(then)  # (a refused one is kept once the push before it is done)
         metrics.acked(time.monotonic() - arrived, code)
         return web.json_response(dict(answer or {}), status=code)
 
@@ -259,7 +263,8 @@ class WebhookServer:
         self._schedule_retry()
 
     def _schedule_retry(self, after_s: float = LATER_RETRY_S[0]) -> None:
-        """With events kept to take later, try them after a while (on the loop)."""
+        """With events kept to take later, take them (a step on the pool) after a while
+        (on the loop)."""
         if self._retry is None and self._keeper.count():
             self._retry = self._loop.call_later(after_s, self._retried, after_s)
 
@@ -267,19 +272,14 @@ class WebhookServer:
         self._retry = None
         if not self._keeper.count():
             return
-        lane = self._lanes[False]
-        if lane.in_flight:  # (the steps in progress take them)
-            self._schedule_retry(after_s)
-            return
         try:
-            future = self._loop.run_in_executor(lane.executor, self._keeper.take)
+            future = self._loop.run_in_executor(self._lanes[False].executor, self._keeper.take)
         except RuntimeError:  # the pool was shut down (a stop)
             return
 
-        def again(taken: asyncio.Future[bool]) -> None:
+        def again(taken: asyncio.Future[bool]) -> None:  # (taking them: on at once)
             took = not taken.cancelled() and taken.exception() is None and taken.result()
-            self._schedule_retry(LATER_RETRY_S[0] if took else
-                                 min(after_s * 2, LATER_RETRY_S[1]))
+            self._schedule_retry(0.0 if took else min(after_s * 2, LATER_RETRY_S[1]))
         future.add_done_callback(again)
 
     def stop(self) -> None:

@@ -6,8 +6,8 @@ close. The handler (the events' Redis step) runs on a thread of the connection's
 arrival order, so pings, pongs and other frames never wait behind it; the events that
 arrive while it runs are handed to it together next (group commit, with a batch handler),
 and each ACK goes back as soon as its step returns. An event that cannot begin its step
-within `ingest_wait_max_s` is ACKed 500 at once instead and handed to `keep`, for the
-listener to take later (gateway/feishu/gate.py).
+within `ingest_wait_max_s` is ACKed 500 at once instead, and keeps its place in the line: a
+step takes it later, in its turn (gateway/feishu/gate.py).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from websockets.protocol import State
 
 from gateway.core import metrics
 from gateway.core.errors import GatewayError, RetryableError, TakeLater
+from gateway.core.logs import Tally
 from gateway.core.presence import STOPPED
 from gateway.feishu.gate import BatchGate, Shed, answer_or_error
 from gateway.feishu.ws import frames as f
@@ -86,6 +87,8 @@ class ConnectionOptions:
     """An event not begun within this is ACKed 500 (Feishu delivers it again); 0: none."""
     max_batch: int = 64
     """The most events one step takes together (group commit)."""
+    refused_cap: int = 0
+    """Events refused for want of time kept in line to take later (gate.py)."""
 
 
 @dataclass
@@ -115,12 +118,12 @@ class Connection:
                  on_change: Callable[[ConnectionStatus], None] = lambda status: None,
                  rng: random.Random | None = None,
                  batch_handler: BatchHandler | None = None,
-                 keep: Callable[[bytes], object] = lambda payload: None,
-                 kept: Callable[[], int] = lambda: 0) -> None:
+                 kept: Callable[[], int] = lambda: 0,
+                 dropped: Callable[[], object] = lambda: None) -> None:
         """`handler` takes one frame; `batch_handler`, when given, the frames that arrived
-        while the previous step ran, together (group commit), instead. `keep` takes an event
-        the gate refused (to take later: the next step's handler takes it first), `kept`
-        says how many are kept."""
+        while the previous step ran, together (group commit), instead; `kept` says how many
+        events the handler keeps to take first, `dropped` hears of a refused event left to
+        Feishu (gate.py)."""
         self.app, self.options = app, options
         self._on_change = on_change
         self._rng = rng or random.Random()
@@ -128,7 +131,7 @@ class Connection:
         self._gate: BatchGate[tuple[str, bytes], Answer] = BatchGate(
             self._executor, batch_handler or one_by_one(handler), options.ingest_wait_max_s,
             f"feishu app {app.app_id}", max_batch=options.max_batch,
-            keep=lambda frame: keep(frame[1]), kept=kept)
+            refused_cap=options.refused_cap, kept=kept, dropped=dropped)
         self._stop = asyncio.Event()
         self._link: Link | None = None
         self._closing: set[asyncio.Task[None]] = set()
@@ -137,6 +140,7 @@ class Connection:
         self.server = ServerConfig()
         self.status = ConnectionStatus(app.app_id, since=time.monotonic())
         self.fatal: str | None = None
+        self._not_taken = Tally(logger)
 
     def _set(self, state: str, detail: str = "") -> None:
         """Record (and log, once per change) a state change."""
@@ -253,8 +257,8 @@ class Connection:
             taken = await self._gate.step((kind, frame.payload))
             answer, code = (None, 500) if isinstance(taken, Shed) else (taken, 200)
         except TakeLater as error:
-            logger.warning("frame %s not taken now (%s): ACK 500, taken later",
-                           frame.headers.get(f.HEADER_MESSAGE_ID, "?"), error)
+            self._not_taken.note("%d frame(s) of app %s not taken now (the latest: %s): ACK "
+                                 "500, taken later", self.app.app_id, error)
             answer, code = None, 500
         except GatewayError as error:
             logger.error("frame %s not taken (%s): ACK 500, Feishu delivers it again",

@@ -40,7 +40,8 @@ def options_for(settings: Settings) -> ConnectionOptions:
                              ping_interval_s=settings.ws_ping_interval_s,
                              ping_timeout_s=settings.ws_ping_timeout_s,
                              ingest_wait_max_s=settings.ingest_wait_max_ms / 1000,
-                             max_batch=settings.ingest_group_max)
+                             max_batch=settings.ingest_group_max,
+                             refused_cap=settings.ingest_later_cap)
 
 
 class Listener:
@@ -50,17 +51,18 @@ class Listener:
     def __init__(self, settings: Settings, handler: AppHandler, *,
                  on_change: Callable[[ConnectionStatus], None] = lambda status: None,
                  batch_handler: AppBatchHandler | None = None,
-                 keep: Callable[[str, bytes], object] = lambda app_id, payload: None,
-                 kept: Callable[[str], int] = lambda app_id: 0) -> None:
-        """`keep(app_id, payload)` takes an event a gate refused, for the listener to take
-        later; `kept(app_id)` says how many of the app's are kept (connection.py)."""
+                 kept: Callable[[str], int] = lambda app_id: 0,
+                 dropped: Callable[[str], object] = lambda app_id: None) -> None:
+        """`kept(app_id)` says how many of the app's events the handler keeps to take first,
+        `dropped(app_id)` hears of one of its refused events left to Feishu (connection.py)."""
         options = options_for(settings)
         self.connections = [
             Connection(AppCredentials(app_id, secret), options,
                        functools.partial(handler, app_id), on_change=on_change,
                        batch_handler=None if batch_handler is None
                        else functools.partial(batch_handler, app_id),
-                       keep=functools.partial(keep, app_id), kept=functools.partial(kept, app_id))
+                       kept=functools.partial(kept, app_id),
+                       dropped=functools.partial(dropped, app_id))
             for app_id, secret in settings.apps]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = threading.Event()
