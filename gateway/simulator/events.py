@@ -3,9 +3,10 @@ attachments, card clicks and raw events to a bot, redeliver them, withdraw them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
 from gateway.simulator import payloads as p
@@ -58,9 +59,32 @@ class EventDelivery(SimulatorCore):
         now) backdates the message, e.g. to deliver one sent hours ago. A reply to
         `parent_id` carries root_id too (the parent's root, else the parent), as Feishu's
         events do."""
-        apps = self.apps.recipients(app_id, chat_type, mentions or ())
-        if not deliver and len(apps) > 1:
+        if not deliver and len(self.apps.recipients(app_id, chat_type, mentions or ())) > 1:
             raise ValueError("deliver=False holds one app's event: name it with app_id")
+        message_id, events = self._message(
+            chat_id, message_type=message_type, content=content, sender_open_id=sender_open_id,
+            chat_type=chat_type, mentions=mentions, message_id=message_id,
+            thread_id=thread_id, root_id=root_id, parent_id=parent_id,
+            create_time_ms=create_time_ms, app_id=app_id)
+        for event, app in events:
+            if deliver and self.push_lost(app):
+                self.state.bump("pushes-lost")
+            elif deliver:
+                self._deliver(event, parts=parts, frame_type="event", message_id=message_id,
+                              app_id=app)
+            else:
+                self._held[message_id] = (event, app)
+        return message_id
+
+    def _message(self, chat_id: str, *, message_type: str, content: dict[str, Any] | str,
+                 sender_open_id: str = "ou_user_1", chat_type: str = "p2p",
+                 mentions: list[dict[str, Any]] | None = None, message_id: str | None = None,
+                 thread_id: str | None = None, root_id: str | None = None,
+                 parent_id: str | None = None, create_time_ms: int | None = None,
+                 app_id: str | None = None) -> tuple[str, list[tuple[bytes, str]]]:
+        """A message a user sends, recorded on the platform: its id, and the event each app
+        it goes to gets (send_message's arguments)."""
+        apps = self.apps.recipients(app_id, chat_type, mentions or ())
         app = apps[0]
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
         created = p.now_ms() if create_time_ms is None else create_time_ms
@@ -80,16 +104,38 @@ class EventDelivery(SimulatorCore):
             mentions=tuple(incoming.mentions)))
         if chat_type == "p2p":
             self.state.remember_p2p_chat(app.app_id, sender_open_id, chat_id)
-        for each in apps:
-            event = encode_event(p.message_receive_event(incoming, app_id=each.app_id))
-            if deliver and self.push_lost(each.app_id):
-                self.state.bump("pushes-lost")
-            elif deliver:
-                self._deliver(event, parts=parts, frame_type="event",
-                              message_id=incoming.message_id, app_id=each.app_id)
-            else:
-                self._held[incoming.message_id] = (event, each.app_id)
-        return incoming.message_id
+        return incoming.message_id, [
+            (encode_event(p.message_receive_event(incoming, app_id=each.app_id)), each.app_id)
+            for each in apps]
+
+    def send_burst(self, texts: Mapping[str, Sequence[str]],
+                   timeout_s: float = 300.0) -> dict[str, list[str]]:
+        """Every chat's users writing at once: for each chat, a user who sends its texts in
+        order (direct messages), each as soon as the one before was delivered (in webhook
+        mode: its push answered), all on the simulator's own loop (no caller's thread slows
+        it); each chat's message ids, in order."""
+        redeliverer = self._running_redeliverer
+
+        async def user(chat_id: str, items: Sequence[str]) -> list[str]:
+            sent = []
+            for text in items:
+                message_id, [(event, app)] = self._message(
+                    chat_id, message_type="text", content={"text": text})
+                frame_id = uuid.uuid4().hex
+                self.state.record_frame(frame_id, event, message_id, None, app_id=app)
+                await redeliverer.deliver(
+                    event, frame_id=frame_id, event_key=frame_id, frame_type="event",
+                    parts=1, message_id=message_id, timeout_s=self.delivery_timeout_s,
+                    app_id=app)
+                sent.append(message_id)
+            return sent
+
+        async def everyone() -> dict[str, list[str]]:
+            chats = list(texts)
+            done = await asyncio.gather(*(user(chat, texts[chat]) for chat in chats))
+            return dict(zip(chats, done, strict=True))
+
+        return self._call(everyone(), timeout_s)
 
     def send_merge_forward(self, chat_id: str, children: Sequence[ForwardChild], *,
                            sender_open_id: str = "ou_user_1", chat_type: str = "p2p",

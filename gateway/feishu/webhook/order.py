@@ -65,22 +65,30 @@ class ChatOrder:
         self.waiting = 0
         """Pushes waiting for the push of their chat before them."""
 
-    async def turn(self, key: str | None, timeout_s: float | None) -> Turn:
-        """Wait (up to `timeout_s`; None: as long as it takes) until the chat's push before
-        this one is done; its Turn (`in_order` False when the wait ran out)."""
+    def place(self, key: str | None) -> Turn:
+        """A push's place in its chat's line, last, without waiting: `in_order` when the
+        chat's push before it is done already (a push refused at once, say, which is kept
+        only once that one is)."""
         if key is None:
             return Turn(self, None, None, None, True)
         before = self._last.get(key)
         mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._last[key] = mine
-        turn = Turn(self, key, mine, before, True)
-        if before is None or before.done():
+        return Turn(self, key, mine, before, before is None or before.done())
+
+    async def turn(self, key: str | None, timeout_s: float | None) -> Turn:
+        """Wait (up to `timeout_s`; None: as long as it takes) until the chat's push before
+        this one is done; its Turn (`in_order` False when the wait ran out)."""
+        turn = self.place(key)
+        before = turn._before
+        if turn.in_order or before is None:
             return turn
         self.waiting += 1
         try:
             await asyncio.wait_for(asyncio.shield(before), timeout_s)
+            turn.in_order = True
         except TimeoutError:
-            turn.in_order = False
+            pass
         except asyncio.CancelledError:
             turn.finish()
             raise

@@ -1,5 +1,6 @@
 """The webhook server: Feishu POSTs each event and card callback to one request URL; a push
-is read (within READ_TIMEOUT_S, at most READS_AT_ONCE at once), checked (verify.py), then its
+is read (within READ_TIMEOUT_S, within READ_BUDGET_BYTES being read at once), checked
+(verify.py), then its
 one Redis step (the listener's intake, the same as the long connection's) runs on a bounded
 pool of threads off the event loop, and only then is it answered: 200 with the callback's
 answer (`{}` for an event), 500 when the step failed (Feishu pushes it again: 15 s, 5 min,
@@ -58,9 +59,10 @@ SHUTDOWN_S = 5.0
 READ_TIMEOUT_S = 5.0
 """A request's headers, then its body, are read within this each (Feishu gives up on a push
 after 3 s); an idle kept-alive connection is closed after as long."""
-READS_AT_ONCE = 64
-"""Request bodies read at once: past it a push is answered 503 unread, so slow or stalled
-bodies pin at most this many times FEISHU_WEBHOOK_MAX_BODY_BYTES."""
+READ_BUDGET_BYTES = 64 * 1024 * 1024
+"""The bytes of request bodies read at once (each counted by its Content-Length, or as
+FEISHU_WEBHOOK_MAX_BODY_BYTES without one): a push past it is answered 503 unread, so slow
+or stalled bodies pin at most this much (Feishu's pushes are a few KB: thousands at once)."""
 CLOSE = {"Connection": "close"}
 
 
@@ -124,7 +126,9 @@ class WebhookServer:
         self._retry: asyncio.TimerHandle | None = None
         self._order = ChatOrder()
         self._not_taken = Tally(logger)
+        self._unread = Tally(logger)
         self._reading = 0
+        """Bytes of the request bodies being read."""
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="gateway-webhook",
@@ -173,11 +177,13 @@ class WebhookServer:
 
     async def _push(self, request: web.Request) -> web.Response:
         arrived = time.monotonic()
-        if self._reading >= READS_AT_ONCE:
-            logger.warning("push from %s answered 503 unread: %d request bodies are being "
-                           "read", request.remote, READS_AT_ONCE)
+        cap = self.options.max_body_bytes
+        size = min(request.content_length or cap, cap)
+        if self._reading + size > READ_BUDGET_BYTES:
+            self._unread.note("%d push(es) answered 503 unread (the latest from %s): %d bytes "
+                              "of request bodies are being read", request.remote, self._reading)
             return web.json_response({"msg": "busy"}, status=503, headers=CLOSE)
-        self._reading += 1
+        self._reading += size
         try:
             if (request.content_length or 0) > self.options.max_body_bytes:
                 raise web.HTTPRequestEntityTooLarge(max_size=self.options.max_body_bytes,
@@ -192,7 +198,7 @@ class WebhookServer:
                            request.remote, READ_TIMEOUT_S)
             return web.json_response({"msg": "too slow"}, status=408, headers=CLOSE)
         finally:
-            self._reading -= 1
+            self._reading -= size
         try:
             opened = open_push(body, Signed.of(request.headers), self.keys, self._now_s())
         except PushRefused as refusal:
@@ -210,16 +216,18 @@ class WebhookServer:
         status.last_frame_at = status.last_event_at = arrived
         callback = opened.is_callback
         lane = self._lanes[callback]
+        key = None if callback else chat_key(app_id, opened.event)
         if lane.in_flight >= lane.cap:
             logger.warning("push answered 503: %d %s wait for the Redis step "
                            "(FEISHU_WEBHOOK_CONCURRENCY); %s", lane.cap,
                            "callbacks" if callback else "events",
                            "Feishu pushes it again" if callback else "it is taken later")
-            if not callback:
-                self._keep(app_id, opened.payload)
+            lane.gate.refused("the pool's queue full")
+            if not callback:  # (kept in its chat's line: once the push before it is done)
+                self._order.place(key).finish(functools.partial(self._keep, app_id,
+                                                                opened.payload))
             return web.json_response({"msg": "busy"}, status=503)
-        return await self._take(lane, callback, app_id, opened.payload,
-                                None if callback else chat_key(app_id, opened.event), arrived)
+        return await self._take(lane, callback, app_id, opened.payload, key, arrived)
 
     async def _take(self, lane: _Lane, callback: bool, app_id: str, payload: bytes,
                     key: str | None, arrived: float) -> web.Response:

@@ -192,11 +192,11 @@ def test_a_push_refused_behind_its_chat_keeps_its_place_in_the_line() -> None:
 def test_slow_and_stalled_requests_are_bounded_in_number_and_in_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A body is read within READ_TIMEOUT_S (408 after), a connection that sends no request
-    head is closed after as long, and past READS_AT_ONCE bodies read at once a push is
-    answered 503 unread: stalled strangers pin a bounded number of buffers, for a bounded
-    time."""
+    head is closed after as long, and past READ_BUDGET_BYTES of bodies being read at once a
+    push is answered 503 unread: stalled strangers pin a bounded amount of memory, for a
+    bounded time."""
     monkeypatch.setattr(server_module, "READ_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(server_module, "READS_AT_ONCE", 4)
+    monkeypatch.setattr(server_module, "READ_BUDGET_BYTES", 4 * 60000)
     intake = Intake()
     intake.release.set()
     server = WebhookServer(Keys(TOKEN), ServerOptions("127.0.0.1", 0, "/feishu", 65536, 1),
