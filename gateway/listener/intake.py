@@ -40,7 +40,7 @@ from gateway.feishu.inbound.events import (
 from gateway.listener.batch import Batch, Outcome, RedisUnavailable
 from gateway.listener.changes import ChatChanges
 from gateway.listener.outbox import Coalescing, Outbox
-from gateway.listener.refused import Refused, chat_of, chat_of_payload, first
+from gateway.listener.refused import Refused, chat_of, chat_of_payload, first, kept_of
 from gateway.publisher import Publisher
 
 logger = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ class Intake:
         batch = Batch.within(self.batch_budget_s)
         waiting: list[tuple[int, Entry]] = []
         behind: set[str] = set()
-        ahead = Counter(chat_of_payload(payload) for _, payload in frames[:earlier])
+        ahead = Counter(k.chat for _, payload in frames[:earlier] if (k := kept_of(payload)))
         for n, (kind, payload) in enumerate(frames):
             if batch.stopped():  # not begun in time, or Redis failed this batch already
                 metrics.event("error")

@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from gateway.core.settings import load_settings
-from gateway.feishu.gate import BatchGate, Gate, Shed
+from gateway.feishu.batch_gate import BatchGate
+from gateway.feishu.gate import Gate, Shed
 from gateway.feishu.ws.listener import options_for
 
 

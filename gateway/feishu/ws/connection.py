@@ -33,7 +33,8 @@ from gateway.core import metrics
 from gateway.core.errors import GatewayError, RetryableError, TakeLater
 from gateway.core.logs import Tally
 from gateway.core.presence import STOPPED
-from gateway.feishu.gate import BatchGate, Shed, answer_or_error
+from gateway.feishu.batch_gate import BatchGate
+from gateway.feishu.gate import Shed, answer_or_error
 from gateway.feishu.ws import frames as f
 from gateway.feishu.ws.endpoint import (
     EndpointRefused,
