@@ -71,6 +71,14 @@ class BatchGate(Generic[ItemT, T]):
         """Refused events in the line, to be taken in their turn."""
         return self._refused
 
+    def take_refused(self) -> list[ItemT]:
+        """The refused events still in the line, in order, taken out (at a stop, once the
+        loop is done: the events waiting for an answer are left, unacknowledged)."""
+        refused = [item for item, answer in self._line if answer.done()]
+        self._line.clear()
+        self._refused = 0
+        return refused
+
     def wait_s(self) -> float:
         """How long an event arriving now would wait for its step: what is left of the step
         running, then a group's time for each full group ahead of it."""

@@ -205,3 +205,27 @@ def test_a_step_takes_at_most_the_group_max_and_the_setting_reaches_the_connecti
     batches, answers = six_events(2)
     assert batches == [[0], [1, 2], [3, 4], [5]]
     assert answers[:3] == [0, 10, 20] and answers[4:] == [40, 50]
+
+
+def test_at_a_stop_the_refused_events_still_in_line_are_handed_over_in_order() -> None:
+    release = threading.Event()
+
+    def run(items: list[int]) -> list[int | Exception]:
+        assert release.wait(10)
+        return list(items)
+
+    async def main() -> list[int]:
+        with ThreadPoolExecutor(1) as executor:
+            gate: BatchGate[int, int] = BatchGate(executor, run, 1.0, "test", max_batch=1,
+                                                  refused_cap=10)
+            gate.group_s = 5.0  # (each step takes long: arrivals are refused at once)
+            first = asyncio.ensure_future(gate.step(0))
+            await asyncio.sleep(0)
+            refused = await asyncio.gather(*(gate.step(n) for n in (1, 2, 3)))
+            assert all(isinstance(r, Shed) for r in refused)
+            left = gate.take_refused()  # (the connection's last step takes these)
+            release.set()
+            assert await first == 0
+            return left
+
+    assert asyncio.run(main()) == [1, 2, 3]

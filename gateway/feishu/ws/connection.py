@@ -129,8 +129,9 @@ class Connection:
         self._on_change = on_change
         self._rng = rng or random.Random()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"gateway-ingest-{app.app_id}")
+        self._run = batch_handler or one_by_one(handler)
         self._gate: BatchGate[tuple[str, bytes], Answer] = BatchGate(
-            self._executor, batch_handler or one_by_one(handler), options.ingest_wait_max_s,
+            self._executor, self._run, options.ingest_wait_max_s,
             f"feishu app {app.app_id}", max_batch=options.max_batch,
             refused_cap=options.refused_cap, kept=kept, dropped=dropped)
         self._stop = asyncio.Event()
@@ -286,6 +287,16 @@ class Connection:
             await link.close()
 
     def drain(self) -> None:
-        """Wait for the ingest thread's step in progress (bounded by the Redis timeout);
-        frames still queued are dropped unacknowledged (Feishu delivers them again)."""
+        """Wait for the ingest thread's step in progress (bounded by the Redis timeout),
+        then take the refused events still in the line in one last step (the handler takes
+        what it kept first); frames still queued unanswered are dropped (Feishu delivers
+        them again)."""
         self._executor.shutdown(wait=True, cancel_futures=True)
+        refused = self._gate.take_refused()
+        if refused:
+            results = answer_or_error(functools.partial(self._run, refused))
+            left = len(refused) if isinstance(results, Exception) else sum(
+                isinstance(result, Exception) for result in results)
+            if left:
+                logger.warning("feishu app %s: %d refused event(s) not taken at the stop "
+                               "(Feishu delivers them again)", self.app.app_id, left)
