@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Generic, TypeVar
 
-from gateway.feishu.gate import LATER_RETRY_S, STEP_WEIGHT, Refusals, Shed
+from gateway.feishu.gate import LATER_RETRY_S, Recent, Refusals, Shed
 
 T = TypeVar("T")
 ItemT = TypeVar("ItemT")
@@ -60,8 +60,8 @@ class BatchGate(Generic[ItemT, T]):
         self._step_began = 0.0
         self._retry: asyncio.TimerHandle | None = None
         self._retry_s = LATER_RETRY_S[0]
-        self.group_s = 0.0
-        """The recent time of a step (a group), an exponential average."""
+        self.group_s = Recent()
+        """The recent time of a step (a group)."""
         self.last_step_s = 0.0
         self.in_flight = 0
         """Events taken and not answered yet."""
@@ -83,9 +83,10 @@ class BatchGate(Generic[ItemT, T]):
         """How long an event arriving now would wait for its step: what is left of the step
         running, then a group's time for each full group ahead of it."""
         ahead = self._kept() + len(self._line)
-        wait = (ahead // self.max_batch) * self.group_s
+        group_s = self.group_s.value
+        wait = (ahead // self.max_batch) * group_s
         if self._running:
-            wait += max(self.group_s - (time.monotonic() - self._step_began), 0.0)
+            wait += max(group_s - (time.monotonic() - self._step_began), 0.0)
         return wait
 
     async def step(self, item: ItemT) -> T | Shed:
@@ -150,7 +151,7 @@ class BatchGate(Generic[ItemT, T]):
         took_kept = False
         try:
             self.last_step_s = took_s = time.monotonic() - started
-            self.group_s += STEP_WEIGHT * (took_s - self.group_s)
+            self.group_s.add(took_s)
             self._settle(batch, _results(done, len(batch)))
             took_kept = self._kept() < kept
             self._retry_s = LATER_RETRY_S[0] if took_kept or not kept else \

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Generic, TypeVar
@@ -37,11 +39,24 @@ from gateway.core.logs import Tally
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-STEP_WEIGHT = 0.2
-"""How much the latest step counts in the recent step time (an exponential average)."""
+RECENT_STEPS = 9
+"""How many of the latest steps the recent step time is the median of (one slow step, a
+pause of the process, does not make the gate refuse what it could take)."""
 LATER_RETRY_S = (0.2, 5.0)
 """With nothing else to do, events kept to take later are tried again after the first of
 these, doubling while none could be taken, up to the second."""
+
+
+class Recent:
+    """The recent time of a step: the median of the latest RECENT_STEPS (0 before any)."""
+
+    def __init__(self) -> None:
+        self._times: deque[float] = deque(maxlen=RECENT_STEPS)
+        self.value = 0.0
+
+    def add(self, seconds: float) -> None:
+        self._times.append(seconds)
+        self.value = statistics.median(self._times)
 
 
 class Shed:
@@ -105,7 +120,7 @@ class Gate:
         self._refusals = Refusals(what, max_wait_s)
         self.in_flight = 0
         """Events taken and not answered yet (their step runs or waits for a thread)."""
-        self.step_s = 0.0
+        self.step_s = Recent()
 
     def refused(self, when: str) -> Shed:
         """Count (and now and then log) an event refused before it reached the gate."""
@@ -115,7 +130,7 @@ class Gate:
         """How long an event arriving now would wait for a thread: the events not begun
         ahead of it, spread over the threads, each a recent step's time."""
         waiting = self.in_flight - self.threads
-        return 0.0 if waiting < 0 else (waiting // self.threads + 1) * self.step_s
+        return 0.0 if waiting < 0 else (waiting // self.threads + 1) * self.step_s.value
 
     async def step(self, step: Callable[[], T], *, wait_s: float | None = None) -> T | Shed:
         """Run `step` on the pool and return what it returned, or Shed when it could not
@@ -136,7 +151,7 @@ class Gate:
             result = await future
         finally:
             self.in_flight -= 1
-        self.step_s += STEP_WEIGHT * (ticket.took_s - self.step_s)
+        self.step_s.add(ticket.took_s)
         return result
 
 

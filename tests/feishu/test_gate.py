@@ -96,7 +96,8 @@ def test_events_refused_on_arrival_keep_their_place_after_those_already_waiting(
         with ThreadPoolExecutor(1) as executor:
             gate: BatchGate[int, int] = BatchGate(executor, run, 1.5, "test", max_batch=2,
                                                   refused_cap=10)
-            gate.group_s = 1.0  # (as if the steps before had each taken a second)
+            for _ in range(9):  # (as if the steps before had each taken a second)
+                gate.group_s.add(1.0)
             first = asyncio.ensure_future(gate.step(0))
             await asyncio.sleep(0)  # (its step begins)
             rest = [asyncio.ensure_future(gate.step(n)) for n in range(1, 5)]
@@ -218,7 +219,7 @@ def test_at_a_stop_the_refused_events_still_in_line_are_handed_over_in_order() -
         with ThreadPoolExecutor(1) as executor:
             gate: BatchGate[int, int] = BatchGate(executor, run, 1.0, "test", max_batch=1,
                                                   refused_cap=10)
-            gate.group_s = 5.0  # (each step takes long: arrivals are refused at once)
+            gate.group_s.add(5.0)  # (each step takes long: arrivals are refused at once)
             first = asyncio.ensure_future(gate.step(0))
             await asyncio.sleep(0)
             refused = await asyncio.gather(*(gate.step(n) for n in (1, 2, 3)))
@@ -229,3 +230,13 @@ def test_at_a_stop_the_refused_events_still_in_line_are_handed_over_in_order() -
             return left
 
     assert asyncio.run(main()) == [1, 2, 3]
+
+
+def test_one_slow_step_does_not_make_the_gate_refuse_what_it_can_take() -> None:
+    """The recent time of a group is the median of the latest steps: one that took 3 s (the
+    process paused, a GC) leaves the estimate at what the steps take."""
+    gate: BatchGate[int, int] = BatchGate(ThreadPoolExecutor(1), lambda items: list(items),
+                                          1.8, "test", kept=lambda: 640)
+    for took_s in (0.01,) * 4 + (3.0,) + (0.01,) * 4:
+        gate.group_s.add(took_s)
+    assert gate.wait_s() == pytest.approx(0.1), "ten groups ahead, 10 ms each"
