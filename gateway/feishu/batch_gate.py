@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Generic, TypeVar
 
-from gateway.feishu.gate import LATER_RETRY_S, Recent, Refusals, Shed
+from gateway.feishu.gate import ARRIVAL_MARGIN, LATER_RETRY_S, Recent, Refusals, Shed
 
 T = TypeVar("T")
 ItemT = TypeVar("ItemT")
@@ -91,7 +91,7 @@ class BatchGate(Generic[ItemT, T]):
 
     async def step(self, item: ItemT) -> T | Shed:
         answer: asyncio.Future[T | Shed] = asyncio.get_running_loop().create_future()
-        if self.max_wait_s > 0 and self.wait_s() > self.max_wait_s:
+        if self.max_wait_s > 0 and self.wait_s() > self.max_wait_s * ARRIVAL_MARGIN:
             shed = self._refusals.refused("on arrival", len(self._line))
             if self._refused < self.refused_cap:
                 answer.set_result(shed)

@@ -1,21 +1,22 @@
 """The ingest gate: an event's Redis step begins within FEISHU_INGEST_WAIT_MAX_MS, or the event
-is refused at once and taken later.
+is refused and taken later.
 
 Feishu sends an event again when its ACK (or the push's answer) has not come within 3 s, and
 a duplicate doubles the load exactly when the listener is already behind. So an event never
 waits for its step longer than `max_wait_s`:
 
-- on arrival, when the steps ahead of it would take longer than that, it is refused at once.
-  The estimate follows how events are really taken: the long connection's groups (the
-  groups ahead of it, each taking the recent time of a group, after what is left of the
-  one running), webhook mode's threads (the events ahead of it spread over the threads,
-  each taking the recent time of a step);
+- on arrival, when the steps ahead of it would clearly take longer than that (half again
+  as long: ARRIVAL_MARGIN), it is refused at once. The estimate follows how events are
+  really taken: a long connection's groups (batch_gate.py: the groups ahead of it, each
+  the recent time of a group, after what is left of the one running), webhook mode's
+  threads (Gate: the events ahead of it spread over the threads, each the recent time of
+  a step); a recent time is the median of the latest steps;
 - while it waits, when that time passes before its step began, it is refused then.
 
 A refused event is answered with a failure (ACK 500, HTTP 503), so nothing is ACKed that was
-not taken, and handed to `keep`: the listener takes it later, first in its next step, ahead
-of what arrived after it (gateway/listener/refused.py). An event whose step began is always
-waited for (its step is bounded by the Redis timeout).
+not taken, and it is taken later in its turn: a long connection's keeps its place in the
+gate's line; a push is kept by the listener (gateway/listener/refused.py). An event whose
+step began is always waited for (its step is bounded by the Redis timeout).
 
 One gate per ingest thread (a connection's) or pool (a webhook lane); its counts are touched
 on the event loop only, the ticket between the loop and the thread under a lock.
@@ -39,6 +40,10 @@ from gateway.core.logs import Tally
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+ARRIVAL_MARGIN = 1.5
+"""An event is refused on arrival only when its estimated wait is this many times the bound
+(an estimate can be wrong: one that merely comes near it waits, and is refused only if the
+bound really passes before its step began)."""
 RECENT_STEPS = 9
 """How many of the latest steps the recent step time is the median of (one slow step, a
 pause of the process, does not make the gate refuse what it could take)."""
@@ -137,7 +142,7 @@ class Gate:
         begin within `wait_s` (default `max_wait_s`; with `max_wait_s` 0, always wait). Its
         exceptions propagate."""
         budget = self.max_wait_s if wait_s is None else min(wait_s, self.max_wait_s)
-        if self.max_wait_s > 0 and (budget <= 0 or self.wait_s() > budget):
+        if self.max_wait_s > 0 and (budget <= 0 or self.wait_s() > budget * ARRIVAL_MARGIN):
             return self._refusals.refused("on arrival", self.in_flight)
         ticket = _Ticket(step)
         future = asyncio.get_running_loop().run_in_executor(self._executor, ticket.run)

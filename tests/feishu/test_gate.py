@@ -80,9 +80,10 @@ def test_an_event_not_taken_within_the_bound_is_refused_and_taken_later_in_its_t
 
 
 def test_events_refused_on_arrival_keep_their_place_after_those_already_waiting() -> None:
-    """Steps have been taking a second: with a step running, the first two arrivals fit
-    the bound (the next step, of two), the next two would wait two steps and are refused at
-    once; the steps then take all four in the order they came."""
+    """Steps have been taking two seconds, the bound is 1.5 s: with a step running, the
+    first two arrivals may yet fit it (the next step, of two: an estimate under half again
+    the bound waits), the next two would wait two steps and are refused at once; the steps
+    then take all four in the order they came."""
     release = threading.Event()
     steps: list[list[int]] = []
 
@@ -96,8 +97,8 @@ def test_events_refused_on_arrival_keep_their_place_after_those_already_waiting(
         with ThreadPoolExecutor(1) as executor:
             gate: BatchGate[int, int] = BatchGate(executor, run, 1.5, "test", max_batch=2,
                                                   refused_cap=10)
-            for _ in range(9):  # (as if the steps before had each taken a second)
-                gate.group_s.add(1.0)
+            for _ in range(9):  # (as if the steps before had each taken two seconds)
+                gate.group_s.add(2.0)
             first = asyncio.ensure_future(gate.step(0))
             await asyncio.sleep(0)  # (its step begins)
             rest = [asyncio.ensure_future(gate.step(n)) for n in range(1, 5)]
