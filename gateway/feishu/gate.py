@@ -5,8 +5,8 @@ Feishu sends an event again when its ACK (or the push's answer) has not come wit
 a duplicate doubles the load exactly when the listener is already behind. So an event never
 waits for its step longer than `max_wait_s`:
 
-- on arrival, when the steps ahead of it would clearly take longer than that (half again
-  as long: ARRIVAL_MARGIN), it is refused at once. The estimate follows how events are
+- on arrival, when the steps ahead of it would take far longer than that (three times:
+  ARRIVAL_MARGIN), it is refused at once. The estimate follows how events are
   really taken: a long connection's groups (batch_gate.py: the groups ahead of it, each
   the recent time of a group, after what is left of the one running), webhook mode's
   threads (Gate: the events ahead of it spread over the threads, each the recent time of
@@ -40,10 +40,11 @@ from gateway.core.logs import Tally
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-ARRIVAL_MARGIN = 1.5
-"""An event is refused on arrival only when its estimated wait is this many times the bound
-(an estimate can be wrong: one that merely comes near it waits, and is refused only if the
-bound really passes before its step began)."""
+ARRIVAL_MARGIN = 3.0
+"""An event is refused on arrival only when its estimated wait is this many times the bound:
+past any hope (an estimate can be wrong: a listener whose steps were slowed a moment, by the
+workers beside it say, takes the next ones faster; one that merely comes near the bound
+waits, and is refused only if the bound really passes before its step began)."""
 RECENT_STEPS = 9
 """How many of the latest steps the recent step time is the median of (one slow step, a
 pause of the process, does not make the gate refuse what it could take)."""

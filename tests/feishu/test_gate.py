@@ -80,8 +80,8 @@ def test_an_event_not_taken_within_the_bound_is_refused_and_taken_later_in_its_t
 
 
 def test_events_refused_on_arrival_keep_their_place_after_those_already_waiting() -> None:
-    """Steps have been taking two seconds, the bound is 1.5 s: with a step running, the
-    first two arrivals may yet fit it (the next step, of two: an estimate under half again
+    """Steps have been taking three seconds, the bound is 1.5 s: with a step running, the
+    first two arrivals may yet fit it (the next step, of two: an estimate under three times
     the bound waits), the next two would wait two steps and are refused at once; the steps
     then take all four in the order they came."""
     release = threading.Event()
@@ -97,8 +97,8 @@ def test_events_refused_on_arrival_keep_their_place_after_those_already_waiting(
         with ThreadPoolExecutor(1) as executor:
             gate: BatchGate[int, int] = BatchGate(executor, run, 1.5, "test", max_batch=2,
                                                   refused_cap=10)
-            for _ in range(9):  # (as if the steps before had each taken two seconds)
-                gate.group_s.add(2.0)
+            for _ in range(9):  # (as if the steps before had each taken three seconds)
+                gate.group_s.add(3.0)
             first = asyncio.ensure_future(gate.step(0))
             await asyncio.sleep(0)  # (its step begins)
             rest = [asyncio.ensure_future(gate.step(n)) for n in range(1, 5)]
@@ -220,7 +220,7 @@ def test_at_a_stop_the_refused_events_still_in_line_are_handed_over_in_order() -
         with ThreadPoolExecutor(1) as executor:
             gate: BatchGate[int, int] = BatchGate(executor, run, 1.0, "test", max_batch=1,
                                                   refused_cap=10)
-            gate.group_s.add(5.0)  # (each step takes long: arrivals are refused at once)
+            gate.group_s.add(9.0)  # (each step takes long: arrivals are refused at once)
             first = asyncio.ensure_future(gate.step(0))
             await asyncio.sleep(0)
             refused = await asyncio.gather(*(gate.step(n) for n in (1, 2, 3)))
