@@ -33,6 +33,7 @@ from gateway.feishu.inbound.admission import Arrival, admit
 from gateway.feishu.inbound.changes import CHANGES
 from gateway.feishu.inbound.events import (
     arrival_of,
+    chat_of,
     decode_event,
     parse_command,
     parse_message,
@@ -40,7 +41,7 @@ from gateway.feishu.inbound.events import (
 from gateway.listener.batch import Batch, Outcome, RedisUnavailable
 from gateway.listener.changes import ChatChanges
 from gateway.listener.outbox import Coalescing, Outbox
-from gateway.listener.refused import Refused, chat_of, chat_of_payload, first, kept_of
+from gateway.listener.refused import Refused, chat_of_payload, first, kept_of
 from gateway.publisher import Publisher
 
 logger = logging.getLogger(__name__)

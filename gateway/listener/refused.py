@@ -30,7 +30,7 @@ from typing import Any
 from gateway.core import metrics
 from gateway.core.errors import TakeLater
 from gateway.core.logs import Tally
-from gateway.feishu.inbound.events import decode_event
+from gateway.feishu.inbound.events import chat_of, decode_event
 
 logger = logging.getLogger(__name__)
 
@@ -46,17 +46,6 @@ class Kept:
     payload: bytes
     chat: str | None
     event_id: str | None = None
-
-
-def chat_of(event: Mapping[str, Any]) -> str | None:
-    """The chat an event is about: a message's, or a chat event's (pure)."""
-    body = event.get("event")
-    if not isinstance(body, Mapping):
-        return None
-    message = body.get("message")
-    chat = message.get("chat_id") if isinstance(message, Mapping) else None
-    chat = chat or body.get("chat_id")
-    return chat if isinstance(chat, str) and chat else None
 
 
 def chat_of_payload(payload: bytes) -> str | None:

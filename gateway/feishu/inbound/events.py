@@ -183,6 +183,17 @@ def parse_command(text: str) -> str | None:
     return COMMANDS.get(words[0].lower()) if len(words) == 1 else None
 
 
+def chat_of(event: Mapping[str, Any]) -> str | None:
+    """The chat an event is about: its message's, or a chat event's (None: no chat)."""
+    body = event.get("event")
+    if not isinstance(body, Mapping):
+        return None
+    message = body.get("message")
+    chat = message.get("chat_id") if isinstance(message, Mapping) else None
+    chat = chat or body.get("chat_id")
+    return chat if isinstance(chat, str) and chat else None
+
+
 def decode_event(payload: bytes) -> tuple[str, Mapping[str, Any]] | str:
     """(event_type, event) of a frame's JSON payload, or why it is not one."""
     try:

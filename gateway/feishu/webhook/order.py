@@ -17,17 +17,14 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gateway.feishu.inbound.events import chat_of
+
 
 def chat_key(app_id: str, event: Mapping[str, Any]) -> str | None:
     """What orders a push: its app and chat (a message's, or a chat event's); None for an
     event of no chat."""
-    body = event.get("event")
-    if not isinstance(body, Mapping):
-        return None
-    message = body.get("message")
-    chat = message.get("chat_id") if isinstance(message, Mapping) else None
-    chat = chat or body.get("chat_id")
-    return f"{app_id}|{chat}" if isinstance(chat, str) and chat else None
+    chat = chat_of(event)
+    return f"{app_id}|{chat}" if chat else None
 
 
 class Turn:
