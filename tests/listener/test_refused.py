@@ -129,3 +129,19 @@ def test_a_card_click_is_never_kept_and_the_cap_bounds_what_is() -> None:
     assert refused.holds("cli_a", "oc_0"), "in flight, it still holds its chat"
     refused.done("cli_a", taken)
     assert not refused.holds("cli_a", "oc_0") and len(refused) == 0
+
+
+def test_a_message_refused_while_the_outbox_is_full_is_taken_once_it_drained(
+        client: redis.Redis) -> None:
+    store = ChatStore(client, StoreConfig())
+    outbox = Outbox(cap=1)
+    take = Intake(store, Publisher(Sender(), store), outbox, max_text_chars=100,  # type: ignore[arg-type]
+                  primary_app_id="cli_a", later_cap=100)
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    outbox.submit(lambda: None)  # (a publish the broker has not taken yet)
+    assert isinstance(take.on_frames("cli_a", [message(chat, "m0")])[0], TakeLater)
+    assert take.refused.count("cli_a") == 1 and waiting(store, chat) == []
+    outbox.start()  # the broker takes what waited
+    outbox.stop()
+    assert take.on_frames("cli_a", []) == [], "an empty step takes it"
+    assert waiting(store, chat) == ["m0"] and len(take.refused) == 0
