@@ -87,13 +87,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--webhook-url", default="",
                         help="POST events to this URL (feishu-gateway serve) instead of "
                              "the long connection")
+    parser.add_argument("--redelivery", default=",".join(f"{d:g}" for d in FEISHU_REDELIVERY_S),
+                        help="when an event not answered 200 goes again: each delay (s) after "
+                             "the try before it, comma-separated (Feishu's schedule)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
+    try:
+        delays = tuple(float(part) for part in args.redelivery.split(",") if part.strip())
+        if not delays or min(delays) <= 0:
+            raise ValueError
+    except ValueError:
+        parser.error("--redelivery: expected positive seconds, comma-separated")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         serve_forever(args.host, args.port, args.app_id, args.app_secret,
-                      bot_open_id=args.bot_open_id, webhook_url=args.webhook_url)
+                      bot_open_id=args.bot_open_id, webhook_url=args.webhook_url,
+                      redelivery_s=delays)
     except OSError as exc:
         print(f"feishu simulator: cannot listen on {args.host}:{args.port}: {exc}",
               file=sys.stderr)
