@@ -5,7 +5,11 @@ answer); the redeliverer then pushes it again on Feishu's schedule (15 s, 5 min,
 the simulator's redelivery schedule).
 
 With several request URLs (replicas behind a load balancer) pushes go round-robin, and a
-replica that refuses the connection is skipped, as a load balancer skips a dead backend."""
+replica that refuses the connection is skipped, as a load balancer skips a dead backend.
+
+The simulator pushes over a pool of connections (aiohttp's, 100 at once); a push waiting
+for one of them has not been sent yet: its 3 s, and its ACK latency, count from when its
+request went out (Feishu's senders are many and do not queue behind one another)."""
 
 from __future__ import annotations
 
@@ -83,31 +87,42 @@ class WebhookPusher:
         self._next = 0
         self._session: aiohttp.ClientSession | None = None
 
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            trace = aiohttp.TraceConfig()
+            trace.on_request_headers_sent.append(self._headers_sent)
+            self._session = aiohttp.ClientSession(trust_env=False, trace_configs=[trace])
+        return self._session
+
+    async def _headers_sent(self, _session: aiohttp.ClientSession, context: Any,
+                            _params: object) -> None:
+        """A push's request went out: its ACK latency counts from here."""
+        frame_id = context.trace_request_ctx
+        if isinstance(frame_id, str):
+            self.state.mark_sent(frame_id)
+
     async def deliver(self, payload: bytes, *, frame_id: str, frame_type: str, parts: int,
                       timeout_s: float | None, app_id: str | None = None) -> None:
         """One push of the event; its answer, if any, is recorded at once."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(trust_env=False)
         body, headers = signed_request(with_token(payload, self.config.verification_token),
                                        self.config)
-        self.state.mark_sent(frame_id)
         status, answer = 0, None
         for _ in range(max(len(self.urls), 1)):
             url = self._pick()
             if url is None:
                 break
             try:
-                status, answer = await self._post(url, body, headers)
+                status, answer = await self._post(url, body, headers, frame_id)
+                break
+            except TimeoutError:  # (before ClientConnectionError: aiohttp's read timeout is
+                logger.info("push %s to %s: no answer in %.1fs", frame_id, url,  # both)
+                            self.config.timeout_s)
                 break
             except aiohttp.ClientConnectionError as error:
                 if isinstance(error, aiohttp.ServerDisconnectedError):
                     logger.info("push %s to %s: no answer (%s)", frame_id, url, error)
                     break  # it may have been taken: Feishu retries later, never at once
                 logger.info("push %s: %s refused the connection; the next one", frame_id, url)
-            except TimeoutError:
-                logger.info("push %s to %s: no answer in %.1fs", frame_id, url,
-                            self.config.timeout_s)
-                break
         if status:  # (no answer is no ACK: the redeliverer pushes it again)
             self._answered(frame_id, status, answer, None)
 
@@ -118,11 +133,15 @@ class WebhookPusher:
         self._next += 1
         return url
 
-    async def _post(self, url: str, body: bytes,
-                    headers: dict[str, str]) -> tuple[int, dict[str, Any] | None]:
-        assert self._session is not None
-        async with asyncio.timeout(self.config.timeout_s):
-            async with self._session.post(url, data=body, headers=headers) as response:
+    async def _post(self, url: str, body: bytes, headers: dict[str, str],
+                    frame_id: str | None = None) -> tuple[int, dict[str, Any] | None]:
+        """POST one push; TimeoutError when it could not connect, or was not answered,
+        within the timeout of its own (a wait for a free connection is not counted)."""
+        limit_s = self.config.timeout_s
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=limit_s, sock_read=limit_s)
+        async with self._open().post(url, data=body, headers=headers, timeout=timeout,
+                                     trace_request_ctx=frame_id) as response:
+            async with asyncio.timeout(limit_s):  # (the whole answer within it too)
                 raw = await response.read()
         try:
             answer = json.loads(raw) if raw else None
@@ -132,8 +151,6 @@ class WebhookPusher:
 
     async def verify_url(self, url: str) -> bool:
         """Feishu's URL verification of a request URL: whether it answered the challenge."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(trust_env=False)
         challenge = secrets.token_hex(8)
         payload = json.dumps({"type": "url_verification", "challenge": challenge,
                               "token": self.config.verification_token}).encode()
