@@ -14,7 +14,7 @@ class IngestSettings(BaseSettings):
     model_config = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=True,
                                       use_attribute_docstrings=True)
 
-    ingest_wait_max_ms: int = Field(1800, validation_alias="FEISHU_INGEST_WAIT_MAX_MS", ge=0,
+    ingest_wait_max_ms: int = Field(1500, validation_alias="FEISHU_INGEST_WAIT_MAX_MS", ge=0,
                                     le=2900)
     """The longest an event waits for its Redis step to begin; its ACK then comes with the
     step (bounded by GATEWAY_REDIS_TIMEOUT_S), within Feishu's 3 s. An event that cannot

@@ -110,32 +110,34 @@ class Refused:
         return chat is not None and self._chats[(app_id, chat)] > besides
 
     def keep(self, app_id: str, payload: bytes) -> bool:
-        """Keep a refused event, last (Feishu's delivery again of one kept already: as it
-        is); False when it is not kept (a card click, the cap)."""
+        """Keep a refused event (`keep_all`); False when it is not kept (a card click, the
+        cap)."""
         kept = kept_of(payload)
-        if kept is None:
-            return False
-        if kept.event_id is not None and self._ids[(app_id, kept.event_id)] > 0:
-            return True
-        return self.keep_all(app_id, [kept], last=True) == 1
+        return kept is not None and self.keep_all(app_id, [kept]) == 1
 
-    def keep_all(self, app_id: str, events: Sequence[Kept], *, last: bool = False) -> int:
-        """Newly refused events, kept: first in the line (a step's, older than what waits
-        after them) or `last`; over the cap the newest go. How many were kept."""
+    def keep_all(self, app_id: str, events: Sequence[Kept]) -> int:
+        """Newly refused events, kept last in the line (after those kept before them: a
+        step takes its kept events ahead of its frames, so what is kept is older than what
+        a later step refuses), each once (Feishu's delivery again of one kept already, in
+        the line or in flight, is as it is); over the cap the newest go. How many are
+        kept."""
         if not events:
             return 0
         if self.cap <= 0:
             self.left_to_feishu(app_id, len(events))
             return 0
         with self._lock:
+            new: list[Kept] = []
             for event in events:
-                self._count_in(app_id, event, 1)
-            kept = self._line(app_id, events, last=last)
+                if event.event_id is None or self._ids[(app_id, event.event_id)] == 0:
+                    self._count_in(app_id, event, 1)
+                    new.append(event)
+            kept = self._line(app_id, new, last=True)
             dropped = 0
-            while self._count > self.cap and kept:
+            while self._count > self.cap and kept and dropped < len(new):
                 self._count_in(app_id, kept.pop(), -1)
                 dropped += 1
-        metrics.later("kept", len(events) - dropped)
+        metrics.later("kept", len(new) - dropped)
         if dropped:
             self.left_to_feishu(app_id, dropped)
         return len(events) - dropped
@@ -213,7 +215,7 @@ def first(refused: Refused, app_id: str, frames: Frames, step: Step,
                               and (kept := kept_of(payload)) is not None])
     again = [e for e, result in zip(earlier, results, strict=False)
              if isinstance(result, TakeLater)]
-    refused.put_back(app_id, again)  # (first: older than those just kept)
+    refused.put_back(app_id, again)  # (first: older than those still kept, and the frames)
     refused.done(app_id, [e for e, result in zip(earlier, results, strict=False)
                           if not isinstance(result, TakeLater)])
     if len(earlier) > len(again):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -114,6 +115,34 @@ def test_the_next_message_of_a_chat_with_one_kept_is_refused_and_kept_behind_it(
     take.bot_open_ids["cli_a"] = BOT
     assert take.on_frames("cli_a", []) == []
     assert [t[:2] for t in waiting(store, group)] == ["g0", "g1"]
+
+
+def test_more_kept_than_one_step_takes_keep_their_order_with_what_comes_behind(
+        client: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    """Five group messages kept while the identity is unknown; a step takes two of them at
+    once: the next message of the group, refused behind the three still kept, is taken
+    after them (it was put ahead of them, and taken before them)."""
+    store = ChatStore(client, StoreConfig())
+    take = Intake(store, Publisher(Sender(), store), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
+                  primary_app_id="cli_a", rules=Rules(require_mention=True), later_cap=100,
+                  later_at_once=2)
+    take.bot_open_ids["cli_a"] = ""
+    group = f"oc_{uuid.uuid4().hex[:8]}"
+    frames = [message(group, f"g{n}", group=True) for n in range(6)]
+    names = {json.loads(payload)["event"]["message"]["message_id"]: f"g{n}"
+             for n, (_, payload) in enumerate(frames)}
+    answers = take.on_frames("cli_a", frames[:5])
+    assert all(isinstance(a, TakeLater) for a in answers)
+    take.bot_open_ids["cli_a"] = BOT
+    with caplog.at_level(logging.DEBUG, "gateway.listener.intake"):
+        answers = take.on_frames("cli_a", frames[5:])
+        assert isinstance(answers[0], TakeLater), "behind the three still kept"
+        while len(take.refused):
+            take.on_frames("cli_a", [])
+    lines = [r.getMessage() for r in caplog.records]
+    taken = [names[line.split(" ")[1]] for line in lines
+             if line.split(" ")[1] in names and (": queued" in line or ": dispatch" in line)]
+    assert taken == ["g0", "g1", "g2", "g3", "g4", "g5"], "taken in the order they were sent"
 
 
 def test_a_card_click_is_never_kept_and_the_cap_bounds_what_is() -> None:

@@ -182,8 +182,10 @@ class Rig:
 
     def __init__(self, tmp: pytest.TempPathFactory, *, persistent: bool = False,
                  pool: str = "prefork", server: dict[str, Any] | None = None,
-                 mode: Mode = "ws", **env: str) -> None:
+                 mode: Mode = "ws", redelivery_s: tuple[float, ...] = TEST_REDELIVERY_S,
+                 **env: str) -> None:
         """`server`: more `EmbeddedRedis` options (another binary: Valkey, a stepped clock).
+        `redelivery_s`: the simulator's schedule of delivering again.
         `mode`: "webhook" runs `serve` listeners, each on a port of its own, and the
         simulator POSTs to them round-robin (TEST_WEBHOOK)."""
         self.redis = start_redis(persistent=persistent, **(server or {}))
@@ -191,7 +193,7 @@ class Rig:
         """More environment for every listener (a skewed host clock)."""
         self.mode = mode
         webhook = TEST_WEBHOOK if mode == "webhook" else None
-        self.sim = Simulator(redelivery_s=TEST_REDELIVERY_S, webhook=webhook).start()
+        self.sim = Simulator(redelivery_s=redelivery_s, webhook=webhook).start()
         self.env = {**env_for(self.redis.url, self.sim), **env}
         if webhook is not None:
             self.env.update(FEISHU_VERIFICATION_TOKEN=webhook.verification_token,
@@ -268,11 +270,12 @@ def rig_up(tmp: pytest.TempPathFactory, *, start: Start = "all", kill: bool = Fa
            concurrency: int = 2, supervise: bool = True,
            worker_env: dict[str, str] | None = None, persistent: bool = False,
            pool: str = "prefork", server: dict[str, Any] | None = None,
-           mode: Mode = "ws", **env: str) -> Iterator[Rig]:
+           mode: Mode = "ws", redelivery_s: tuple[float, ...] = TEST_REDELIVERY_S,
+           **env: str) -> Iterator[Rig]:
     """A gateway of the caller's own, closed on the way out (its processes SIGKILLed with
     `kill`, when nothing more is to be seen). `env`: settings over the tests' own
     (`env_for`); `persistent`, `pool`, `server`: as `Rig` takes them. Its simulator
-    redelivers as Feishu does (TEST_REDELIVERY_S).
+    redelivers as Feishu does (on `redelivery_s`: TEST_REDELIVERY_S unless told).
 
     `mode`: "webhook" for listeners in webhook mode (`serve`, see Rig).
 
@@ -285,7 +288,8 @@ def rig_up(tmp: pytest.TempPathFactory, *, start: Start = "all", kill: bool = Fa
             with rig_up(tmp_path_factory, GATEWAY_TASK_EVENTS="true") as rig:
                 yield rig
     """
-    rig = Rig(tmp, persistent=persistent, pool=pool, server=server, mode=mode, **env)
+    rig = Rig(tmp, persistent=persistent, pool=pool, server=server, mode=mode,
+              redelivery_s=redelivery_s, **env)
     try:
         rig.listener_env = dict(listener_env or {})
         if start != "nothing":
