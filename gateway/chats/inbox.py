@@ -15,6 +15,11 @@ from gateway.chats.chat_scripts import ChatScripts
 from gateway.chats.keys import day_of, mark_field, marks_expire_at
 from gateway.chats.model import Admission, NotDurable, TurnRef, claimed_turn, text_of
 from gateway.core.model import Message
+from gateway.core.redis_client import refused_outright
+
+_NOT_BEGUN = redis.TimeoutError("not begun: Redis failed an event before it in its batch")
+"""The answer of the events after one Redis failed in a batch: not tried (each taken later,
+after it, so none comes before an earlier message of its chat)."""
 
 
 def active_member(app_id: str, chat_type: str, chat_id: str) -> str:
@@ -94,14 +99,18 @@ class InboxSteps(ChatScripts):
         """`ingest` for each entry, in order, in one round trip (group commit: the events
         that arrived while the listener's previous step ran); each gets its admission, or
         the error its own step met (a Redis failure: a RedisError for each). With durable
-        ACKs on (each waits for its WAIT) or on a cluster, one step each: those not begun by
-        `deadline` (time.monotonic()), or after one failed to reach Redis, get an error."""
+        ACKs on (each waits for its WAIT) or on a cluster, one step each. Those not begun by
+        `deadline` (time.monotonic()), or after Redis failed one (a Redis that cannot take
+        it now; one it refused outright apart), get an error: never is a later one taken
+        while an earlier one waits."""
         if self.config.durable_ack != "none" or self.keyspace.shards or len(entries) == 1:
             out: list[Admission | Exception] = []
             for e in entries:
-                if out and isinstance(out[-1], (redis.ConnectionError, redis.TimeoutError)):
-                    out.append(out[-1])
-                    continue
+                last = out[-1] if out else None
+                if isinstance(last, redis.RedisError) and not refused_outright(last):
+                    out.append(last if isinstance(last, (redis.ConnectionError,
+                                                         redis.TimeoutError)) else _NOT_BEGUN)
+                    continue  # (the rest wait for it: none comes before it)
                 if out and deadline is not None and time.monotonic() > deadline:
                     out.append(redis.TimeoutError("not begun before its batch's deadline"))
                     continue
@@ -120,12 +129,20 @@ class InboxSteps(ChatScripts):
         except redis.RedisError as error:
             return [error for _ in entries]
         out = []
+        failed: Exception | None = None
         for (chat, keys, args), reply in zip(calls, replies, strict=True):
             if isinstance(reply, redis.exceptions.NoScriptError):  # Redis restarted: load it
-                try:
-                    reply = script(keys=keys, args=args)
-                except redis.RedisError as error:
-                    reply = error
+                if failed is None and deadline is not None and time.monotonic() > deadline:
+                    failed = redis.TimeoutError("not begun before its batch's deadline")
+                if failed is not None:  # (never a later one alone: it would come first)
+                    reply = failed
+                else:
+                    try:
+                        reply = script(keys=keys, args=args)
+                    except redis.RedisError as error:
+                        reply = error
+                        if not refused_outright(error):
+                            failed = _NOT_BEGUN
             out.append(reply if isinstance(reply, Exception) else _admission(chat, reply))
         return out
 

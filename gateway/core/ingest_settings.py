@@ -26,5 +26,6 @@ class IngestSettings(BaseSettings):
     """The most events of one long connection that one Redis step takes together (the
     events that arrived while the step before ran; 1: one at a time)."""
     ingest_later_cap: int = Field(10_000, validation_alias="FEISHU_INGEST_LATER_CAP", ge=0)
-    """Refused events a listener keeps per app (webhook mode: per server) to take later;
-    past it, a refused event is left to Feishu's delivery of it again (0: none kept)."""
+    """Refused events a listener keeps to take later (all its apps together; webhook mode:
+    per server); past it, a refused event is left to Feishu's delivery of it again (0: none
+    kept)."""

@@ -31,3 +31,20 @@ def redis_client(url: str, timeout_s: float = 5.0, *, retries: int = 1,
         return cast(redis.Redis, client)  # the same command interface, for the store
     return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                                 health_check_interval=30, retry=Retry(NoBackoff(), retries))
+
+
+PASSING = (redis.exceptions.OutOfMemoryError, redis.exceptions.BusyLoadingError,
+           redis.exceptions.NoScriptError, redis.exceptions.ReadOnlyError,
+           redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError,
+           redis.exceptions.MasterDownError, redis.exceptions.AuthenticationError,
+           redis.exceptions.NoPermissionError)
+"""Error replies of a Redis that will take the command in a moment (or once it is set
+right: its memory, a failover, its loading, its password)."""
+
+
+def refused_outright(error: redis.RedisError) -> bool:
+    """Whether Redis refused this very command, so that another try would meet the same
+    (a key of the wrong type, a script's own error), unlike a lost connection, a timeout or
+    a PASSING reply (BUSY with a script included)."""
+    return isinstance(error, redis.ResponseError) and not isinstance(error, PASSING) \
+        and error.status_code != "BUSY" and not str(error).startswith("BUSY")

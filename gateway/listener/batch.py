@@ -8,7 +8,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.core.errors import TakeLater
+import redis
+
+from gateway.core.errors import GatewayError, TakeLater
+from gateway.core.redis_client import refused_outright
 
 Outcome = Mapping[str, Any] | None | Exception
 """A frame's answer (None: a plain ACK), or the error that answers it 500."""
@@ -17,6 +20,21 @@ Outcome = Mapping[str, Any] | None | Exception
 class RedisUnavailable(TakeLater):
     """The event's Redis step failed (a timeout, a lost connection, an error): ACK 500, and
     a later step takes it."""
+
+
+class RedisRefused(GatewayError):
+    """Redis answered the event's step with an error another try would meet again (a key
+    of the wrong type, a script's own error): ACK 500, not kept (Feishu delivers it again),
+    and the rest of its batch goes on: one such event never holds its chat, nor its app."""
+
+
+def redis_failure(error: redis.RedisError) -> RedisUnavailable | RedisRefused:
+    """What a Redis error answers an event with: RedisRefused when Redis refused this very
+    step (core/redis_client.py `refused_outright`), else RedisUnavailable (kept, taken
+    later)."""
+    if refused_outright(error):
+        return RedisRefused(f"Redis refused the event's step: {error}")
+    return RedisUnavailable(f"Redis unavailable: {error}")
 
 
 class Batch:

@@ -38,7 +38,7 @@ from gateway.feishu.inbound.events import (
     parse_command,
     parse_message,
 )
-from gateway.listener.batch import Batch, Outcome, RedisUnavailable
+from gateway.listener.batch import Batch, Outcome, redis_failure
 from gateway.listener.changes import ChatChanges
 from gateway.listener.outbox import Coalescing, Outbox
 from gateway.listener.refused import Refused, chat_of_payload, first, kept_of
@@ -128,7 +128,7 @@ class Intake:
         except redis.RedisError as error:  # ACK 500: taken later (a click: clicked again)
             if event_type == CARD_EVENT:
                 raise RetryableError(f"Redis unavailable: {error}") from None
-            raise RedisUnavailable(f"Redis unavailable: {error}") from None
+            raise redis_failure(error) from None
         logger.debug("event of type %r not handled (frame type %s)", event_type, kind)
         metrics.unhandled(event_type)
         return None
@@ -195,7 +195,7 @@ class Intake:
                 results[n] = error
             except redis.RedisError as error:  # (telling a refused person)
                 metrics.event("error")
-                results[n] = batch.seen(RedisUnavailable(f"Redis unavailable: {error}"))
+                results[n] = batch.seen(redis_failure(error))
             except Exception as error:  # noqa: BLE001 (one frame's boundary: its ACK says 500)
                 metrics.event("error")
                 results[n] = error
@@ -226,7 +226,7 @@ class Intake:
                             self._publish(admission.admission.claimed)
                         raise admission
                     if isinstance(admission, redis.RedisError):
-                        raise RedisUnavailable(f"Redis unavailable: {admission}")
+                        raise redis_failure(admission)
                     if isinstance(admission, Exception):
                         raise admission
                     outcome = self._admitted(message, entry.command, admission)

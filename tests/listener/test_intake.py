@@ -13,10 +13,11 @@ from collections.abc import Iterator, Mapping
 import pytest
 import redis
 
+from gateway.chats.inbox import Entry
 from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
 from gateway.core.errors import RetryableError, TakeLater
-from gateway.core.model import GREETING
+from gateway.core.model import GREETING, Message
 from gateway.core.redis_client import redis_client
 from gateway.core.rules import Rules
 from gateway.feishu.outbound.stream_card import STOP_ACTION
@@ -214,6 +215,23 @@ def test_frames_that_arrived_together_are_taken_in_one_round_trip_in_order(
     texts = [m.text for _, m in store.pending(chat) if m is not None]
     assert texts == ["m0", "m1", "m2"], "in the order they came, the duplicate once"
     assert [m for _, m in store.pending(other) if m is not None]
+
+
+def test_after_a_redis_restart_a_batch_past_its_deadline_loads_no_script_for_the_rest(
+        client: redis.Redis) -> None:
+    """Redis lost its scripts (a restart): each message of a batch is answered NOSCRIPT and
+    the script is loaded again, one message at a time; past the batch's deadline none more
+    is begun (each would be a round trip more, past Feishu's 3 s): each gets an error (to
+    take later), none is taken."""
+    store = ChatStore(client, StoreConfig())
+    chat = f"oc_{uuid.uuid4().hex[:8]}"
+    now_ms = redis_now_ms(client)
+    entries = [Entry(Message(f"om_{uuid.uuid4().hex[:10]}", chat, "p2p", "ou_user", "text",
+                             f"m{n}", now_ms + n)) for n in range(3)]
+    client.script_flush()
+    answers = store.ingest_many(entries, deadline=time.monotonic())
+    assert all(isinstance(a, redis.TimeoutError) for a in answers), answers
+    assert store.pending(chat) == [], "none taken"
 
 
 def test_a_batch_meeting_a_redis_failure_answers_each_message_500(client: redis.Redis,

@@ -145,6 +145,23 @@ def test_more_kept_than_one_step_takes_keep_their_order_with_what_comes_behind(
     assert taken == ["g0", "g1", "g2", "g3", "g4", "g5"], "taken in the order they were sent"
 
 
+def test_an_event_redis_refuses_outright_is_not_kept_and_holds_nothing(
+        client: redis.Redis) -> None:
+    """A chat whose inbox key has the wrong type (a step Redis refuses each time, unlike a
+    blip): its message is answered 500 and left to Feishu's delivery again, not kept, so it
+    neither holds its chat nor fails the batch: the other chat's message beside it, and the
+    next messages, are taken."""
+    take, store = intake(client)
+    broken, fine = f"oc_{uuid.uuid4().hex[:8]}", f"oc_{uuid.uuid4().hex[:8]}"
+    client.set(store.keys(broken).inbox, "not a list")
+    answers = take.on_frames("cli_a", [message(broken, "b0"), message(fine, "f0")])
+    assert isinstance(answers[0], Exception) and not isinstance(answers[0], TakeLater)
+    assert "WRONGTYPE" in str(answers[0]) and answers[1] is None
+    assert len(take.refused) == 0, "not kept: Feishu delivers it again"
+    assert take.on_frames("cli_a", [message(fine, "f1")]) == [None]
+    assert waiting(store, fine) == ["f0", "f1"]
+
+
 def test_a_card_click_is_never_kept_and_the_cap_bounds_what_is() -> None:
     refused = Refused(cap=2)
     click = json.dumps({"schema": "2.0", "header": {"event_type": "card.action.trigger"},

@@ -9,10 +9,11 @@ in time, 503 when the push could not begin its step in time (gateway/feishu/gate
 pool's queue is full.
 
 An event refused for want of time, or because its step could not take it now (`TakeLater`:
-Redis, the broker, the bot's identity), is handed to `keep`: the handler's next step takes it
-first (gateway/listener/refused.py), and with nothing else to do `take_kept` is called now
-and then. Pushes of one chat begin their steps in the order they arrived (order.py), so a
-later one is never admitted first.
+Redis, the broker, the bot's identity), is handed to `keep` (gateway/listener/refused.py):
+a step of its own (`take_kept`) takes the kept events 0.2 s later, at once again while it
+takes some, backing off to 5 s while none can be taken; meanwhile a push of a chat with an
+event kept is refused and kept behind it. Pushes of one chat begin their steps in the order
+they arrived (order.py), so a later one is never admitted first.
 
 Card callbacks (a Stop or approval click, which Feishu wants answered within 3 s) have a
 small pool and queue of their own, so a burst of events queued for the Redis step never
@@ -50,7 +51,7 @@ logger = logging.getLogger(__name__)
 
 PushHandler = Callable[[str, str, bytes], Mapping[str, Any] | None]
 """(app_id, "event", plaintext payload) → the callback's answer; raising means 500
-(TakeLater: the push is kept to take later); it takes the events kept before its own."""
+(TakeLater: the push is kept to take later, as it is while an event of its chat is)."""
 SERVING = "serving"
 """The state of an app whose pushes this server takes (`status`, `health`)."""
 QUEUE_PER_THREAD = 4
