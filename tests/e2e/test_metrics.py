@@ -49,8 +49,10 @@ def value(text: str, series: str) -> float:
 
 def test_the_listeners_series_move_with_traffic(rig: Rig) -> None:
     port = rig.env["GATEWAY_METRICS_PORT"]
-    before = scrape(port)
-    assert value(before, f'gateway_connection_up{{app="{rig.sim.app_id}"}}') == 1.0
+    up = f'gateway_connection_up{{app="{rig.sim.app_id}"}}'
+    # (the simulator sees the connection a moment before the listener's own state says so)
+    before = str(wait_until(lambda: text if value(text := scrape(port), up) == 1.0 else None,
+                            10, "the listener's connection up in its metrics"))
     assert "gateway_reconnects_total" in before
     chat_id = "oc_metrics_listener"
     first = rig.sim.send_text(chat_id, "one")
