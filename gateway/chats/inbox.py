@@ -22,6 +22,18 @@ _NOT_BEGUN = redis.TimeoutError("not begun: Redis failed an event before it in i
 after it, so none comes before an earlier message of its chat)."""
 
 
+def _not_begun(before: object, deadline: float | None) -> redis.RedisError | None:
+    """Why an event's step of a batch is not begun (None: it is): Redis failed the one
+    before it (unless Redis refused that one outright: the rest go on), so it waits behind
+    it and none comes first; or the batch's deadline (time.monotonic()) passed."""
+    if isinstance(before, redis.RedisError) and not refused_outright(before):
+        return before if isinstance(before, (redis.ConnectionError, redis.TimeoutError)) \
+            else _NOT_BEGUN
+    if deadline is not None and time.monotonic() > deadline:
+        return redis.TimeoutError("not begun before its batch's deadline")
+    return None
+
+
 def active_member(app_id: str, chat_type: str, chat_id: str) -> str:
     """A chat's member of the index of recently active chats: `<app_id>|<chat_type>|<chat_id>`
     (chat_type `p2p` or `group`; gateway/chats/active.py reads it back)."""
@@ -106,13 +118,9 @@ class InboxSteps(ChatScripts):
         if self.config.durable_ack != "none" or self.keyspace.shards or len(entries) == 1:
             out: list[Admission | Exception] = []
             for e in entries:
-                last = out[-1] if out else None
-                if isinstance(last, redis.RedisError) and not refused_outright(last):
-                    out.append(last if isinstance(last, (redis.ConnectionError,
-                                                         redis.TimeoutError)) else _NOT_BEGUN)
-                    continue  # (the rest wait for it: none comes before it)
-                if out and deadline is not None and time.monotonic() > deadline:
-                    out.append(redis.TimeoutError("not begun before its batch's deadline"))
+                held = _not_begun(out[-1], deadline) if out else None
+                if held is not None:
+                    out.append(held)
                     continue
                 try:
                     out.append(self.ingest(e.message, e.command, busy=e.busy, app_id=e.app_id))
@@ -129,20 +137,18 @@ class InboxSteps(ChatScripts):
         except redis.RedisError as error:
             return [error for _ in entries]
         out = []
-        failed: Exception | None = None
+        loaded: object = None  # (the last step loaded again: its answer, or its error)
         for (chat, keys, args), reply in zip(calls, replies, strict=True):
             if isinstance(reply, redis.exceptions.NoScriptError):  # Redis restarted: load it
-                if failed is None and deadline is not None and time.monotonic() > deadline:
-                    failed = redis.TimeoutError("not begun before its batch's deadline")
-                if failed is not None:  # (never a later one alone: it would come first)
-                    reply = failed
+                held = _not_begun(loaded, deadline)
+                if held is not None:
+                    reply = held
                 else:
                     try:
                         reply = script(keys=keys, args=args)
                     except redis.RedisError as error:
                         reply = error
-                        if not refused_outright(error):
-                            failed = _NOT_BEGUN
+                loaded = reply
             out.append(reply if isinstance(reply, Exception) else _admission(chat, reply))
         return out
 

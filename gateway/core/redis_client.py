@@ -47,4 +47,4 @@ def refused_outright(error: redis.RedisError) -> bool:
     (a key of the wrong type, a script's own error), unlike a lost connection, a timeout or
     a PASSING reply (BUSY with a script included)."""
     return isinstance(error, redis.ResponseError) and not isinstance(error, PASSING) \
-        and error.status_code != "BUSY" and not str(error).startswith("BUSY")
+        and not str(error).startswith("BUSY")

@@ -3,13 +3,12 @@ from a side connection, the burst, and each chat's start order."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
 import redis
 
-from tests.support.agents import events_key
+from tests.support.replies import agent_events
 from tests.support.rig import Rig
 
 CHATS = 60
@@ -63,8 +62,7 @@ def send_burst(rig: Rig, run: str) -> dict[str, list[str]]:
 
 def first_starts(client: redis.Redis, chat: str) -> list[str]:
     started: list[str] = []
-    for raw in client.lrange(events_key(chat), 0, -1):
-        event = json.loads(raw)
+    for event in agent_events(client, chat):
         if event["event"] == "start":
             for message_id in event.get("message_ids") or [event["message_id"]]:
                 if message_id not in started:
