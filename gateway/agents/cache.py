@@ -55,10 +55,12 @@ SCOPES = ("chat", "user", "thread")
 def conversation_of(chat_id: str, scope: str, *, chat_type: str = "", sender: str = "",
                     thread_id: str = "") -> str:
     """Whose conversation a turn continues (FEISHU_SESSION_SCOPE): the chat's; in a group
-    each user's own (`user`); each thread's own (`thread`, the chat's outside threads)."""
+    each user's own (`user`); each thread's own (`thread`, the chat's outside threads).
+    `chat_id` is the turn's state id: a topic's own (`oc_…/omt_…`) under the order scope
+    `thread`, already a conversation apart."""
     if scope == "user" and chat_type == "group" and sender:
         return f"{chat_id}/{sender}"
-    if scope == "thread" and thread_id:
+    if scope == "thread" and thread_id and not chat_id.endswith(f"/{thread_id}"):
         return f"{chat_id}/{thread_id}"
     return chat_id
 

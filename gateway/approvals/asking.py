@@ -95,7 +95,7 @@ class Asker:
         uuid, so a resend after a crash between sending and recording finds the first);
         rewritten when the request asks another question now. None (the request expired)
         when it cannot be sent."""
-        card = pending_card(request_id, prompt, message.chat_id)
+        card = pending_card(request_id, prompt, message.chat_id, message.thread_id)
         card_id = opened.card
         try:
             if not card_id:

@@ -27,10 +27,14 @@ def _prompt(prompt: str) -> dict[str, Any]:
     return {"tag": "div", "text": {"tag": "plain_text", "content": _shown(prompt)}}
 
 
-def pending_card(request_id: str, prompt: str, chat_id: str) -> dict[str, Any]:
+def pending_card(request_id: str, prompt: str, chat_id: str,
+                 thread_id: str = "") -> dict[str, Any]:
+    """The card asking; its buttons name the chat, and the topic (thread) the request was
+    asked in, whose state keeps it."""
+    bound = {"chat_id": chat_id, **({"thread_id": thread_id} if thread_id else {})}
     buttons = [{"tag": "button", "text": {"tag": "plain_text", "content": LABELS[d]},
                 "type": BUTTON_TYPES[d],
-                "value": {"request_id": request_id, "decision": d, "chat_id": chat_id}}
+                "value": {"request_id": request_id, "decision": d, **bound}}
                for d in DECISIONS]
     return _card("Approval needed", "orange", [
         _prompt(prompt), {"tag": "action", "actions": buttons},

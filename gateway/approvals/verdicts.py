@@ -51,7 +51,8 @@ class Verdicts:
         context = _mapping(event.get("context"))
         bound_to = text_field(value.get("chat_id"))
         chat_id = text_field(context.get("open_chat_id")) or bound_to
-        state = self.book.keyspace.scope.of(chat_id, app_id)  # the clicked bot's requests
+        state = self.book.keyspace.scope.of(  # the clicked bot's requests (in its topic)
+            chat_id, app_id, text_field(value.get("thread_id")))
         token = text_field(event.get("token") or _mapping(payload.get("header")).get("event_id"))
         request = self.book.get(state, request_id) if chat_id else None
         if request is None or (bound_to and bound_to != chat_id):

@@ -17,6 +17,7 @@ from typing import Literal
 from gateway.chats.chat_scripts import ChatScripts
 from gateway.chats.keys import DAY_MS, ChatKeys, day_of, mark_field, marks_expire_at
 from gateway.chats.model import TurnRef, claimed_turn, text_of
+from gateway.chats.scope import TOPIC, topic_of
 from gateway.core.model import Message
 
 Revised = Literal["revised", "kept", "started", "answered", "older"]
@@ -45,7 +46,10 @@ def _change(chat_id: str, reply: list[str]) -> Change:
 class ChangeSteps(ChatScripts):
     def withdraw(self, chat_id: str, message_id: str) -> Change:
         """The sender withdrew the message: it is never answered (see lua/withdraw.lua).
-        `chat_id`: the state id (gateway/chats/scope.py), as for every step below."""
+        `chat_id`: the state id (gateway/chats/scope.py), as for every step below; a recall
+        does not say the topic of its message: under the order scope `thread` the message's
+        mark names it (`topic_of_message`)."""
+        chat_id = self.topic_of_message(chat_id, message_id, None)
         k = self.keys(chat_id)
         candidates, expiries = self._marks(k, message_id, None)  # (a recall has no date)
         reply = self._scripts["withdraw"](
@@ -57,7 +61,12 @@ class ChangeSteps(ChatScripts):
     def revise(self, message: Message, update_ms: int) -> Revised:
         """The sender edited the message: a waiting one takes the new version, one that
         came no earlier gets it when it comes (see lua/revise.lua)."""
-        k = self.keys(self.keyspace.scope.of_message(message))
+        chat_id = self.keyspace.scope.of_message(message)
+        if not message.thread_id:  # (an edit may not say its topic either)
+            chat_id = self.topic_of_message(chat_id, message.message_id,
+                                            day_of(message.create_time_ms))
+            message = dataclasses.replace(message, thread_id=topic_of(chat_id))
+        k = self.keys(chat_id)
         mid = message.message_id
         candidates, expiries = self._marks(k, mid, day_of(message.create_time_ms))
         reply = self._scripts["revise"](
@@ -78,6 +87,30 @@ class ChangeSteps(ChatScripts):
         days = range(today - ttl_s * 1000 // DAY_MS - 2, today + 2)
         return ([*(k.marks(d, message_id) for d in days), k.marks(None, message_id)],
                 json.dumps([*(marks_expire_at(d, ttl_s) for d in days), 0]))
+
+    def topic_of_message(self, chat_id: str, message_id: str, day: int | None) -> str:
+        """The state id of the topic a message of chat state `chat_id` was admitted to, by
+        its dedupe mark (ingest.lua marks a topic's message with its thread id); `chat_id`
+        when it was admitted to the chat's own state, is not admitted, or topics are not
+        states of their own here."""
+        if not self.keyspace.scope.per_thread or topic_of(chat_id):
+            return chat_id
+        candidates, _ = self._marks(self.keys(chat_id), message_id, day)
+        field = mark_field(message_id)
+        with self.redis.pipeline(transaction=False) as pipe:
+            for key in candidates:
+                pipe.hget(key, field)
+            marks = [text_of(m) for m in pipe.execute() if m is not None]
+        topics = [m for m in marks if m not in ("1", "withdrawn", "edited")]
+        return f"{chat_id}{TOPIC}{topics[0]}" if topics else chat_id
+
+    def evict_all(self, chat_id: str, at_ms: int) -> list[Change]:
+        """`evict` the chat's own state and each of its topics (those its index of topics
+        keeps, ChatKeys.topics): the chat's first."""
+        topics = [text_of(t) for t in self.redis.zrange(self.keys(chat_id).topics, 0, -1)] \
+            if self.keyspace.scope.per_thread and not topic_of(chat_id) else []
+        return [self.evict(state, at_ms)
+                for state in (chat_id, *(f"{chat_id}{TOPIC}{t}" for t in topics))]
 
     def evict(self, chat_id: str, at_ms: int) -> Change:
         """The bot was removed from the chat at `at_ms` (Feishu's clock; 0 unknown: now): its

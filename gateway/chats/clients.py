@@ -11,9 +11,11 @@ from gateway.core.settings import Settings
 
 def keyspace(s: Settings) -> Keyspace:
     """Where each chat's keys live; with several apps (FEISHU_APPS) each app's view of a chat
-    has a state of its own (gateway/chats/scope.py)."""
+    has a state of its own, and under the order scope `thread` so has each topic
+    (gateway/chats/scope.py)."""
     return Keyspace(s.state_shards if s.redis_cluster else 0,
-                    ChatScope(per_app=len(s.apps) > 1, primary_app=s.primary_app_id))
+                    ChatScope(per_app=len(s.apps) > 1, primary_app=s.primary_app_id,
+                              per_thread=s.order_scope == "thread"))
 
 
 def store_config(s: Settings) -> StoreConfig:

@@ -10,6 +10,10 @@ every script touches one slot, and the N shards spread over the cluster's master
 The id a `ChatKeys` is built from is the chat's *state id* (gateway/chats/scope.py): the
 Feishu chat id with one app (`gw:{oc_team}:lease`), `<chat_id>@<app_id>` when several apps
 share the state (`gw:{oc_team@cli_b}:lease`; on a cluster its shard is the CRC32 of that id).
+A topic's state (`oc_team/omt_1`, under the order scope `thread`) keeps its keys under its
+chat's hash tag and shard (`gw:{oc_team}/omt_1:lease`), so a script may touch both, and
+shares a few of its chat's: the dedupe marks, edits, `left`, `latenote`, `told` and the
+chat's index of its topics (`ChatKeys.chat_prefix`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 
-from gateway.chats.scope import ChatScope
+from gateway.chats.scope import TOPIC, ChatScope, split_topic
 
 INDEX_KEY = "gw:chats"
 """Sorted set: state id → when (server ms) the sweeper should look at the chat next."""
@@ -45,9 +49,27 @@ class ChatKeys:
 
     @property
     def prefix(self) -> str:
+        """The state's own keys: its chat's (`chat_prefix`), or a topic's beside them."""
+        chat_state, thread_id = split_topic(self.chat_id)
         if self.shard is None:
-            return f"gw:{{{self.chat_id}}}"
+            topic = f"{TOPIC}{thread_id}" if thread_id else ""
+            return f"gw:{{{chat_state}}}{topic}"
         return f"{shard_prefix(self.shard)}:c:{self.chat_id}"
+
+    @property
+    def chat_prefix(self) -> str:
+        """The keys a chat's topics share with it (the same as `prefix` outside topics)."""
+        chat_state = split_topic(self.chat_id)[0]
+        if self.shard is None:
+            return f"gw:{{{chat_state}}}"
+        return f"{shard_prefix(self.shard)}:c:{chat_state}"
+
+    @property
+    def topics(self) -> str:
+        """Sorted set, the chat's: thread id → when (server ms) a message of that topic was
+        last admitted, the newest TOPICS_CAP kept (lua/ingest.lua); read by the operator's
+        `chat` and by a removal of the bot, which acts on every topic."""
+        return f"{self.chat_prefix}:topics"
 
     @property
     def index(self) -> str:
@@ -131,7 +153,7 @@ class ChatKeys:
     @property
     def told(self) -> str:
         """The chat's user was told their direct message was refused (expires)."""
-        return f"{self.prefix}:told"
+        return f"{self.chat_prefix}:told"
 
     def click(self, token: str) -> str:
         """One card click's (or /approve's) token, so a redelivered one counts once."""
@@ -144,31 +166,31 @@ class ChatKeys:
     def seen(self, message_id: str) -> str:
         """String: one message's dedupe mark in the layout before marks by day (read for
         messages older than the process, whose marks an earlier version may have kept)."""
-        return f"{self.prefix}:seen:{message_id}"
+        return f"{self.chat_prefix}:seen:{message_id}"
 
     def marks(self, day: int | None, message_id: str) -> str:
         """Hash: the dedupe marks of the chat's messages created on `day` (UTC days since
         the epoch, by Feishu's create_time), a field per message (`mark_field`,
         lua/include/marks.lua); a message without a create time (`day` None) has its own."""
         if day is None:
-            return f"{self.prefix}:seen:n:{message_id}"
-        return f"{self.prefix}:seen:d{day}"
+            return f"{self.chat_prefix}:seen:n:{message_id}"
+        return f"{self.chat_prefix}:seen:d{day}"
 
     def edit(self, message_id: str) -> str:
         """Hash: the newest edit of a message (lua/revise.lua), kept for it when it came
         first."""
-        return f"{self.prefix}:edit:{message_id}"
+        return f"{self.chat_prefix}:edit:{message_id}"
 
     @property
     def left(self) -> str:
         """String: when the bot was last removed from the chat (lua/evict.lua)."""
-        return f"{self.prefix}:left"
+        return f"{self.chat_prefix}:left"
 
     @property
     def late_noted(self) -> str:
         """String: the chat was told lately that its late messages were not answered
         (lua/ingest.lua: one notice for all the messages of one outage)."""
-        return f"{self.prefix}:latenote"
+        return f"{self.chat_prefix}:latenote"
 
     @property
     def all(self) -> list[str]:
@@ -178,6 +200,8 @@ class ChatKeys:
 
 
 DAY_MS = 86_400_000
+TOPICS_CAP = 1000
+"""The topics a chat's index keeps (`ChatKeys.topics`), the most recently active."""
 FEISHU_MESSAGE_ID = re.compile(r"om_[0-9a-f]{32}")
 
 
@@ -241,7 +265,8 @@ class Keyspace:
         """The keys of the state `chat_id` names (a state id, gateway/chats/scope.py)."""
         if self.shards <= 0:
             return ChatKeys(chat_id)
-        return ChatKeys(chat_id, zlib.crc32(chat_id.encode()) % self.shards)
+        chat_state = split_topic(chat_id)[0]  # (a topic lives in its chat's shard)
+        return ChatKeys(chat_id, zlib.crc32(chat_state.encode()) % self.shards)
 
     @property
     def _shard_numbers(self) -> list[int | None]:

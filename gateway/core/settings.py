@@ -148,10 +148,17 @@ class Settings(IngestSettings, WebhookSettings, BaseSettings):
     fetch_max_bytes: int = Field(20 * 1024 * 1024, validation_alias="FEISHU_FETCH_MAX_BYTES",
                                  ge=1)
     """`turn.fetch` downloads attachments up to this size."""
+    order_scope: Literal["chat", "thread"] = Field("thread",
+                                                   validation_alias="GATEWAY_ORDER_SCOPE")
+    """What runs one turn at a time, in order: each thread or topic of a chat apart from the
+    rest (`thread`: topics run side by side, and each is a conversation of its own with its
+    own /stop and /new), or the whole chat (`chat`). Messages outside any thread keep the
+    chat's own queue either way."""
     session_scope: Literal["chat", "user", "thread"] = Field(
         "chat", validation_alias="FEISHU_SESSION_SCOPE")
-    """Whose conversation an agent continues: the chat's, each user's in a group, or each
-    thread's. Turns of one chat still run one at a time, in order; /new renews them all."""
+    """Whose conversation an agent continues: the chat's (under GATEWAY_ORDER_SCOPE=thread a
+    topic's own), each user's in a group, or each thread's. With GATEWAY_ORDER_SCOPE=chat,
+    turns of one chat run one at a time and /new renews every conversation of the chat."""
     streaming: bool = Field(True, validation_alias="FEISHU_STREAMING")
     """An agent that returns its answer in pieces is shown as it writes: in a card, or (reply
     format text or post) in one message edited in place."""

@@ -67,10 +67,13 @@ class ChatChanges:
                         state, _said(change))
             return self._went_on(change)
         if event_type == ev.BOT_REMOVED:
-            change = self.store.evict(state, chat.at_ms)
-            logger.info("bot removed from chat %s: %d waiting message(s) dropped, turn %s",
-                        state, change.dropped, change.how)
-            return self._went_on(change)
+            changes = self.store.evict_all(state, chat.at_ms)  # (its topics' too)
+            for change in changes:
+                self._went_on(change)
+            logger.info("bot removed from chat %s: %d waiting message(s) dropped, turn %s%s",
+                        state, sum(c.dropped for c in changes), changes[0].how,
+                        f" ({len(changes) - 1} topic(s) too)" if len(changes) > 1 else "")
+            return changes[0].how
         if event_type == ev.BOT_ADDED:
             return self._greet(chat, self.welcome_group, "group", app_id)
         if chat.last_message_id:  # (P2P_ENTERED) not a first visit

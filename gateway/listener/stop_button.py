@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.approvals.policy import may_decide
+from gateway.chats.scope import chat_of
 from gateway.chats.store import ChatStore
 from gateway.core.logs import shown
 from gateway.feishu.inbound.events import text_field
@@ -62,7 +63,7 @@ class StopButton:
             logger.warning("stop click by %s ignored: the button names no turn", shown(clicker))
             return _toast("error", "This button names no answer to stop.")
         shown_in = text_field(_mapping(event.get("context")).get("open_chat_id"))
-        if shown_in and shown_in != chat.split("@", 1)[0]:  # (a state id: chat@app)
+        if shown_in and shown_in != chat_of(chat):  # (a state id: chat@app/topic)
             logger.warning("stop click by %s refused: a button of chat %s clicked in %s",
                            shown(clicker), shown(chat), shown(shown_in))
             return _toast("error", "This button names no answer to stop.")

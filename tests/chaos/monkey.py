@@ -8,6 +8,7 @@ import re
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -275,13 +276,15 @@ def count_replies(rig: Rig, sent: dict[str, list[str]], tags: dict[str, str],
 
 
 def count_order(rig: Rig, client: redis.Redis, sent: dict[str, list[str]],
-                figures: Figures, redis_clock: SteppedClock | None) -> None:
+                figures: Figures, redis_clock: SteppedClock | None,
+                topics: Mapping[str, str] | None = None) -> None:
     """A message is never overtaken by a later one while it waited in its chat's inbox: it
     was admitted (ACKed) before the later one's turn fixed its messages (`began_ms`, on
     Redis's clock, `redis_clock` when the run steps it), yet started after it. One that
     Feishu could only deliver after that (refused during the Redis restart or while the
     listener could not start) is a late arrival, not a violation; so is one read back after
-    the outage that a later, pushed one overtook. Two read back keep their order."""
+    the outage that a later, pushed one overtook. Two read back keep their order. In a
+    group with topics (`topics`: message id → its thread), the order is each topic's."""
     admitted: dict[str, float] = {}
     for ack in rig.sim.acks:
         if ack.code == 200 and ack.message_id and ack.message_id not in admitted:
@@ -299,6 +302,8 @@ def count_order(rig: Rig, client: redis.Redis, sent: dict[str, list[str]],
                         began[message_id] = began_at(event, redis_clock)
         for i, earlier in enumerate(message_ids):
             for later in message_ids[i + 1:]:
+                if topics and topics.get(earlier, "") != topics.get(later, ""):
+                    continue  # (topics run side by side)
                 if earlier in first_start and later in first_start and \
                         first_start[later] < first_start[earlier]:
                     both_read_back = earlier not in pushed and later not in pushed

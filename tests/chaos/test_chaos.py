@@ -1,5 +1,6 @@
 """The product's own chaos suite: >= 2,000 messages over >= 50 chats (direct messages,
-groups where two users @mention the bot under mention gating, groups in busy mode `merge`
+groups where two users @mention the bot under mention gating, one of them writing in three
+topics that run side by side (order kept per topic), groups in busy mode `merge`
 where they write in bursts of three, and chats whose turns ask for approval, clicked by
 their user) with two worker processes and turns of 10-200 ms, while
 workers are SIGKILLed every few seconds (approvals' waits included), the listener is
@@ -78,9 +79,10 @@ GROUP_USERS = ("ou_user_1", "ou_user_2")
 
 
 def kind_of(chat_index: int) -> str:
-    """Of every ten chats: six direct messages, two groups, one group merging the messages
-    that come while its turn runs, one asking for approvals."""
-    return {9: "approvals", 8: "merge", 7: "group", 6: "group"}.get(chat_index % 10, "dm")
+    """Of every ten chats: six direct messages, a group, a group whose messages go to three
+    topics (each its own queue), one group merging the messages that come while its turn
+    runs, one asking for approvals."""
+    return {9: "approvals", 8: "merge", 7: "group", 6: "topics"}.get(chat_index % 10, "dm")
 
 
 def chat_ids(run_id: str) -> list[str]:
@@ -137,18 +139,20 @@ def tag(chat: str, n: int) -> str:
     return f"<{chat[-2:]}#{n}>"
 
 
-def send_all(rig: Rig, run_id: str, spread_s: float,
-             hang_max_s: float = 0.2) -> tuple[dict[str, list[str]], dict[str, str]]:
+def send_all(rig: Rig, run_id: str, spread_s: float, hang_max_s: float = 0.2
+             ) -> tuple[dict[str, list[str]], dict[str, str], dict[str, str]]:
     """Every chat's messages, in the order they were sent (round robin over the chats),
-    spread over `spread_s` so the faults meet arrivals as well as turns, and each message's
-    tag. In a group the two users take turns, each @mentioning the bot; a merge group's
-    users write in bursts of `BURST`; in an approvals chat every fourth turn asks."""
+    spread over `spread_s` so the faults meet arrivals as well as turns, each message's
+    tag, and the topic (thread) of each message sent in one. In a group the two users take
+    turns, each @mentioning the bot; a merge group's users write in bursts of `BURST`; in
+    an approvals chat every fourth turn asks."""
     rng = random.Random(run_id)
     pace_s = spread_s / (CHATS * PER_CHAT)
     began = time.monotonic()
     chats = chat_ids(run_id)
     sent: dict[str, list[str]] = {chat: [] for chat in chats}
     tags: dict[str, str] = {}
+    topics: dict[str, str] = {}
     for n in range(PER_CHAT):
         for c, chat in enumerate(chats):
             ahead_s = began + (n * CHATS + c) * pace_s - time.monotonic()
@@ -162,17 +166,20 @@ def send_all(rig: Rig, run_id: str, spread_s: float,
                 if kind == "approvals" and k % 4 == 0:
                     text = f"approve 120 k{k} may I go on with {tag(chat, k)}?"
                 try:
-                    if kind in ("group", "merge"):
+                    thread = f"omt_{chat[-2:]}_{k % 3}" if kind == "topics" else None
+                    if kind in ("group", "merge", "topics"):
                         message_id = rig.sim.send_text(
                             chat, text, chat_type="group", sender_open_id=GROUP_USERS[k % 2],
-                            mentions=[rig.sim.mention_bot()])
+                            mentions=[rig.sim.mention_bot()], thread_id=thread)
+                        if thread:
+                            topics[message_id] = thread
                     else:
                         message_id = rig.sim.send_text(chat, text)
                 except TimeoutError:  # no connection for 10 s: Feishu never delivered it
                     continue
                 sent[chat].append(message_id)
                 tags[message_id] = tag(chat, k)
-    return sent, tags
+    return sent, tags, topics
 
 
 @pytest.mark.chaos
@@ -188,7 +195,7 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, run_id:
     monkey = Monkey(rig, enabled, run_s=run_s, redis_clock=clocks.redis).start()
     clicker = Clicker(rig).start()
     try:
-        sent, tags = send_all(rig, run_id, run_s * 0.8, HANG_MAX_S.get(faults, 0.06))
+        sent, tags, topics = send_all(rig, run_id, run_s * 0.8, HANG_MAX_S.get(faults, 0.06))
     finally:
         monkey.stop()
     assert not monkey.errors, monkey.errors
@@ -208,7 +215,7 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, run_id:
     figures.quiescence_s = round(time.monotonic() - clock, 1)
     figures.injected = {**monkey.injected, "approval clicks": clicker.clicks}
     count_replies(rig, sent, tags, figures)
-    count_order(rig, client, sent, figures, clocks.redis)
+    count_order(rig, client, sent, figures, clocks.redis, topics)
     count_leftovers(rig, client, list(sent), figures)
     figures.examples = figures.examples[:10]
     request.node.user_properties.append((FIGURES, figures.line()))  # for the summary

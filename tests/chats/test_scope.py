@@ -24,7 +24,7 @@ from gateway.ops.embedded_redis import EmbeddedRedis
 from tests.support.rig import client_of
 from tests.support.store import msg, pending_ids, store_for
 
-TWO_APPS = ChatScope(per_app=True, primary_app="cli_a")
+TWO_APPS = ChatScope(per_app=True, primary_app="cli_a", per_thread=True)
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_with_several_apps_each_app_has_its_own_state_of_the_chat() -> None:
 def test_the_settings_key_by_app_only_when_several_apps_are_listed() -> None:
     one = keyspace(load_settings(feishu_app_id="cli_a", feishu_app_secret="s",
                                  feishu_apps=""))
-    assert one.scope == ChatScope(per_app=False, primary_app="cli_a")
+    assert one.scope == ChatScope(per_app=False, primary_app="cli_a", per_thread=True)
     two = keyspace(load_settings(feishu_app_id="cli_a", feishu_app_secret="s",
                                  feishu_apps="cli_b:t"))
     assert two.scope == TWO_APPS

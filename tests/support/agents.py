@@ -61,10 +61,13 @@ def _began_ms(client: redis.Redis, turn: Turn) -> int | None:
     """When the turn's messages were fixed, in Redis's ms: the lease's `since_ms`, written
     by the step that made it run (start, or the claim a worker went straight on with); None
     once another turn holds the chat (or under another key layout)."""
-    fence, since = client.hmget(ChatKeys(turn.chat_id).lease, ["fence", "since_ms"])
-    if fence is None or since is None or int(fence) != turn.fence:
-        return None
-    return int(since)
+    thread = turn.message.thread_id  # (a topic's turn: its topic's lease, order scope thread)
+    states = [f"{turn.chat_id}/{thread}"] if thread else []
+    for state in [*states, turn.chat_id]:
+        fence, since = client.hmget(ChatKeys(state).lease, ["fence", "since_ms"])
+        if fence is not None and since is not None and int(fence) == turn.fence:
+            return int(since)
+    return None
 
 
 def _record(client: redis.Redis, turn: Turn, event: str) -> None:

@@ -9,19 +9,26 @@ several apps, each app's bot keeps its own state of the chat (gateway/chats/scop
   (the acting commands refuse when several bots have state there, and list them);
 - `oc_team@`: the state kept by chat alone, from before the keying by app.
 
+Under the order scope `thread`, each topic of a chat has its own state, named
+`<chat state>/<thread_id>` (`oc_team/omt_1`, `oc_team@cli_b/omt_1`): the acting commands
+act on the topic so named, and `chat oc_team` lists the chat's topics under its own state.
+
 A turn id (`revoke`, `retry`) carries its state id already.
 """
 
 from __future__ import annotations
 
 from gateway.chats.admin import known
-from gateway.chats.scope import SEPARATOR, ChatScope, split_state, state_id
+from gateway.chats.scope import SEPARATOR, TOPIC, ChatScope, split_state, split_topic, state_id
 from gateway.core.errors import Refused
 from gateway.ops.cli.context import Ops
 
 
 def named(scope: ChatScope, name: str, app: str, apps: tuple[str, ...]) -> list[str]:
     """The state ids `name` (and `--app`) may mean, most specific first (pure)."""
+    chat_state, thread_id = split_topic(name)
+    if thread_id:
+        return [f"{s}{TOPIC}{thread_id}" for s in named(scope, chat_state, app, apps)]
     chat, own = split_state(name)
     if not chat:
         raise Refused(f"{name!r} names no chat (they read oc_…, or oc_…@cli_… for one bot)")

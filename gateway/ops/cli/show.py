@@ -75,6 +75,19 @@ def chat(console: Console, view: dict[str, Any]) -> None:
     for u in view["undelivered"]:
         console.print(f"  undelivered: {u.get('message_id')} ({u.get('purpose')}): "
                       f"{u.get('error')}", markup=False)
+    _topics(console, view.get("topics"))
+
+
+def _topics(console: Console, topics: dict[str, Any] | None) -> None:
+    if topics is None:
+        return
+    active = topics["active"]
+    console.print(f"  topics: {topics['known']} known, {len(active)} with a turn or waiting "
+                  "messages")
+    for row in active:
+        turn = "idle" if row["state"] == "idle" else \
+            f"{row['state']} {row['message_id'] or '-'} for {_duration(row['for_s'])}"
+        console.print(f"    {row['chat_id']}: {turn}, {row['pending']} pending", markup=False)
 
 
 def each_chat(console: Console, views: list[dict[str, Any]]) -> None:
