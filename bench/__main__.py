@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import contenders, dedupe, ingest, quota, releases, report, sweep
+from bench import contenders, dedupe, ingest, quota, releases, report, sweep, topics
 from bench.stack import stack
 from gateway.ops.processes import REPO
 
@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                           args.overload_burst, args.ack_burst)
         step("one listener's ingest ceiling, one event per step / in groups")
         r["ingest"] = ingest.measure(st)
+        step("the order scope thread against chat")
+        r["topics"] = topics.measure(st.client)
         step("dedupe marks")
         r["dedupe"] = dedupe.measure(st.client)
         step("replies per minute under Feishu's default quota, without / with reactions")

@@ -96,6 +96,12 @@ def rows(r: dict[str, Any]) -> list[Row]:
                     f"{one['ceiling_per_s']:,} / {grouped['ceiling_per_s']:,} ({_f(ratio, 'x')}"
                     f"; {_f(list(grouped['ack_p99_ms'].values())[-1], ' ms')})",
                     ">= 3x", _ok(ratio >= 3)))
+    if "topics" in r:
+        ratio = r["topics"]["ratio"]
+        out.append(("order scope thread / chat (2,000 messages in 20 groups of 10 topics, the "
+                    "chat steps one at a time): ingest/s, turns/s, Redis bytes a message left",
+                    f"{_f(ratio['ingest_per_s'], 'x')} / {_f(ratio['turns_per_s'], 'x')} / "
+                    f"{_f(ratio['redis_bytes_per_message'], 'x')}", "stated", ""))
     if "dedupe" in r:
         mine, before = r["dedupe"]["the gateway"], r["dedupe"]["key per id (the layout before)"]
         out.append(("dedupe mark bytes per message, a chat's 1 / 10 / 300 messages a day "

@@ -10,6 +10,7 @@ one listener and one worker slot would; and what each leaves in Redis.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 from typing import Any
@@ -67,13 +68,18 @@ def _run(client: redis.Redis, tag: str, per_thread: bool) -> dict[str, Any]:
             "redis_bytes_per_message": round(size / len(messages))}
 
 
-def measure(client: redis.Redis) -> dict[str, Any]:
-    """Chat scope, then thread scope, on `client`'s Redis; the ratios thread / chat."""
-    chat = _run(client, "osc", per_thread=False)
-    thread = _run(client, "ost", per_thread=True)
-    return {"chat": chat, "thread": thread, "ratio": {
-        k: round(thread[k] / chat[k], 2) for k in ("ingest_per_s", "turns_per_s",
-                                                     "redis_bytes_per_message")}}
+def measure(client: redis.Redis, rounds: int = 5) -> dict[str, Any]:
+    """Chat scope, then thread scope, `rounds` times in turn on `client`'s Redis (the host's
+    noise meets both alike): each figure's median, and the ratios thread / chat."""
+    runs: dict[str, list[dict[str, Any]]] = {"chat": [], "thread": []}
+    for n in range(rounds):
+        runs["chat"].append(_run(client, f"osc{n}", per_thread=False))
+        runs["thread"].append(_run(client, f"ost{n}", per_thread=True))
+    figures = ("ingest_per_s", "turns_per_s", "redis_bytes_per_message")
+    median = {scope: {k: statistics.median(r[k] for r in rs) for k in figures}
+              for scope, rs in runs.items()}
+    return {**median, "ratio": {k: round(median["thread"][k] / median["chat"][k], 2)
+                                for k in figures}}
 
 
 def main() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -46,10 +47,18 @@ def _change(chat_id: str, reply: list[str]) -> Change:
 class ChangeSteps(ChatScripts):
     def withdraw(self, chat_id: str, message_id: str) -> Change:
         """The sender withdrew the message: it is never answered (see lua/withdraw.lua).
-        `chat_id`: the state id (gateway/chats/scope.py), as for every step below; a recall
-        does not say the topic of its message: under the order scope `thread` the message's
-        mark names it (`topic_of_message`)."""
-        chat_id = self.topic_of_message(chat_id, message_id, None)
+        `chat_id`: the state id (gateway/chats/scope.py), as for every step below. A recall
+        does not say its message's topic: under the order scope `thread` the chat's own
+        state is asked first (its tombstone goes into the marks every topic shares), then
+        each live topic (`live_topics`) until one held the message."""
+        change = Change("unknown")
+        for state in self._chat_and_topics(chat_id):
+            change = self._withdraw(state, message_id)
+            if change.how != "unknown":
+                break
+        return change
+
+    def _withdraw(self, chat_id: str, message_id: str) -> Change:
         k = self.keys(chat_id)
         candidates, expiries = self._marks(k, message_id, None)  # (a recall has no date)
         reply = self._scripts["withdraw"](
@@ -60,12 +69,19 @@ class ChangeSteps(ChatScripts):
 
     def revise(self, message: Message, update_ms: int) -> Revised:
         """The sender edited the message: a waiting one takes the new version, one that
-        came no earlier gets it when it comes (see lua/revise.lua)."""
+        came no earlier gets it when it comes (see lua/revise.lua). An edit that does not
+        say its topic (under the order scope `thread`) goes to the chat's own state first,
+        then, while the message waits no more there, to each live topic."""
         chat_id = self.keyspace.scope.of_message(message)
-        if not message.thread_id:  # (an edit may not say its topic either)
-            chat_id = self.topic_of_message(chat_id, message.message_id,
-                                            day_of(message.create_time_ms))
-            message = dataclasses.replace(message, thread_id=topic_of(chat_id))
+        outcome: Revised = "answered"
+        for state in self._chat_and_topics(chat_id) if not message.thread_id else [chat_id]:
+            outcome = self._revise(
+                dataclasses.replace(message, thread_id=topic_of(state)), state, update_ms)
+            if outcome != "answered":
+                break
+        return outcome
+
+    def _revise(self, message: Message, chat_id: str, update_ms: int) -> Revised:
         k = self.keys(chat_id)
         mid = message.message_id
         candidates, expiries = self._marks(k, mid, day_of(message.create_time_ms))
@@ -74,6 +90,25 @@ class ChangeSteps(ChatScripts):
             args=[mid, update_ms, message.to_json(), self.config.dedupe_ttl_s, mark_field(mid),
                   expiries])
         return text_of(reply[0])  # type: ignore[return-value]
+
+    def live_topics(self, chat_id: str) -> list[str]:
+        """The state ids of the chat's topics with a turn or waiting messages (those its
+        sweeper index holds: a state that holds a lease is in it), for what must reach every
+        topic of a chat (a recall, an edit or a removal that does not say its topic, the
+        operator's view). [] for a topic's own state, or where topics are no states."""
+        if not self.keyspace.scope.per_thread or topic_of(chat_id):
+            return []
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", chat_id) + TOPIC + "*"
+        index = self.keys(chat_id).index  # (a topic's shard is its chat's)
+        return sorted(text_of(m) for m, _ in self.redis.zscan_iter(index, match=pattern,
+                                                                   count=1000))
+
+    def _chat_and_topics(self, chat_id: str) -> list[str]:
+        return [chat_id, *self.live_topics(chat_id)]
+
+    def evict_all(self, chat_id: str, at_ms: int) -> list[Change]:
+        """`evict` the chat's own state and each of its live topics: the chat's first."""
+        return [self.evict(state, at_ms) for state in self._chat_and_topics(chat_id)]
 
     def _marks(self, k: ChatKeys, message_id: str, day: int | None) -> tuple[list[str], str]:
         """The dedupe marks a message's may be in (lua/include/marks.lua), and when each
@@ -87,30 +122,6 @@ class ChangeSteps(ChatScripts):
         days = range(today - ttl_s * 1000 // DAY_MS - 2, today + 2)
         return ([*(k.marks(d, message_id) for d in days), k.marks(None, message_id)],
                 json.dumps([*(marks_expire_at(d, ttl_s) for d in days), 0]))
-
-    def topic_of_message(self, chat_id: str, message_id: str, day: int | None) -> str:
-        """The state id of the topic a message of chat state `chat_id` was admitted to, by
-        its dedupe mark (ingest.lua marks a topic's message with its thread id); `chat_id`
-        when it was admitted to the chat's own state, is not admitted, or topics are not
-        states of their own here."""
-        if not self.keyspace.scope.per_thread or topic_of(chat_id):
-            return chat_id
-        candidates, _ = self._marks(self.keys(chat_id), message_id, day)
-        field = mark_field(message_id)
-        with self.redis.pipeline(transaction=False) as pipe:
-            for key in candidates:
-                pipe.hget(key, field)
-            marks = [text_of(m) for m in pipe.execute() if m is not None]
-        topics = [m for m in marks if m not in ("1", "withdrawn", "edited")]
-        return f"{chat_id}{TOPIC}{topics[0]}" if topics else chat_id
-
-    def evict_all(self, chat_id: str, at_ms: int) -> list[Change]:
-        """`evict` the chat's own state and each of its topics (those its index of topics
-        keeps, ChatKeys.topics): the chat's first."""
-        topics = [text_of(t) for t in self.redis.zrange(self.keys(chat_id).topics, 0, -1)] \
-            if self.keyspace.scope.per_thread and not topic_of(chat_id) else []
-        return [self.evict(state, at_ms)
-                for state in (chat_id, *(f"{chat_id}{TOPIC}{t}" for t in topics))]
 
     def evict(self, chat_id: str, at_ms: int) -> Change:
         """The bot was removed from the chat at `at_ms` (Feishu's clock; 0 unknown: now): its

@@ -12,9 +12,8 @@ from typing import Any
 import redis
 
 from gateway.chats.chat_scripts import ChatScripts
-from gateway.chats.keys import TOPICS_CAP, day_of, mark_field, marks_expire_at
+from gateway.chats.keys import day_of, mark_field, marks_expire_at
 from gateway.chats.model import Admission, NotDurable, TurnRef, claimed_turn, text_of
-from gateway.chats.scope import topic_of
 from gateway.core.model import Message
 from gateway.core.redis_client import refused_outright
 
@@ -94,11 +93,8 @@ class InboxSteps(ChatScripts):
         k = self.keys(chat)
         day = day_of(message.create_time_ms)
         keys = [*k.all, k.marks(day, message.message_id), k.done, k.edit(message.message_id),
-                k.left, k.active(entry.app_id), k.seen(message.message_id), k.late_noted,
-                k.topics]
+                k.left, k.active(entry.app_id), k.seen(message.message_id), k.late_noted]
         own: dict[str, Any] = {}
-        if topic := topic_of(chat):
-            own.update(topic=topic, topics_cap=TOPICS_CAP)
         if entry.busy != "queue":
             own["busy"] = entry.busy
         if message.caught_up:

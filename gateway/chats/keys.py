@@ -12,8 +12,8 @@ Feishu chat id with one app (`gw:{oc_team}:lease`), `<chat_id>@<app_id>` when se
 share the state (`gw:{oc_team@cli_b}:lease`; on a cluster its shard is the CRC32 of that id).
 A topic's state (`oc_team/omt_1`, under the order scope `thread`) keeps its keys under its
 chat's hash tag and shard (`gw:{oc_team}/omt_1:lease`), so a script may touch both, and
-shares a few of its chat's: the dedupe marks, edits, `left`, `latenote`, `told` and the
-chat's index of its topics (`ChatKeys.chat_prefix`).
+shares a few of its chat's: the dedupe marks, edits, `left`, `latenote` and `told`
+(`ChatKeys.chat_prefix`).
 """
 
 from __future__ import annotations
@@ -64,12 +64,6 @@ class ChatKeys:
             return f"gw:{{{chat_state}}}"
         return f"{shard_prefix(self.shard)}:c:{chat_state}"
 
-    @property
-    def topics(self) -> str:
-        """Sorted set, the chat's: thread id → when (server ms) a message of that topic was
-        last admitted, the newest TOPICS_CAP kept (lua/ingest.lua); read by the operator's
-        `chat` and by a removal of the bot, which acts on every topic."""
-        return f"{self.chat_prefix}:topics"
 
     @property
     def index(self) -> str:
@@ -200,8 +194,6 @@ class ChatKeys:
 
 
 DAY_MS = 86_400_000
-TOPICS_CAP = 1000
-"""The topics a chat's index keeps (`ChatKeys.topics`), the most recently active."""
 FEISHU_MESSAGE_ID = re.compile(r"om_[0-9a-f]{32}")
 
 

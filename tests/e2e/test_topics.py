@@ -50,7 +50,7 @@ def test_a_slow_turn_in_one_topic_delays_nothing_in_another_and_stop_stays_in_it
     assert not ended(events, chat, slow) and not started(events, chat, root_only)
 
     shown = read(rig.env, "chat", chat)
-    topics = {t["chat_id"]: t for t in shown["topics"]["active"]}
+    topics = {t["chat_id"]: t for t in shown["topics"]}
     assert topics[f"{chat}/omt_slow"]["state"] == "running"
     assert topics[f"{chat}/omt_slow"]["message_id"] == slow
     assert shown["turn"]["message_id"] == own and shown["pending"]["count"] == 2

@@ -6,8 +6,6 @@
 --       14 active (the shard's recently active chats of the app, read by catch-up: keys.py
 --          active_key)  15 seen:<message_id> (a mark of the layout before marks by day)
 --       16 latenote (the chat was told of its late messages within LATE_NOTE_EVERY_MS)
---       17 topics (the chat's index of its topics, keys.py ChatKeys.topics; written only for
---          a message of a topic)
 -- ARGV: 1 message_id  2 chat_id  3 create_ms  4 command ('' for a message)  5 message json
 --       6 options (JSON): dedupe_ttl_s inbox_cap claim_ttl_ms control_cap (the control
 --         stream's) session_ttl_ms history_cap history_ttl_ms late_after_ms (0: never late)
@@ -16,8 +14,6 @@
 --         caught_up (true: read back after an outage; a command then is late, never run)
 --         legacy_before_ms mixed (the version before may still run, or have admitted
 --         the message: key 15 too, gateway/chats/upgrade.py)
---         topic (the thread id of the topic the state is; absent: the chat's own state)
---         topics_cap (the topics its chat's index keeps)
 --       7 the chat's member of the active index ('<app_id>|<chat_type>|<chat_id>')
 --       8 the message's field in its marks (keys.py mark_field)  9 when its marks expire
 --       (marks.lua keep_marks)
@@ -44,12 +40,7 @@ local opts = cjson.decode(ARGV[6])
 local created = tonumber(ARGV[3]) or 0
 local now_us, now_ms = clock()
 local mark, edited = false, false
--- (a topic's message is marked with its thread id: a recall or an edit, which do not say the
--- topic, finds its state by it, gateway/chats/changes.py)
-local topic = opts.topic or ''
-local admitted = '1'
-if topic ~= '' then admitted = topic end
-if redis.call('HSETNX', KEYS[10], ARGV[8], admitted) == 0 then
+if redis.call('HSETNX', KEYS[10], ARGV[8], '1') == 0 then
   mark = redis.call('HGET', KEYS[10], ARGV[8])
 else
   keep_marks(KEYS[10], ARGV[9], opts.dedupe_ttl_s, math.floor(now_ms / 1000))
@@ -71,7 +62,7 @@ end
 if mark then
   if mark == 'withdrawn' then return {'withdrawn'} end
   if mark ~= 'edited' then return {'duplicate'} end
-  redis.call('HSET', KEYS[10], ARGV[8], admitted)
+  redis.call('HSET', KEYS[10], ARGV[8], '1')
   edited = redis.call('HGET', KEYS[12], 'json')
 end
 if (opts.active_cap or 0) > 0 and ARGV[7] and ARGV[7] ~= '' then
@@ -81,13 +72,6 @@ if (opts.active_cap or 0) > 0 and ARGV[7] and ARGV[7] ~= '' then
     redis.call('ZREMRANGEBYRANK', KEYS[14], 0, -(opts.active_cap + 1))
   end
   redis.call('PEXPIRE', KEYS[14], 86400000)
-end
-if topic ~= '' then  -- (kept as long as a topic's history; trimmed in batches)
-  if redis.call('ZADD', KEYS[17], str(now_ms), topic) == 1
-     and redis.call('ZCARD', KEYS[17]) > opts.topics_cap + 64 then
-    redis.call('ZREMRANGEBYRANK', KEYS[17], 0, -(opts.topics_cap + 1))
-  end
-  redis.call('PEXPIRE', KEYS[17], math.max(opts.history_ttl_ms, 86400000))
 end
 local late_after = opts.late_after_ms
 local left = tonumber(redis.call('GET', KEYS[13]) or '')

@@ -78,13 +78,11 @@ def chat(console: Console, view: dict[str, Any]) -> None:
     _topics(console, view.get("topics"))
 
 
-def _topics(console: Console, topics: dict[str, Any] | None) -> None:
+def _topics(console: Console, topics: list[dict[str, Any]] | None) -> None:
     if topics is None:
         return
-    active = topics["active"]
-    console.print(f"  topics: {topics['known']} known, {len(active)} with a turn or waiting "
-                  "messages")
-    for row in active:
+    console.print(f"  topics with a turn or waiting messages: {len(topics)}")
+    for row in topics:
         turn = "idle" if row["state"] == "idle" else \
             f"{row['state']} {row['message_id'] or '-'} for {_duration(row['for_s'])}"
         console.print(f"    {row['chat_id']}: {turn}, {row['pending']} pending", markup=False)

@@ -10,7 +10,7 @@ from typing import Any
 from gateway.agents.report import view
 from gateway.chats.history import read_history
 from gateway.chats.model import entry_parts, text_of
-from gateway.chats.scope import TOPIC, topic_of
+from gateway.chats.scope import topic_of
 from gateway.chats.store import ChatStore
 from gateway.core.names import turn_task_id
 
@@ -80,30 +80,26 @@ def chat_view(store: ChatStore, chat_id: str, *, first: int = 5,
     }
 
 
-def topics_view(store: ChatStore, chat_id: str, now_ms: int) -> dict[str, Any] | None:
-    """The topics of a chat's state (order scope `thread`; None otherwise, or for a topic's
-    own state), newest first: how many its index keeps, and each one with a turn or waiting
-    messages (its turn's state, message and age, its waiting count)."""
+def topics_view(store: ChatStore, chat_id: str, now_ms: int) -> list[dict[str, Any]] | None:
+    """The live topics of a chat's state (order scope `thread`; None otherwise, or for a
+    topic's own state): each one's turn (state, message, for how long) and waiting count."""
     if not store.keyspace.scope.per_thread or topic_of(chat_id):
         return None
-    threads = [text_of(t) for t in store.redis.zrevrange(store.keys(chat_id).topics, 0, -1)]
-    states = [f"{chat_id}{TOPIC}{t}" for t in threads]
+    states = store.live_topics(chat_id)
     with store.redis.pipeline(transaction=False) as pipe:
         for state in states:
             k = store.keys(state)
             pipe.zcard(k.inbox)
             pipe.hmget(k.lease, "state", "message_id", "since_ms")
         replies = pipe.execute() if states else []
-    active = []
+    rows = []
     for i, state in enumerate(states):
         count, (turn, message_id, since) = replies[2 * i], replies[2 * i + 1]
-        if turn or count:
-            active.append({
-                "chat_id": state, "pending": int(count),
-                "state": text_of(turn) if turn else "idle",
-                "message_id": text_of(message_id) if message_id else None,
-                "for_s": round((now_ms - int(since)) / 1000, 1) if since else None})
-    return {"known": len(states), "active": active}
+        rows.append({"chat_id": state, "pending": int(count),
+                     "state": text_of(turn) if turn else "idle",
+                     "message_id": text_of(message_id) if message_id else None,
+                     "for_s": round((now_ms - int(since)) / 1000, 1) if since else None})
+    return rows
 
 
 def chats_view(store: ChatStore, *, limit: int, page: int = 1) -> dict[str, Any]:
