@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -16,6 +16,53 @@ from gateway.core.settings import Settings
 GREETING = "greeting"
 """The `message_type` of a greeting the bot sends on its own (the bot added to a group, a
 direct chat opened): its turn sends `text` to the chat, no agent runs."""
+
+
+ATTACHMENT_KINDS = ("image", "file", "audio", "video")
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """One image, file, audio clip or video of a message (a rich-text post's images and
+    videos too), as Feishu describes it; `Turn.fetch` downloads it."""
+
+    kind: str
+    """One of ATTACHMENT_KINDS."""
+    key: str
+    """Feishu's image_key (an image) or file_key (the others)."""
+    name: str = ""
+    """The file name, where Feishu gives one (files, videos)."""
+    size: int = 0
+    """Bytes, where Feishu says (0: unknown)."""
+    duration_ms: int = 0
+    """Audio and video: how long (0: unknown)."""
+    message_id: str = ""
+    """The message it came with (`Turn.attachments` fills it in)."""
+
+    @property
+    def resource_type(self) -> str:
+        """The `type` Feishu's resource download takes for it: image or file."""
+        return "image" if self.kind == "image" else "file"
+
+    def to_dict(self) -> dict[str, object]:
+        data = {"kind": self.kind, "key": self.key, "name": self.name, "size": self.size,
+                "duration_ms": self.duration_ms}
+        return {k: v for k, v in data.items() if v or k in ("kind", "key")}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Attachment | None:
+        """Tolerant: None for what is not an attachment (a newer writer's, a damaged one)."""
+        if not isinstance(data, dict):
+            return None
+        kind, key = data.get("kind"), data.get("key")
+        if not isinstance(kind, str) or not isinstance(key, str) or not key:
+            return None
+        name, size, duration = data.get("name", ""), data.get("size", 0), \
+            data.get("duration_ms", 0)
+        return cls(kind, key, name if isinstance(name, str) else "",
+                   size if isinstance(size, int) and not isinstance(size, bool) else 0,
+                   duration if isinstance(duration, int) and not isinstance(duration, bool)
+                   else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +91,9 @@ class Message:
     caught_up: bool = False
     """Sent while no listener was connected, so Feishu never pushed it: read back from the
     messages list API after the outage (docs/design.md#catch-up), and answered late."""
+    attachments: tuple[Attachment, ...] = ()
+    """Its images, files, audio clips and videos, in the order they appear (a post's inline
+    images included); its text names each by a placeholder (`[image]`)."""
 
     @property
     def reply_key(self) -> str:
@@ -55,9 +105,11 @@ class Message:
 
     def to_json(self) -> str:
         data = asdict(self)
-        for optional in ("app_id", "parent_id", "quote", "retry", "caught_up"):
+        for optional in ("app_id", "parent_id", "quote", "retry", "caught_up", "attachments"):
             if not data[optional]:
                 del data[optional]
+        if self.attachments:
+            data["attachments"] = [a.to_dict() for a in self.attachments]
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
@@ -77,6 +129,9 @@ class Message:
         if not isinstance(known.get("retry", 0), int) or isinstance(known.get("retry"), bool):
             known["retry"] = 0
         known["caught_up"] = known.get("caught_up") is True
+        listed = known.get("attachments")
+        known["attachments"] = tuple(a for a in map(Attachment.from_dict, listed)
+                                     if a is not None) if isinstance(listed, list) else ()
         return cls(**known)
 
 
@@ -92,11 +147,11 @@ def _no_approver(prompt: str, timeout_s: float, key: str | None) -> str:
     return "deny"
 
 
-Fetcher = Callable[[str, str], bytes]
-"""(file_key, kind) → the attachment's bytes."""
+Fetcher = Callable[[str, str, str], bytes]
+"""(message_id, file_key, resource type: image | file) → the attachment's bytes."""
 
 
-def _no_fetcher(file_key: str, kind: str) -> bytes:
+def _no_fetcher(message_id: str, file_key: str, kind: str) -> bytes:
     raise LookupError("this turn cannot fetch attachments")
 
 
@@ -140,12 +195,22 @@ class Turn:
         if not self.messages:
             object.__setattr__(self, "messages", (self.message,))
 
-    def fetch(self, file_key: str, kind: str = "file") -> bytes:
-        """Download an attachment of this turn's message (`kind`: "image" for an image_key,
-        "file" for files, audio and video) through the open API, up to
-        FEISHU_FETCH_MAX_BYTES (gateway.core.errors.TooLarge beyond; RejectedError when Feishu
-        refuses, RetryableError when it fails)."""
-        return self.fetcher(file_key, kind)
+    def fetch(self, attachment: Attachment | str, kind: str = "file") -> bytes:
+        """Download an attachment of this turn's messages (one of `attachments`; or a key of
+        the turn's last message, `kind` "image" for an image_key, "file" for the others)
+        through the open API, up to FEISHU_FETCH_MAX_BYTES (gateway.core.errors.TooLarge
+        beyond; RejectedError when Feishu refuses, RetryableError when it fails)."""
+        if isinstance(attachment, Attachment):
+            return self.fetcher(attachment.message_id or self.message_id, attachment.key,
+                                attachment.resource_type)
+        return self.fetcher(self.message_id, attachment, kind)
+
+    @property
+    def attachments(self) -> tuple[Attachment, ...]:
+        """Every attachment of the turn's messages, oldest message first, each naming the
+        message it came with (what `fetch` takes)."""
+        return tuple(replace(a, message_id=m.message_id) for m in self.messages
+                     for a in m.attachments)
 
     def approve(self, prompt: str, timeout_s: float = 300.0, *, key: str | None = None) -> str:
         """Ask the chat to allow something (an interactive card in reply to this turn's

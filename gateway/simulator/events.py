@@ -197,6 +197,22 @@ class EventDelivery(SimulatorCore):
                           parent_id=parent_id, deliver=deliver, app_id=app_id)
         return mid, key
 
+    def send_post(self, chat_id: str, paragraphs: list[list[dict[str, Any]]], *,
+                  images: dict[str, bytes] | None = None, title: str = "",
+                  sender_open_id: str = "ou_user_1", chat_type: str = "p2p",
+                  thread_id: str | None = None) -> str:
+        """Deliver a rich-text post (`paragraphs` of elements, as Feishu's content has them);
+        `images` (image_key → bytes) are served as its resources, for its `img` elements.
+        Returns its message_id."""
+        mid = p.new_id("om_")
+        for key, data in (images or {}).items():
+            self.state.resources.add(mid, key, data, kind="image", name=f"{key}.png",
+                                     content_type="image/png")
+        return self.send_message(chat_id, message_type="post",
+                                 content={"title": title, "content": paragraphs},
+                                 sender_open_id=sender_open_id, chat_type=chat_type,
+                                 message_id=mid, thread_id=thread_id)
+
     def deliver_held(self, message_id: str) -> str:
         """Deliver now a message sent earlier with deliver=False (its create_time is when it
         was sent): an event Feishu redelivers late. Returns the frame id."""

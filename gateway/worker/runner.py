@@ -101,9 +101,8 @@ class TurnRunner:
                 return "deny"
             return asker.ask(message, prompt, timeout_s, key, stopped, next(asks))
 
-        def fetch(file_key: str, kind: str) -> bytes:
-            return api.download(message.message_id, file_key, kind=kind,
-                                max_bytes=self.fetch_max_bytes)
+        def fetch(message_id: str, file_key: str, kind: str) -> bytes:
+            return api.download(message_id, file_key, kind=kind, max_bytes=self.fetch_max_bytes)
 
         return Turn(message, fence, stopped.is_set, approve, fetch, merged,
                     *(() if stream is None else (stream.progress,)))

@@ -152,4 +152,4 @@ def test_a_group_post_with_a_code_block_and_an_image_reach_the_agent_readably(
     answered(sim, chat, [code])
     answered(sim, "oc_types_dm", [image])
     assert replies_to(sim, chat)[code] == ["echo: fix:\n```py\nif x:\n    y()\n```"]
-    assert replies_to(sim, "oc_types_dm")[image] == ["echo: [image img_v2_k]"]
+    assert replies_to(sim, "oc_types_dm")[image] == ["echo: [image]"]

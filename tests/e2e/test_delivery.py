@@ -17,7 +17,7 @@ from gateway.feishu.outbound.delivery import derived_uuid, reply_uuid
 from gateway.ops.processes import wait_until
 from gateway.simulator import SendFaults, SentMessage
 from gateway.worker.sending import gave_up_reply
-from tests.support.replies import agent_events, replies_to
+from tests.support.replies import agent_events, replies_to, reply_of
 from tests.support.rig import TEST_LEASE_TTL_S, Rig, rig_up
 
 BUDGET_S = 6.0
@@ -308,7 +308,7 @@ def test_forwarded_messages_are_listed_for_the_agent(rig: Rig, chat_id: str) -> 
     wait_until(lambda: forwarded in replies_to(sim, chat_id), 20, "the reply")
     assert replies_to(sim, chat_id)[forwarded] == [
         "echo: [forwarded messages]\n- ou_ann: first point\n- ou_cat: [forwarded messages]"
-        "\n  - ou_bob: nested\n- ou_ann: [image img_v2_x]"]
+        "\n  - ou_bob: nested\n- ou_ann: [image]"]
 
 
 def test_an_agent_fetches_an_attachment_within_the_size_cap(rig: Rig, chat_id: str) -> None:
@@ -321,6 +321,18 @@ def test_an_agent_fetches_an_attachment_within_the_size_cap(rig: Rig, chat_id: s
 
 
 # The shared send quota. Last in the module: it adds a worker process.
+
+
+def test_a_posts_inline_images_reach_the_agent_as_data(rig: Rig, chat_id: str) -> None:
+    """Images inside a rich-text post are attachments like an image message's: the agent
+    fetches each from the list, and its text names them without keys."""
+    sim = rig.sim
+    post = sim.send_post(chat_id, [
+        [{"tag": "text", "text": "fetchall "}, {"tag": "img", "image_key": "img_v3_one"}],
+        [{"tag": "img", "image_key": "img_v3_two"}]],
+        images={"img_v3_one": b"PNG-one-bytes", "img_v3_two": b"PNG-two!"})
+    assert reply_of(sim, chat_id, post, 30) == (
+        "fetched image 13 bytes: PNG-one-, image 8 bytes: PNG-two!")
 
 def test_a_burst_over_many_chats_stays_within_feishus_quota_across_two_workers(
         rig: Rig) -> None:

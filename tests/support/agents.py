@@ -18,6 +18,8 @@
 - `table N`      replies a markdown table of N rows
 - `quoted`       replies `quote: <the text of the message it replied to>`
 - a file message replies `fetched <n> bytes: <first 20>` (or why it could not, e.g. too large)
+- `fetchall ...`  fetches every attachment of the turn (`turn.attachments`) and replies
+                 `fetched <kind> <n> bytes: <first 8>, ...`
 - `boom ...`     raises
 - `flaky T`      raises the first time token T is seen (in Redis), echoes after that
 - `silent ...`   returns None
@@ -112,10 +114,17 @@ class ScriptedAgent:
             if word == "approve":
                 timeout_s, key, prompt = rest.split(" ", 2)
                 return f"decision: {turn.approve(prompt, float(timeout_s), key=key)}"
-            if turn.message.message_type == "file":
-                key = turn.text.rsplit("(", 1)[-1].rstrip(")]")
+            if word == "fetchall":  # every attachment of the turn, as data
                 try:
-                    data = turn.fetch(key)
+                    got = [turn.fetch(a) for a in turn.attachments]
+                except GatewayError as error:
+                    return f"not fetched: {type(error).__name__}"
+                return "fetched " + ", ".join(
+                    f"{a.kind} {len(d)} bytes: {d[:8].decode(errors='replace')}"
+                    for a, d in zip(turn.attachments, got, strict=True))
+            if turn.message.message_type == "file":
+                try:
+                    data = turn.fetch(turn.attachments[0])
                 except GatewayError as error:
                     return f"not fetched: {type(error).__name__}"
                 return f"fetched {len(data)} bytes: {data[:20].decode(errors='replace')}"

@@ -1,13 +1,17 @@
 """What an agent reads for each Feishu message type (pure): text as sent, rich-text posts
-with links, mentions, code blocks and images, and a readable line for every other type,
-naming the keys an agent needs to fetch an attachment. An unknown type is a readable
-placeholder, never an error.
+with links, mentions, code blocks and images, and a readable line for every other type; and
+each attachment (an image, file, audio clip, video or sticker, a post's inline images and
+videos included) as data (`attachments_of`), which the text names by a placeholder only
+(`[image]`, `[file report.pdf]`). An unknown type is a readable placeholder, never an
+error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from gateway.core.model import Attachment
 
 _BREAK = "\x00"  # where a block element needs a line of its own
 
@@ -16,15 +20,16 @@ def _s(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _keyed(label: str, key: str) -> str:
-    return f"[{label} {key}]" if key else f"[{label}]"
+def _ms(value: Any) -> int:
+    try:
+        ms = int(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity
+        return 0
+    return max(ms, 0)
 
 
 def _duration(ms: Any) -> str:
-    try:
-        seconds = int(ms) / 1000
-    except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity
-        return ""
+    seconds = _ms(ms) / 1000
     return f" {seconds:.0f}s" if seconds >= 1 else ""
 
 
@@ -39,9 +44,9 @@ def _element(element: Mapping[str, Any]) -> str:
         name = _s(element.get("user_name")) or _s(element.get("user_id"))
         return f"@{name}" if name else ""
     if tag == "img":
-        return _keyed("image", _s(element.get("image_key")))
+        return "[image]"
     if tag == "media":
-        return _keyed("video", _s(element.get("file_key")))
+        return "[video]"
     if tag == "emotion":
         return f":{_s(element.get('emoji_type'))}:"
     if tag == "code_block":
@@ -85,23 +90,23 @@ def _card_text(content: Mapping[str, Any]) -> str:
 def other_text(message_type: str, content: Mapping[str, Any]) -> str:
     """Every type but text and post."""
     if message_type == "image":
-        return _keyed("image", _s(content.get("image_key")))
+        return "[image]"
     if message_type == "file":
-        name, key = _s(content.get("file_name")), _s(content.get("file_key"))
-        return f"[file {name} ({key})]" if name else _keyed("file", key)
+        name = _s(content.get("file_name"))
+        return f"[file {name}]" if name else "[file]"
     if message_type == "audio":
-        key = _s(content.get("file_key"))
-        return f"[audio{_duration(content.get('duration'))}{' ' + key if key else ''}]"
+        return f"[audio{_duration(content.get('duration'))}]"
     if message_type == "media":
-        name, key = _s(content.get("file_name")), _s(content.get("file_key"))
-        label = f"video {name}".strip() + _duration(content.get("duration"))
-        return _keyed(label, key)
+        name = _s(content.get("file_name"))
+        return "[" + f"video {name}".strip() + _duration(content.get("duration")) + "]"
     if message_type == "sticker":
         return "[sticker]"
     if message_type == "share_chat":
-        return _keyed("shared chat", _s(content.get("chat_id")))
+        chat = _s(content.get("chat_id"))
+        return f"[shared chat {chat}]" if chat else "[shared chat]"
     if message_type == "share_user":
-        return _keyed("shared contact", _s(content.get("user_id")))
+        user = _s(content.get("user_id"))
+        return f"[shared contact {user}]" if user else "[shared contact]"
     if message_type == "location":
         name = _s(content.get("name"))
         where = f"{_s(content.get('latitude'))}, {_s(content.get('longitude'))}".strip(", ")
@@ -118,3 +123,35 @@ def other_text(message_type: str, content: Mapping[str, Any]) -> str:
     if message_type == "system":
         return "[system message]"
     return f"[{message_type} message]"
+
+
+def _post_elements(content: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    if "content" not in content and content:
+        first = next(iter(content.values()))
+        if isinstance(first, Mapping):
+            content = first
+    paragraphs = content.get("content")
+    for paragraph in paragraphs if isinstance(paragraphs, list) else []:
+        if isinstance(paragraph, list):
+            yield from (e for e in paragraph if isinstance(e, Mapping))
+
+
+def attachments_of(message_type: str, content: Mapping[str, Any]) -> tuple[Attachment, ...]:
+    """The attachments of one message, in the order its text names them: an image, file,
+    audio or video (`media`) message's one; a post's inline images and videos."""
+    found: list[Attachment] = []
+    if message_type == "post":
+        for element in _post_elements(content):
+            if element.get("tag") == "img" and _s(element.get("image_key")):
+                found.append(Attachment("image", _s(element.get("image_key"))))
+            elif element.get("tag") == "media" and _s(element.get("file_key")):
+                found.append(Attachment("video", _s(element.get("file_key"))))
+        return tuple(found)
+    kind = {"image": "image", "file": "file", "audio": "audio", "media": "video"}.get(
+        message_type)  # (a sticker's bytes are not Feishu's to hand out)
+    key = _s(content.get("image_key" if kind == "image" else "file_key"))
+    if kind is None or not key:
+        return ()
+    return (Attachment(kind, key, name=_s(content.get("file_name")),
+                       size=_ms(content.get("file_size") or content.get("size")),
+                       duration_ms=_ms(content.get("duration"))),)

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.core.errors import MalformedEvent
-from gateway.core.model import Message
+from gateway.core.model import Attachment, Message
 from gateway.feishu.inbound.admission import Arrival
-from gateway.feishu.inbound.content import other_text, post_text
+from gateway.feishu.inbound.content import attachments_of, other_text, post_text
 
 TRUNCATION_MARK = " …[truncated]"
 
@@ -89,6 +89,12 @@ def _without(text: str, key: str) -> str:
 
 def message_text(message_type: str, raw_content: Any) -> str:
     """The text an agent sees for one message, before mentions are resolved."""
+    return message_content(message_type, raw_content)[0]
+
+
+def message_content(message_type: str, raw_content: Any) -> tuple[str, tuple[Attachment, ...]]:
+    """The text an agent sees for one message (before mentions are resolved) and its
+    attachments."""
     try:
         content = json.loads(raw_content) if isinstance(raw_content, str) else raw_content
     except (ValueError, RecursionError) as error:  # a number too long for int(), too deep
@@ -102,13 +108,13 @@ def message_text(message_type: str, raw_content: Any) -> str:
             raise MalformedEvent("message content is not a JSON object")
         content = {}
     if message_type == "post":
-        return post_text(content)
+        return post_text(content), attachments_of(message_type, content)
     if message_type != "text":
-        return other_text(message_type, content)
+        return other_text(message_type, content), attachments_of(message_type, content)
     text = content.get("text")
     if not isinstance(text, str):
         raise MalformedEvent("text message without a text field")
-    return text
+    return text, ()
 
 
 def parse_message(
@@ -120,7 +126,7 @@ def parse_message(
     sender = _mapping(event.get("sender"), "event.sender")
     sender_id = _mapping(sender.get("sender_id") or {}, "event.sender.sender_id")
     message_type = str(_field(message, "message_type", "message"))
-    text = message_text(message_type, _field(message, "content", "message"))
+    text, attachments = message_content(message_type, _field(message, "content", "message"))
     text, mentioned = _resolve_mentions(text, _list(message.get("mentions")), bot_open_id)
     text = clean_text(text)
     if not text:
@@ -143,6 +149,9 @@ def parse_message(
         root_id=text_field(message.get("root_id")),
         parent_id=text_field(message.get("parent_id")),
         mentioned_open_ids=tuple(clean_text(open_id) for open_id in mentioned),
+        attachments=tuple(Attachment(clean_text(a.kind), clean_text(a.key),
+                                     clean_text(a.name), a.size, a.duration_ms)
+                          for a in attachments),
     )
 
 

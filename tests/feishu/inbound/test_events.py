@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.core.errors import MalformedEvent
+from gateway.core.model import Attachment, Message, Turn
 from gateway.feishu.inbound.events import TRUNCATION_MARK, arrival_of, parse_message
 
 
@@ -55,13 +56,13 @@ POST = {"zh_cn": {"title": "Deploy", "content": [
 
 @pytest.mark.parametrize("message_type, content, text", [
     ("post", POST, "Deploy\nsee the doc (https://d/x) by @Ann:SMILE:\n```python\n"
-                   "def f():\n    return 1\n```\n[image img_v2_1]  indented"),
-    ("image", {"image_key": "img_v2_abc"}, "[image img_v2_abc]"),
+                   "def f():\n    return 1\n```\n[image]  indented"),
+    ("image", {"image_key": "img_v2_abc"}, "[image]"),
     ("file", {"file_key": "file_v2_x", "file_name": "report.pdf"},
-     "[file report.pdf (file_v2_x)]"),
-    ("audio", {"file_key": "file_v2_a", "duration": 3200}, "[audio 3s file_v2_a]"),
+     "[file report.pdf]"),
+    ("audio", {"file_key": "file_v2_a", "duration": 3200}, "[audio 3s]"),
     ("media", {"file_key": "file_v2_m", "image_key": "img_t", "file_name": "clip.mp4",
-               "duration": 12000}, "[video clip.mp4 12s file_v2_m]"),
+               "duration": 12000}, "[video clip.mp4 12s]"),
     ("sticker", {"file_key": "stk"}, "[sticker]"),
     ("merge_forward", "Merged and Forwarded Message", "[forwarded messages]"),
     ("interactive", {"title": "Weekly report", "elements": []}, "[card: Weekly report]"),
@@ -77,6 +78,35 @@ POST = {"zh_cn": {"title": "Deploy", "content": [
 ])
 def test_every_message_type_reads_well(message_type: str, content: Any, text: str) -> None:
     assert parse_message(payload(content, message_type)).text == text
+
+
+@pytest.mark.parametrize("message_type, content, attachments", [
+    ("post", POST, (Attachment("image", "img_v2_1"),)),
+    ("post", {"content": [[{"tag": "img", "image_key": "img_a"}, {"tag": "text", "text": "x"},
+                           {"tag": "media", "file_key": "file_m", "image_key": "img_c"},
+                           {"tag": "img", "image_key": ""}]]},
+     (Attachment("image", "img_a"), Attachment("video", "file_m"))),
+    ("image", {"image_key": "img_v2_abc"}, (Attachment("image", "img_v2_abc"),)),
+    ("file", {"file_key": "file_v2_x", "file_name": "report.pdf"},
+     (Attachment("file", "file_v2_x", name="report.pdf"),)),
+    ("audio", {"file_key": "file_v2_a", "duration": 3200},
+     (Attachment("audio", "file_v2_a", duration_ms=3200),)),
+    ("media", {"file_key": "file_v2_m", "image_key": "img_t", "file_name": "clip.mp4",
+               "duration": 12000},
+     (Attachment("video", "file_v2_m", name="clip.mp4", duration_ms=12000),)),
+    ("file", {"file_name": "no key.pdf"}, ()),
+    ("sticker", {"file_key": "stk"}, ()),
+    ("text", {"text": "[image img_fake]"}, ()),
+])
+def test_every_attachment_reaches_the_agent_as_data(message_type: str, content: Any,
+                                                    attachments: tuple[Attachment, ...]) -> None:
+    """The agent gets each attachment as data (a post's inline ones too), never a key it
+    would have to parse out of the text; the stored message keeps them."""
+    message = parse_message(payload(content, message_type))
+    assert message.attachments == attachments
+    assert Message.from_json(message.to_json()) == message
+    turn = Turn(message, 1)
+    assert [a.message_id for a in turn.attachments] == [message.message_id] * len(attachments)
 
 
 @pytest.mark.parametrize("bad, reason", [

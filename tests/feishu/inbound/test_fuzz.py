@@ -289,7 +289,7 @@ BROKEN: list[tuple[str, str, Any, str | None]] = [
     ("card whose header is not an object", "interactive", json.dumps({"header": "x"}),
      "[card]"),
     ("audio of infinite duration", "audio", '{"duration": Infinity, "file_key": "k"}',
-     "[audio k]"),
+     "[audio]"),
     ("todo whose summary content is not a list", "todo",
      json.dumps({"summary": {"content": 3}}), "[todo]"),
 ]
