@@ -5,7 +5,14 @@ from urllib.parse import urlsplit
 from kombu.entity import Exchange, Queue
 
 from gateway.core.errors import SettingsError
-from gateway.core.names import ALL_QUEUES, RELEASE_AGENT, RELEASE_QUEUE, RUN_TURN, TURNS_QUEUE
+from gateway.core.names import (
+    ALL_QUEUES,
+    POST_MESSAGE,
+    RELEASE_AGENT,
+    RELEASE_QUEUE,
+    RUN_TURN,
+    TURNS_QUEUE,
+)
 from gateway.core.settings import load_settings
 
 try:
@@ -29,7 +36,7 @@ broker_transport_options = {"visibility_timeout": 3600} if urlsplit(
 task_queues = tuple(Queue(name, Exchange(name, type="direct"), routing_key=name)
                     for name in ALL_QUEUES)
 task_default_queue = TURNS_QUEUE
-task_routes = {RUN_TURN: {"queue": TURNS_QUEUE},
+task_routes = {RUN_TURN: {"queue": TURNS_QUEUE}, POST_MESSAGE: {"queue": TURNS_QUEUE},
                RELEASE_AGENT: {"queue": RELEASE_QUEUE}}
 
 # A turn that ignores /stop and never returns is killed here (prefork); its lease then

@@ -4,13 +4,14 @@ built it. The worker process's wiring and its signal handlers are gateway/worker
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from celery import Task
 from celery.signals import task_revoked
 
 from gateway.chats.model import TurnRef
 from gateway.core import metrics
-from gateway.core.names import RELEASE_AGENT, RUN_TURN
+from gateway.core.names import POST_MESSAGE, RELEASE_AGENT, RUN_TURN
 from gateway.worker.process import WorkerProcess
 from gateway.worker.revokes import RevokeLane
 from gateway.worker.shutdown import ShutdownNotice
@@ -31,6 +32,26 @@ def run_turn(self: Task, chat_id: str, message_id: str, fence: int, sent_ms: int
     return process.runtime().runner.run(TurnRef(chat_id, message_id, fence),
                                         task_id=str(self.request.id),
                                         worker=str(self.request.hostname))
+
+
+@app.task(name=POST_MESSAGE, bind=True)
+def post_message(self: Task, chat_id: str, text: str = "", *, key: str = "",
+                 thread_id: str = "", card: dict[str, Any] | None = None,
+                 app_id: str = "") -> str:
+    """Post `text` (markdown) or `card` to `chat_id` (in its thread `thread_id`) as the bot
+    (app `app_id` of FEISHU_APPS; the first by default), queued in the chat's order and sent
+    as replies are. `key`: the idempotency key (default: this task's id, so a redelivered
+    or retried task posts once). Returns what posting did (gateway/chats/outbound.py);
+    a message that cannot be sent fails the task with one clear line."""
+    from gateway.chats.outbound import Outbound, post
+
+    rt = process.runtime()
+    primary = rt.settings.primary_app_id
+    out = Outbound(chat_id, key or str(self.request.id), text=text, card=card,
+                   thread_id=thread_id, app_id="" if app_id in ("", primary) else app_id)
+    posted = post(rt.store, rt.publisher.publish, out, sender_app=app_id or primary,
+                  max_text_chars=rt.settings.max_text_chars)
+    return posted.describe()
 
 
 @app.task(name=RELEASE_AGENT)

@@ -14,7 +14,7 @@ import redis
 from gateway.chats.chat_scripts import ChatScripts
 from gateway.chats.keys import day_of, mark_field, marks_expire_at
 from gateway.chats.model import Admission, NotDurable, TurnRef, claimed_turn, text_of
-from gateway.core.model import Message
+from gateway.core.model import OUTBOUND, OUTBOUND_CARD, Message
 from gateway.core.redis_client import refused_outright
 
 _NOT_BEGUN = redis.TimeoutError("not begun: Redis failed an event before it in its batch")
@@ -99,6 +99,8 @@ class InboxSteps(ChatScripts):
             own["busy"] = entry.busy
         if message.caught_up:
             own["caught_up"] = True
+        if message.message_type in (OUTBOUND, OUTBOUND_CARD):  # (the bot's own: outbound.py)
+            own["own"] = True
         args: list[Any] = [message.message_id, chat, message.create_time_ms,
                            entry.command, message.to_json(), self.options("ingest", **own),
                            active_member(entry.app_id, message.chat_type, message.chat_id),

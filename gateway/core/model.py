@@ -16,6 +16,12 @@ from gateway.core.settings import Settings
 GREETING = "greeting"
 """The `message_type` of a greeting the bot sends on its own (the bot added to a group, a
 direct chat opened): its turn sends `text` to the chat, no agent runs."""
+OUTBOUND = "outbound"
+"""The `message_type` of a message the bot starts (`feishu-gateway send`, the
+`gateway.post_message` task): its turn sends `text` (markdown) to the chat, or into its
+thread; no agent runs."""
+OUTBOUND_CARD = "outbound-card"
+"""The same with a card: `text` is the card's JSON."""
 
 
 ATTACHMENT_KINDS = ("image", "file", "audio", "video")

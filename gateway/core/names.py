@@ -5,6 +5,8 @@ from typing import Any, Protocol
 
 RUN_TURN = "gateway.run_turn"
 RELEASE_AGENT = "gateway.release_agent"
+POST_MESSAGE = "gateway.post_message"
+"""A message the bot starts (gateway/chats/outbound.py), for code and schedulers."""
 
 TURNS_QUEUE = "gateway.turns"
 RELEASE_QUEUE = "gateway.release"

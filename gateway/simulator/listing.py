@@ -143,11 +143,18 @@ class ListingApi:
             await asyncio.sleep(0.05)
         app = authorize(request, self.apps, self.state)
         q = request.query
-        if q.get("container_id_type") != "chat" or not q.get("container_id"):
+        kind = q.get("container_id_type")
+        if kind not in ("chat", "thread") or not q.get("container_id"):
             raise ApiError(c.CODE_FIELD_VALIDATION,
-                           "field validation failed: container_id_type=chat and a "
-                           "container_id are required")
+                           "field validation failed: container_id_type=chat (or thread) and "
+                           "a container_id are required")
         chat_id, sort = q["container_id"], q.get("sort_type", SORTS[0])
+        records = self.state.history(chat_id)
+        if kind == "thread":  # (a thread's messages; its chat is its root's)
+            records = self.state.thread_history(chat_id)
+            if not records:
+                raise ApiError(c.CODE_FIELD_VALIDATION, f"thread {chat_id} not found")
+            chat_id = records[0].chat_id
         size = _int(q, "page_size", PAGE_SIZE_DEFAULT) or 0
         if sort not in SORTS or not 1 <= size <= PAGE_SIZE_MAX:
             raise ApiError(c.CODE_FIELD_VALIDATION,
@@ -156,7 +163,7 @@ class ListingApi:
             raise ApiError(c.CODE_BOT_NOT_IN_CHAT, "Bot is not in the chat.")
         token = q.get("page_token", "")
         offset = decode_token(token, chat_id) if token else 0
-        found = select(self.state.history(chat_id), _int(q, "start_time", None),
+        found = select(records, _int(q, "start_time", None),
                        _int(q, "end_time", None), sort)
         page = found[offset:offset + size]
         more = offset + size < len(found)

@@ -143,6 +143,12 @@ class SimState:
             return [r for r in self._messages.values()
                     if r.chat_id == chat_id and r.upper_message_id is None]
 
+    def thread_history(self, thread_id: str) -> list[MessageRecord]:
+        """Every message of a thread (its root included), in no particular order."""
+        with self._cond:
+            return [r for r in self._messages.values()
+                    if r.thread_id == thread_id and r.upper_message_id is None]
+
     def p2p_chat(self, app_id: str, open_id: str) -> str | None:
         with self._cond:
             return self._p2p_chats.get((app_id, open_id))

@@ -27,7 +27,7 @@ from gateway.chats.store import ChatStore
 from gateway.chats.streams import StreamCards
 from gateway.core import metrics
 from gateway.core.logs import turn_context
-from gateway.core.model import GREETING, Message, Reply, Turn
+from gateway.core.model import GREETING, OUTBOUND, OUTBOUND_CARD, Message, Reply, Turn
 from gateway.core.names import turn_task_id
 from gateway.feishu.inbound.enrich import Enricher
 from gateway.feishu.outbound.delivery import Replies
@@ -214,6 +214,8 @@ class TurnRunner:
         outcome, stream = "resent", None
         if answer is None and message.message_type == GREETING:  # no agent: said as it is
             answer, outcome = Answer(GREETING, (message.text,)), "greeted"
+        if answer is None and message.message_type in (OUTBOUND, OUTBOUND_CARD):
+            answer, outcome = self.sender.outbound(message), "posted"  # (the bot's own)
         if answer is None:
             if started.exhausted:
                 logger.error("message %s of chat %s given up after %d attempts that never "

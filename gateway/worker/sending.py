@@ -6,19 +6,23 @@ fixed by the answer's kind and the piece's position, so a re-run resends the sam
 edited in place; its first piece closes that surface, the rest follow as replies. A piece
 Feishu refuses, or that still fails once its retries are spent, is recorded as undelivered
 (`feishu-gateway status` lists it) and the chat moves on; so is one to a chat the bot
-was removed from (230002: never retried). A greeting is sent to its chat as a new message.
+was removed from (230002: never retried). A greeting is sent to its chat as a new message,
+and so is a message the bot starts (into its thread: a reply in the thread to the thread's
+first message).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.chats.model import Answer, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.chats.streams import StreamCards
 from gateway.core.errors import GatewayError
-from gateway.core.model import GREETING, Message
+from gateway.core.model import GREETING, OUTBOUND, OUTBOUND_CARD, Message
 from gateway.feishu.outbound.chunking import chunk_markdown
 from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
 from gateway.feishu.outbound.openapi import BOT_NOT_IN_CHAT
@@ -59,6 +63,13 @@ class AnswerSender:
         (the message was read back after an outage) opens it with `LATE_ANSWER_NOTE`."""
         text = f"{LATE_ANSWER_NOTE}\n\n{reply}" if late else reply
         return Answer("reply", tuple(chunk_markdown(text, self.chunk_chars)))
+
+    def outbound(self, message: Message) -> Answer:
+        """A message the bot starts, as the answer its turn sends: markdown cut into pieces,
+        or a card whole (gateway/chats/outbound.py)."""
+        if message.message_type == OUTBOUND_CARD:
+            return Answer(OUTBOUND_CARD, (message.text,))
+        return Answer(OUTBOUND, tuple(chunk_markdown(message.text, self.chunk_chars)))
 
     def stream(self, turn: TurnRef, message: Message, attempt: int,
                handle: TurnHandle) -> Stream | None:
@@ -101,6 +112,29 @@ class AnswerSender:
             return None
         return Answer("stream", answer.chunks)
 
+    def _post(self, message: Message, kind: str, chunk: str, uuid: str, reply_to: str,
+              may_send: Callable[[], bool], handle: TurnHandle) -> None:
+        """One piece of a message the bot starts: into its thread (a reply in the thread to
+        the thread's first message, `reply_to`), or to its chat as a new message."""
+        if kind == OUTBOUND_CARD:
+            card = json.loads(chunk)
+            if reply_to != message.message_id:
+                self.replies.send(reply_to, "interactive", card, uuid=uuid, in_thread=True,
+                                  app_id=message.app_id, may_send=may_send,
+                                  stopped=handle.stopped)
+            else:
+                self.replies.post(message.chat_id, "interactive", card, uuid=uuid,
+                                  app_id=message.app_id, may_send=may_send,
+                                  stopped=handle.stopped)
+        elif reply_to != message.message_id:
+            self.replies.send_markdown(reply_to, chunk, mode=self.reply_format, uuid=uuid,
+                                       in_thread=True, app_id=message.app_id,
+                                       may_send=may_send, stopped=handle.stopped)
+        else:
+            self.replies.post_markdown(message.chat_id, chunk, mode=self.reply_format, uuid=uuid,
+                                       app_id=message.app_id, may_send=may_send,
+                                       stopped=handle.stopped)
+
     def close_stopped(self, turn: TurnRef, stream: Stream) -> None:
         """Close a stopped turn's card with its mark (who stopped it, or interrupted). Not
         when the turn only lost its lease: its re-run streams into the same card and closes
@@ -134,6 +168,7 @@ class AnswerSender:
             fresh, checked[0] = checked[0], False
             return fresh or self.store.may_reply(turn)
 
+        reply_to = message.message_id
         for index, chunk in enumerate(chunks[first:], first):
             uuid = reply_uuid(message.reply_key, purpose, index)
             try:
@@ -141,6 +176,12 @@ class AnswerSender:
                     self.replies.post_text(message.chat_id, chunk, uuid=uuid,
                                            app_id=message.app_id, may_send=may_send,
                                            stopped=handle.stopped)
+                    continue
+                if purpose in (OUTBOUND, OUTBOUND_CARD):
+                    if message.thread_id and reply_to == message.message_id:
+                        reply_to = self.replies.thread_root(
+                            message.thread_id, app_id=message.app_id, stopped=handle.stopped)
+                    self._post(message, purpose, chunk, uuid, reply_to, may_send, handle)
                     continue
                 self.replies.send_markdown(
                     message.message_id, chunk, mode=self.reply_format, app_id=message.app_id,

@@ -14,6 +14,8 @@
 --         caught_up (true: read back after an outage; a command then is late, never run)
 --         legacy_before_ms mixed (the version before may still run, or have admitted
 --         the message: key 15 too, gateway/chats/upgrade.py)
+--         own (true: a message the bot starts, gateway/chats/outbound.py: it leaves the
+--         chat's busy mode as it is and never interrupts a running turn)
 --       7 the chat's member of the active index ('<app_id>|<chat_type>|<chat_id>')
 --       8 the message's field in its marks (keys.py mark_field)  9 when its marks expire
 --       (marks.lua keep_marks)
@@ -110,6 +112,7 @@ redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, A
 -- the chat's busy mode lives in its state (tries, while the chat is active, and its copy in
 -- the lease), read by every worker's start and complete: the latest message's setting wins
 local busy = opts.busy or ''
+if opts.own then busy = redis.call('HGET', K.tries, 'busy') or '' end
 local function mark_busy()
   if busy ~= '' and redis.call('EXISTS', K.tries) == 1 then  -- (claim gave it its TTL)
     redis.call('HSET', K.tries, 'busy', busy)

@@ -15,7 +15,8 @@
 -- until the chat's newest waiting message is merge_window_ms old (at most 4 windows after
 -- the oldest one arrived), then takes every waiting message as one turn: the batch, fixed
 -- here, so a re-run answers the same messages and what arrives meanwhile waits for the next
--- turn.
+-- turn. A message the bot starts (its id `send_…`, gateway/chats/outbound.py) is never
+-- merged: it goes out alone, and a batch ends before it.
 local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'entry', 'busy')
 if lease[1] ~= ARGV[1] or lease[2] == 'running' then return {'stale'} end
 local entry = lease[3]
@@ -28,8 +29,14 @@ local merge = merging(lease_busy(lease[4], opts.mixed))
 local tries = redis.call('HMGET', K.tries, 'n', 'batch')
 local first = tonumber(tries[1] or '0') == 0
 local batch = nil
+local function own(e) return string.sub(entry_id(e), 1, 5) == 'send_' end
+if merge and first and oldest and own(oldest) then merge = false end
 if merge and first then
-  batch = redis.call('ZRANGE', K.inbox, 0, -1)
+  batch = {}
+  for _, e in ipairs(redis.call('ZRANGE', K.inbox, 0, -1)) do
+    if own(e) then break end
+    batch[#batch + 1] = e
+  end
   local window = tonumber(opts.merge_window_ms) * 1000
   local newest, earliest = 0, nil
   for _, e in ipairs(batch) do

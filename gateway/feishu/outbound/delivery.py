@@ -134,10 +134,48 @@ class Replies:
                   stopped: threading.Event | None = None) -> str:
         """Send `text` to the chat as a new message (a greeting: nothing to reply to);
         raises as `send_text`."""
+        return self.post(chat_id, "text", {"text": text}, uuid=uuid, app_id=app_id,
+                         may_send=may_send, stopped=stopped)
+
+    def post(self, chat_id: str, msg_type: str, content: dict[str, Any], *, uuid: str,
+             app_id: str = "", may_send: Callable[[], bool] = _always,
+             stopped: threading.Event | None = None) -> str:
+        """Send a message of any type to the chat as a new message; raises as `send_text`."""
         api = self.api_for(app_id)
         return self._retrying(f"message to {chat_id}", lambda: api.create(
-            chat_id, msg_type="text", content={"text": text}, uuid=uuid), app_id=api.app_id,
+            chat_id, msg_type=msg_type, content=content, uuid=uuid), app_id=api.app_id,
             chat_id=chat_id, may_send=may_send, stopped=stopped)
+
+    def thread_root(self, thread_id: str, *, app_id: str = "",
+                    stopped: threading.Event | None = None) -> str:
+        """The first message of a thread, which a message posted into the thread replies to
+        (retried as a send is); RejectedError when Feishu lists none (gone, or not the
+        bot's to see)."""
+        api = self.api_for(app_id)
+        root = self._retrying(f"the first message of thread {thread_id}",
+                              lambda: api.thread_root(thread_id), app_id=api.app_id, low=True,
+                              stopped=stopped)
+        if not root:
+            raise RejectedError(f"thread {thread_id} has no message the bot can see")
+        return root
+
+    def post_markdown(self, chat_id: str, text: str, *, mode: str, uuid: str,
+                      app_id: str = "", may_send: Callable[[], bool] = _always,
+                      stopped: threading.Event | None = None) -> str:
+        """`send_markdown` as a new message to the chat."""
+        forms = forms_to_try(text, mode)
+        for form in forms:
+            rendered = render(text, form)
+            try:
+                return self.post(chat_id, rendered.msg_type, rendered.content,
+                                 uuid=uuid if form == forms[0] else derived_uuid(uuid, form),
+                                 app_id=app_id, may_send=may_send, stopped=stopped)
+            except RejectedError as error:
+                if form == forms[-1]:
+                    raise
+                logger.warning("feishu refused the %s form of a message to %s (%s); sending "
+                               "it as plain text", form, chat_id, error)
+        raise AssertionError("unreachable: the last form returns or raises")
 
     def send_markdown(self, message_id: str, text: str, *, mode: str, uuid: str,
                       in_thread: bool = False, app_id: str = "", chat_id: str = "",

@@ -225,6 +225,17 @@ class OpenApi:
         return self._authorized("GET", "/open-apis/im/v1/messages",
                                 f"messages of {chat_id}", params=params)
 
+    def thread_root(self, thread_id: str) -> str:
+        """The message id of a thread's first message (its root: what a message posted into
+        the thread replies to, in the thread); "" when Feishu lists none (one attempt)."""
+        body = self._authorized("GET", "/open-apis/im/v1/messages", f"messages of {thread_id}",
+                                params={"container_id_type": "thread",
+                                        "container_id": thread_id,
+                                        "sort_type": "ByCreateTimeAsc", "page_size": "1"})
+        items = (body.get("data") or {}).get("items")
+        first = items[0] if isinstance(items, list) and items else {}
+        return str(first.get("message_id") or "") if isinstance(first, dict) else ""
+
     def download(self, message_id: str, file_key: str, *, kind: str, max_bytes: int) -> bytes:
         """An attachment of a message (`kind`: image or file), read up to `max_bytes`;
         TooLarge beyond that (the download is cut off, not read to its end)."""

@@ -17,6 +17,7 @@ from gateway.core.logs import setup_logging
 from gateway.core.settings import load_settings
 from gateway.ops.cli import actions, naming, show, views
 from gateway.ops.cli.context import Ops, Run
+from gateway.ops.cli.post import send
 from gateway.ops.cli.sandbox import demo, simulator
 from gateway.ops.cli.serve import serve
 
@@ -296,5 +297,6 @@ def health(role: str) -> None:
 
 
 cli.add_command(serve)
+cli.add_command(send)
 cli.add_command(simulator)
 cli.add_command(demo)
