@@ -11,6 +11,7 @@ from typing import Protocol
 
 import redis
 
+from gateway.core.media import File, Image
 from gateway.core.settings import Settings
 
 GREETING = "greeting"
@@ -161,6 +162,14 @@ def _no_fetcher(message_id: str, file_key: str, kind: str) -> bytes:
     raise LookupError("this turn cannot fetch attachments")
 
 
+Sender = Callable[["Image | File"], str]
+"""(an image or file) → the id of the message that shows it (`Turn.send`)."""
+
+
+def _no_sender(part: Image | File) -> str:
+    raise LookupError("this turn cannot send images or files")
+
+
 Progress = Callable[[str], None]
 """(step) → None: shows what the agent does now (`Turn.progress`)."""
 
@@ -196,6 +205,10 @@ class Turn:
     """Every message the turn answers, oldest first (busy modes merge and interrupt: those
     sent while the chat was busy or in quick succession); `(message,)` when it is one."""
     reporter: Progress = field(default=_no_progress)
+    sender: Sender = field(default=_no_sender)
+
+    reporter_none = staticmethod(_no_progress)
+    """What `reporter` is where nothing shows progress."""
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -210,6 +223,14 @@ class Turn:
             return self.fetcher(attachment.message_id or self.message_id, attachment.key,
                                 attachment.resource_type)
         return self.fetcher(self.message_id, attachment, kind)
+
+    def send(self, part: Image | File) -> str:
+        """Send an image or a file now, as a reply to this turn's message (in its thread):
+        uploaded within Feishu's limits (checked when the Image or File was made), under the
+        send quota, retried; the n-th send of a turn has a fixed uuid, so a turn run again
+        after a crash shows each part once. The sent message's id; RejectedError when Feishu
+        refuses it, RetryableError when it keeps failing."""
+        return self.sender(part)
 
     @property
     def attachments(self) -> tuple[Attachment, ...]:
@@ -260,9 +281,10 @@ class Turn:
         return self.message.text
 
 
-Reply = str | Iterable[str] | None
+Reply = str | Image | File | Iterable[str | Image | File] | None
 """What `Agent.run` returns: the answer; or its pieces as they come (a streaming model:
-they are joined until the Feishu side renders them as they come); None for no reply."""
+they are joined until the Feishu side renders them as they come), images and files among
+them (sent after the text, in order: gateway/core/media.py); None for no reply."""
 
 
 class Agent(Protocol):

@@ -1,15 +1,17 @@
-"""Controls and views of the send rate limit, refused message types, card entities and
-message resources; mixed into Simulator. Every wait polls the state with a deadline."""
+"""Controls and views of the send rate limit, refused message types, card entities,
+message resources and uploads; mixed into Simulator. Every wait polls the state with a deadline."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Callable, Iterable
 
 from gateway.simulator import config as c
 from gateway.simulator.apps import AppRegistry
 from gateway.simulator.cards import CardView
 from gateway.simulator.faults import FaultPlan
 from gateway.simulator.ratelimit import WINDOW_S
+from gateway.simulator.records import SentMessage
 from gateway.simulator.state import SimState
 
 
@@ -122,3 +124,34 @@ class Controls:
         Content-Type is `content_type`, else guessed from `name`."""
         self.state.resources.add(message_id, file_key, data, kind=kind, name=name,
                                  content_type=content_type)
+
+    # what the bots upload, and a hook on what they send
+    @property
+    def upload_count(self) -> int:
+        """Images and files the bots uploaded so far (im/v1/images, im/v1/files)."""
+        return self.state.uploads.count
+
+    def resource_of(self, message_id: str) -> bytes | None:
+        """The bytes an image or file message shows (a user's or a bot's)."""
+        rec = self.state.get_message(message_id)
+        if rec is None:
+            return None
+        content = json.loads(rec.content) if rec.content else {}
+        key = content.get("image_key") or content.get("file_key") if isinstance(
+            content, dict) else None
+        found = self.state.resources.get(message_id, key) if isinstance(key, str) else None
+        return None if found is None else found.data
+
+    def on_bot_message(self, hook: Callable[[SentMessage], None] | None) -> None:
+        """Run `hook` with each new message a bot sends, on the simulator's loop, before the
+        open API answers the call that sent it (a test kills a worker there: the message is
+        sent, and the worker never learns it); None to stop."""
+        self.state.after_bot_message = None if hook is None else (
+            lambda rec: hook(self.state.view(rec)))
+
+    def on_upload(self, hook: Callable[[str, str], None] | None) -> None:
+        """Run `hook(kind, name)` with each upload, on the simulator's loop, before it is
+        answered (a test kills a worker there: the upload happened, its key never came
+        back); None to stop."""
+        self.state.uploads.after_add = None if hook is None else (
+            lambda upload: hook(upload.kind, upload.name))

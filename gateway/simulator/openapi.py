@@ -28,6 +28,7 @@ from gateway.simulator.listing import Listing, ListingApi
 from gateway.simulator.payloads import api_message_object, new_id, now_ms
 from gateway.simulator.records import MessageRecord
 from gateway.simulator.state import SimState
+from gateway.simulator.uploads import UploadApi, shown_upload
 from gateway.simulator.wire import ApiError, Handler, json_body, ok, peek_uuid, require_str
 
 RECEIVE_ID_TYPES = frozenset({"open_id", "user_id", "union_id", "email", "chat_id"})
@@ -63,6 +64,7 @@ class OpenApi:
                        limited(self.delete_reaction)),
             *CardKitApi(self.apps, self.state).routes(limited),
             *ResourceApi(self.apps, self.state).routes(),
+            *UploadApi(self.apps, self.state, self.state.uploads).routes(),
             *ListingApi(self.apps, self.state, self.faults, self.listing, self._item).routes(),
         ]
 
@@ -177,6 +179,9 @@ class OpenApi:
         )
         if card_id is not None and self.state.by_uuid(app.app_id, rec.uuid) is None:
             self.state.cards.check_sendable(card_id, app.app_id)
+        if self.state.by_uuid(app.app_id, rec.uuid) is None:  # (its image or file: the app's)
+            shown_upload(self.state, self.state.uploads, app.app_id, rec.message_id, msg_type,
+                         check_content(msg_type, content))
         return rec
 
     def _store(self, rec: MessageRecord) -> tuple[MessageRecord, bool]:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from gateway.simulator.cards import CardStore
 from gateway.simulator.ratelimit import RateLimiter
 from gateway.simulator.records import Ack, MessageRecord, SentFrame, SentMessage, to_sent_message
-from gateway.simulator.resources import ResourceStore
+from gateway.simulator.resources import ResourceStore, UploadStore
 
 T = TypeVar("T")
 
@@ -41,6 +41,10 @@ class SimState:
         self._outside: set[tuple[str, str]] = set()  # (app_id, chat_id): the bot was removed
         self.cards = CardStore(self._cond)
         self.resources = ResourceStore()
+        self.uploads = UploadStore()
+        self.after_bot_message: Callable[[MessageRecord], None] | None = None
+        """A test's hook on each new bot message (Controls.on_bot_message)."""
+        """What the apps uploaded for their bots to send (uploads.py)."""
         self.limiter = RateLimiter()
 
     def _notify(self) -> None:
@@ -281,7 +285,10 @@ class SimState:
             self._messages[rec.message_id] = rec
             self._bot_order.append(rec.message_id)
             self._notify()
-            return rec, True
+        hook = self.after_bot_message
+        if hook is not None:
+            hook(rec)
+        return rec, True
 
     def edit_message(self, message_id: str, msg_type: str, content: str) -> MessageRecord | None:
         """Replace a message's content, keeping the old one in history; None when unknown."""

@@ -35,6 +35,7 @@ from gateway.feishu.outbound.reactions import Typist
 from gateway.publisher import Publisher
 from gateway.worker.handles import TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.worker.heartbeat import Heartbeater
+from gateway.worker.media import MediaSender, Said, said
 from gateway.worker.sending import FAILURE_REPLY, SHUTDOWN, AnswerSender, gave_up_reply
 from gateway.worker.streaming import Stream
 
@@ -105,7 +106,8 @@ class TurnRunner:
             return api.download(message_id, file_key, kind=kind, max_bytes=self.fetch_max_bytes)
 
         return Turn(message, fence, stopped.is_set, approve, fetch, merged,
-                    *(() if stream is None else (stream.progress,)))
+                    reporter=stream.progress if stream is not None else Turn.reporter_none,
+                    sender=MediaSender(self.replies).direct(message, stopped))
 
     def run(self, turn: TurnRef, *, task_id: str, worker: str) -> str:
         """Run `turn`, then the chat's next ones while they are already waiting (up to
@@ -276,24 +278,25 @@ class TurnRunner:
         return bool(runner) and self.store.mark_runner(chat_id, session) != runner
 
     def _run_agent(self, session: str, turn: Turn, missed: bool,
-                   stream: Stream | None) -> str | None:
+                   stream: Stream | None) -> Said | None:
         """The session's agent answers; it is held (never evicted) until its last piece.
         `missed`: the session's previous turn ran in another process (a cached agent missed
-        it). Pieces are shown on `stream` as they come, when there is one."""
+        it). Pieces are shown on `stream` as they come, when there is one; images and files
+        among them are kept aside (gateway/worker/media.py)."""
         with self.agents.hold(session, missed=missed) as agent:
             reply: Reply = agent.run(turn)
-            if reply is None or isinstance(reply, str):
-                return reply
-            return "".join(reply) if stream is None else stream.consume(reply)
+            return said(reply, None if stream is None else stream.consume)
 
-    def _ask(self, run: Callable[[Turn], str | None],
+    def _ask(self, run: Callable[[Turn], Said | None],
              turn: Turn) -> tuple[Answer | None, str]:
         try:
             reply = run(turn)
+            text, media = reply or ("", ())
+            pieces = MediaSender(self.replies).pieces(turn.message, media)  # (before it is kept)
         except Exception:  # the boundary: any agent (or factory) error is a failure reply
             logger.exception("agent failed on message %s of chat %s", turn.message_id,
                              turn.chat_id)
             return Answer("failure", (FAILURE_REPLY,)), "failed"
-        if not reply:
+        if not text and not pieces:
             return None, "silent"
-        return self.sender.answer(str(reply), late=turn.caught_up), "replied"
+        return self.sender.answer(text, late=turn.caught_up, media=pieces), "replied"

@@ -22,12 +22,14 @@ from gateway.chats.model import Answer, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.chats.streams import StreamCards
 from gateway.core.errors import GatewayError
+from gateway.core.media import parse_media_piece
 from gateway.core.model import GREETING, OUTBOUND, OUTBOUND_CARD, Message
 from gateway.feishu.outbound.chunking import chunk_markdown
 from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
 from gateway.feishu.outbound.openapi import BOT_NOT_IN_CHAT
 from gateway.feishu.outbound.stream_card import INTERRUPTED_MARK, stop_value, stopped_mark
 from gateway.worker.handles import TurnHandle
+from gateway.worker.media import content_of
 from gateway.worker.streaming import FAILED_MARK, Stream
 from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
 
@@ -58,11 +60,13 @@ class AnswerSender:
     streams: StreamCards | None
     stream_interval_s: float
 
-    def answer(self, reply: str, *, late: bool = False) -> Answer:
-        """An agent's reply as the answer kept and sent: its text cut into pieces; `late`
-        (the message was read back after an outage) opens it with `LATE_ANSWER_NOTE`."""
+    def answer(self, reply: str, *, late: bool = False, media: tuple[str, ...] = ()) -> Answer:
+        """An agent's reply as the answer kept and sent: its text cut into pieces, then its
+        uploaded images and files (`media`: media pieces); `late` (the message was read
+        back after an outage) opens it with `LATE_ANSWER_NOTE`."""
         text = f"{LATE_ANSWER_NOTE}\n\n{reply}" if late else reply
-        return Answer("reply", tuple(chunk_markdown(text, self.chunk_chars)))
+        texts = tuple(chunk_markdown(text, self.chunk_chars)) if text.strip() else ()
+        return Answer("reply", texts + media)
 
     def outbound(self, message: Message) -> Answer:
         """A message the bot starts, as the answer its turn sends: markdown cut into pieces,
@@ -110,6 +114,9 @@ class AnswerSender:
         if answer is None:
             stream.close(stream.text)
             return None
+        if parse_media_piece(answer.chunks[0]) is not None:  # no text: images or files only
+            stream.close(stream.text or "…")
+            return Answer("reply", answer.chunks)
         return Answer("stream", answer.chunks)
 
     def _post(self, message: Message, kind: str, chunk: str, uuid: str, reply_to: str,
@@ -182,6 +189,14 @@ class AnswerSender:
                         reply_to = self.replies.thread_root(
                             message.thread_id, app_id=message.app_id, stopped=handle.stopped)
                     self._post(message, purpose, chunk, uuid, reply_to, may_send, handle)
+                    continue
+                media = parse_media_piece(chunk)
+                if media is not None:  # an uploaded image or file: sent, never uploaded again
+                    msg_type, content = content_of(media[0], media[1])
+                    self.replies.send(message.message_id, msg_type, content, uuid=uuid,
+                                      in_thread=bool(message.thread_id), app_id=message.app_id,
+                                      chat_id=message.chat_id, may_send=may_send,
+                                      stopped=handle.stopped)
                     continue
                 self.replies.send_markdown(
                     message.message_id, chunk, mode=self.reply_format, app_id=message.app_id,

@@ -18,6 +18,9 @@
 - `table N`      replies a markdown table of N rows
 - `quoted`       replies `quote: <the text of the message it replied to>`
 - a file message replies `fetched <n> bytes: <first 20>` (or why it could not, e.g. too large)
+- `media`        answers a text, an image (chart.png) and a file (data.csv)
+- `sendnow`      sends an image at once (`turn.send`), then answers `sent om_`
+- `badmedia`     makes an Image of bytes that are none and answers the error it got
 - `fetchall ...`  fetches every attachment of the turn (`turn.attachments`) and replies
                  `fetched <kind> <n> bytes: <first 8>, ...`
 - `boom ...`     raises
@@ -45,8 +48,14 @@ import redis
 from gateway.chats.keys import ChatKeys
 from gateway.chats.model import text_of
 from gateway.core.errors import GatewayError
-from gateway.core.model import AgentContext, Turn
+from gateway.core.media import BadMedia, File, Image
+from gateway.core.model import AgentContext, Reply, Turn
 from gateway.core.settings import load_settings
+
+TINY_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082")
+"""A 1x1 PNG."""
 
 
 def context_for_tests(client: redis.Redis | None = None) -> AgentContext:
@@ -99,7 +108,7 @@ class ScriptedAgent:
         self.redis = client
         self.turns = 0
 
-    def run(self, turn: Turn) -> str | Iterator[str] | None:
+    def run(self, turn: Turn) -> Reply:
         said = turn.message.text  # merged turns (busy mode merge): the last message says
         if said.startswith("stream "):
             _record(self.redis, turn, "start")
@@ -114,6 +123,18 @@ class ScriptedAgent:
             if word == "approve":
                 timeout_s, key, prompt = rest.split(" ", 2)
                 return f"decision: {turn.approve(prompt, float(timeout_s), key=key)}"
+            if word == "media":  # text, an image and a file, as one answer
+                return ["here you go", Image(TINY_PNG, name="chart.png"),
+                        File(b"a,b\n1,2\n", name="data.csv")]
+            if word == "sendnow":  # an image at once, then the answer
+                sent = turn.send(Image(TINY_PNG, name="now.png"))
+                return f"sent {sent[:3]}"
+            if word == "badmedia":  # what Feishu would not take: the agent learns why
+                try:
+                    Image(b"plain text, no image")
+                except BadMedia as error:
+                    return f"refused: {error}"
+                return "accepted?"
             if word == "fetchall":  # every attachment of the turn, as data
                 try:
                     got = [turn.fetch(a) for a in turn.attachments]

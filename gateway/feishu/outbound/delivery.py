@@ -146,6 +146,18 @@ class Replies:
             chat_id, msg_type=msg_type, content=content, uuid=uuid), app_id=api.app_id,
             chat_id=chat_id, may_send=may_send, stopped=stopped)
 
+    def upload(self, kind: str, name: str, data: bytes, *, file_type: str = "",
+               app_id: str = "", stopped: threading.Event | None = None) -> str:
+        """Upload an image (`kind` image) or a file for the bot to send, retried as a send
+        is (each attempt drawn from the send quota); its key. RejectedError when Feishu
+        refuses it or answers no key."""
+        api = self.api_for(app_id)
+        key = self._retrying(f"upload of {kind} {name}", lambda: api.upload(
+            kind, name, data, file_type or "stream"), app_id=api.app_id, stopped=stopped)
+        if not key:
+            raise RejectedError(f"upload of {kind} {name}: feishu answered no key")
+        return key
+
     def thread_root(self, thread_id: str, *, app_id: str = "",
                     stopped: threading.Event | None = None) -> str:
         """The first message of a thread, which a message posted into the thread replies to

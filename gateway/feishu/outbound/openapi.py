@@ -97,11 +97,13 @@ class OpenApi:
         self._http.close()
 
     def _call(self, method: str, path: str, what: str, *, body: Any = None,
-              params: dict[str, str] | None = None, token: str | None = None) -> dict[str, Any]:
+              params: dict[str, str] | None = None, token: str | None = None,
+              form: dict[str, str] | None = None,
+              files: dict[str, tuple[str, bytes]] | None = None) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
             response = self._http.request(method, path, json=body, params=params,
-                                          headers=headers)
+                                          headers=headers, data=form, files=files)
         except httpx.TransportError as error:  # connect, read, reset, protocol errors
             raise RetryableError(f"{what}: {type(error).__name__}: {error}") from None
         self._note_date(response.headers.get("date"))
@@ -224,6 +226,19 @@ class OpenApi:
             params["page_token"] = page_token
         return self._authorized("GET", "/open-apis/im/v1/messages",
                                 f"messages of {chat_id}", params=params)
+
+    def upload(self, kind: str, name: str, data: bytes, file_type: str = "stream") -> str:
+        """Upload an image (`kind` image: im/v1/images, for messages) or a file (im/v1/files)
+        for the bot to send (one attempt); its image_key or file_key."""
+        if kind == "image":
+            reply = self._authorized("POST", "/open-apis/im/v1/images", f"image {name}",
+                                     form={"image_type": "message"},
+                                     files={"image": (name, data)})
+            return str((reply.get("data") or {}).get("image_key", ""))
+        reply = self._authorized("POST", "/open-apis/im/v1/files", f"file {name}",
+                                 form={"file_type": file_type, "file_name": name},
+                                 files={"file": (name, data)})
+        return str((reply.get("data") or {}).get("file_key", ""))
 
     def thread_root(self, thread_id: str) -> str:
         """The message id of a thread's first message (its root: what a message posted into
