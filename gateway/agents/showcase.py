@@ -6,6 +6,7 @@ that streams, asks and takes its time, with no model, no credentials and no netw
   (`Turn.approve`: a card with buttons; /approve or /deny work too), then pretends.
 - "slow" streams for about SLOW_S seconds, checking `Turn.cancelled()` often, so /stop can
   be tried (and the "Typing" reaction on the message is seen meanwhile).
+- "chart" answers with a picture: a bar chart drawn on the spot (an `Image` part).
 - The first answer of a session says what to try.
 """
 
@@ -15,6 +16,8 @@ import re
 import time
 from collections.abc import Iterator
 
+from gateway.agents.chart import bar_chart
+from gateway.core.media import Image
 from gateway.core.model import AgentContext, Turn
 
 WORD_DELAY_S = 0.04
@@ -26,6 +29,7 @@ CHECK_S = 0.05
 SHOWN_S = 0.4
 """A pause before asking: past the stream interval, so what came so far is shown first."""
 APPROVE_TIMEOUT_S = 300.0
+CHART_VALUES = (3, 5, 9, 14, 11, 7, 12, 16, 10, 6)
 
 INTRO = ("Hi, I am the showcase agent (nothing here calls a model or the network). "
          "Things to try:\n"
@@ -33,6 +37,7 @@ INTRO = ("Hi, I am the showcase agent (nothing here calls a model or the network
          "buttons, or /approve or /deny)\n"
          "- **slow**: a {slow_s:.0f} s answer; /stop stops it, and a Typing reaction shows "
          "on your message meanwhile\n"
+         "- **chart**: I answer with a picture\n"
          "- anything else: I stream it back word by word\n"
          "- /new starts a new conversation, /stop stops what runs\n\n")
 DELETE = re.compile(r"\b(?:delete|remove|rm)\s+(\S+)", re.IGNORECASE)
@@ -50,11 +55,11 @@ class ShowcaseAgent:
         self.word_delay_s, self.slow_s = word_delay_s, slow_s
         self.greeted = False
 
-    def run(self, turn: Turn) -> Iterator[str]:
+    def run(self, turn: Turn) -> Iterator[str | Image]:
         greet, self.greeted = not self.greeted, True
         return self._answer(turn, greet)
 
-    def _answer(self, turn: Turn, greet: bool) -> Iterator[str]:
+    def _answer(self, turn: Turn, greet: bool) -> Iterator[str | Image]:
         if greet:
             yield from self._say(turn, INTRO.format(slow_s=self.slow_s))
         text = turn.text.strip()
@@ -63,6 +68,9 @@ class ShowcaseAgent:
             yield from self._delete(turn, target.group(1))
         elif text.lower() == "slow":
             yield from self._slow(turn)
+        elif text.lower() == "chart":
+            yield from self._say(turn, "Messages per hour today, drawn just now:")
+            yield Image(bar_chart(CHART_VALUES), name="chart.png")
         else:
             yield from self._say(turn, f"You said: {text}")
 

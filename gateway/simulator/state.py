@@ -271,7 +271,14 @@ class SimState:
     def view(self, rec: MessageRecord) -> SentMessage:
         """The public view of a message, showing its card entity as it is now."""
         card = self.cards.view(rec.card_id) if rec.card_id else None
-        return to_sent_message(rec, card)
+        view = to_sent_message(rec, card)
+        if rec.msg_type in ("image", "file"):  # what it shows: the resource's name and size
+            key = view.content.get("image_key") or view.content.get("file_key")
+            found = self.resources.get(rec.message_id, key) if isinstance(key, str) else None
+            if found is not None:
+                view = dataclasses.replace(
+                    view, text=f"[{rec.msg_type} {found.name}, {len(found.data):,} bytes]")
+        return view
 
     def add_bot_message(self, rec: MessageRecord) -> tuple[MessageRecord, bool]:
         """Store a bot message unless its app already sent one with its uuid: then return

@@ -46,6 +46,7 @@ from urllib.parse import SplitResult, urlsplit
 from aiohttp import hdrs, web
 
 from gateway.simulator.chat_events import ChatEventDelivery
+from gateway.simulator.downloads import content_disposition
 from gateway.simulator.events import EventDelivery
 from gateway.simulator.records import MessageRecord
 from gateway.simulator.server import NoBotConnected
@@ -182,6 +183,20 @@ def user_routes(sim: ChatEventDelivery) -> list[web.RouteDef]:
                                   "reactions": {i: sim.reactions(i) for i in asked}},
                                  dumps=_dumps)
 
+    async def resource(request: web.Request) -> web.Response:
+        """The bytes an image or file message shows, for the web chat to draw or offer."""
+        message_id = request.match_info["message_id"]
+        rec = sim.state.get_message(message_id)
+        content = sim.get_message(message_id)
+        key = None if content is None else (content.content.get("image_key")
+                                             or content.content.get("file_key"))
+        found = sim.state.resources.get(message_id, key) if isinstance(key, str) else None
+        if rec is None or found is None:
+            raise web.HTTPNotFound(text="no image or file of that message")
+        return web.Response(body=found.data, content_type=found.content_type, headers={
+            "Content-Disposition": content_disposition(found.name).replace(
+                "attachment", "inline" if found.kind == "image" else "attachment", 1)})
+
     async def page(request: web.Request) -> web.Response:
         html = resources.files("gateway.simulator").joinpath("webchat.html").read_text(
             encoding="utf-8")
@@ -225,6 +240,7 @@ def user_routes(sim: ChatEventDelivery) -> list[web.RouteDef]:
     return [web.post(f"{PREFIX}/messages", local(send)), web.get(f"{PREFIX}/messages", local(read)),
             web.post(f"{PREFIX}/card_actions", local(click)),
             web.post(PREFIX + "/{what:recall|edit|membership|p2p_entered}", local(change)),
+            web.get(PREFIX + "/resources/{message_id}", local(resource)),
             web.get("/", local(page))]
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 
 import pytest
 
 from gateway.agents import load_factory
 from gateway.agents.showcase import ShowcaseAgent, words
+from gateway.core.media import Image
 from gateway.core.model import Message, Turn
 from tests.support.agents import context_for_tests
 
@@ -26,6 +28,11 @@ def turn(text: str, *, cancelled: threading.Event | None = None,
                 approver)
 
 
+def joined(pieces: Iterable[object]) -> str:
+    """The text of an answer's pieces (a picture apart)."""
+    return "".join(p for p in pieces if isinstance(p, str))
+
+
 def fast_agent() -> ShowcaseAgent:
     return ShowcaseAgent(word_delay_s=0, slow_s=2.0)
 
@@ -36,10 +43,10 @@ def test_showcase_streams_in_pieces_and_greets_once_a_session() -> None:
     agent = fast_agent()
     first = list(agent.run(turn("hello there")))
     second = list(agent.run(turn("hello again")))
-    assert len(first) > 10 and "Things to try" in "".join(first)
-    assert "delete build/" in "".join(first) and "slow" in "".join(first)
-    assert "".join(second) == "You said: hello again" and len(second) == 4
-    assert "".join(words("a  b\n c ")) == "a  b\n c "
+    assert len(first) > 10 and "Things to try" in joined(first)
+    assert "delete build/" in joined(first) and "slow" in joined(first)
+    assert joined(second) == "You said: hello again" and len(second) == 4
+    assert joined(words("a  b\n c ")) == "a  b\n c "
 
 
 @pytest.mark.parametrize(("decision", "says"), [
@@ -51,7 +58,7 @@ def test_showcase_streams_in_pieces_and_greets_once_a_session() -> None:
 def test_showcase_asks_before_it_pretends_to_delete(decision: str, says: str) -> None:
     agent, asked = fast_agent(), list[str]()
     agent.greeted = True
-    answer = "".join(agent.run(turn("please delete build/", asked=asked, decision=decision)))
+    answer = joined(agent.run(turn("please delete build/", asked=asked, decision=decision)))
     assert asked == ["Delete build/? (a pretend action: nothing is deleted)"]
     assert answer.startswith("Deleting `build/` needs your approval") and says in answer
 
@@ -65,4 +72,14 @@ def test_showcase_slow_answer_ends_soon_after_the_turn_is_cancelled() -> None:
     began = time.monotonic()
     rest = list(pieces)
     assert time.monotonic() - began < 0.2
-    assert "Taking my time" in "".join(got) and "done" not in "".join(rest)
+    assert "Taking my time" in joined(got) and "done" not in joined(rest)
+
+
+def test_chart_answers_with_a_picture_after_its_text() -> None:
+    agent = fast_agent()
+    list(agent.run(turn("hello")))  # (the greeting)
+    pieces = list(agent.run(turn("chart")))
+    *text, picture = pieces
+    assert "Messages per hour" in joined(text)
+    assert isinstance(picture, Image) and picture.name == "chart.png"
+    assert picture.data.startswith(b"\x89PNG\r\n\x1a\n")
