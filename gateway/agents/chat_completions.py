@@ -17,6 +17,7 @@ agents of every worker process (the agent cache compares signatures) without a r
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -32,6 +33,7 @@ import httpx
 import redis
 
 from gateway.core.errors import GatewayError
+from gateway.core.media import BadMedia, Image
 from gateway.core.model import AgentContext, Turn
 from gateway.core.settings import Settings
 
@@ -102,7 +104,7 @@ class ChatCompletionsAgent:
         self._http = http
         self.history = history
 
-    def run(self, turn: Turn) -> Iterator[str]:
+    def run(self, turn: Turn) -> Iterator[str | Image]:
         earlier = self.history.load()
         messages = [{"role": "system", "content": self.config.system_prompt},
                     *({"role": m["role"], "content": m["content"]} for m in earlier
@@ -111,7 +113,7 @@ class ChatCompletionsAgent:
         return self._stream(turn, earlier, messages)
 
     def _stream(self, turn: Turn, earlier: list[dict[str, str]],
-                messages: list[dict[str, str]]) -> Iterator[str]:
+                messages: list[dict[str, str]]) -> Iterator[str | Image]:
         body = {"model": self.config.model, "messages": messages, "stream": True}
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key \
             else {}
@@ -125,14 +127,17 @@ class ChatCompletionsAgent:
             for piece in sse_pieces(response.iter_lines()):
                 if turn.cancelled():
                     return  # leaving the block closes the stream: the endpoint stops
-                pieces.append(piece)
+                if isinstance(piece, str):
+                    pieces.append(piece)
                 yield piece
         if pieces and not turn.cancelled():
             self.history.add(earlier, turn.message_id, turn.text, "".join(pieces))
 
 
-def sse_pieces(lines: Iterator[str]) -> Iterator[str]:
-    """The text pieces of a streamed chat completion (`data: {...}` lines up to [DONE])."""
+def sse_pieces(lines: Iterator[str]) -> Iterator[str | Image]:
+    """The text pieces of a streamed chat completion (`data: {...}` lines up to [DONE]), and
+    the images it carries as data URLs (a model that draws, a tool's picture): in a delta's
+    `images` (OpenRouter's shape) or among its `content` parts (`image_url`)."""
     for line in lines:
         if not line.startswith("data:"):
             continue
@@ -149,9 +154,36 @@ def sse_pieces(lines: Iterator[str]) -> Iterator[str]:
             detail = error.get("message") if isinstance(error, dict) else error
             raise EndpointError(f"the model endpoint failed mid-stream: {str(detail)[:200]}")
         for choice in choices:
-            text = (choice.get("delta") or {}).get("content")
-            if text:
-                yield str(text)
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
+            parts = content if isinstance(content, list) else [content]
+            for part in [*parts, *(delta.get("images") or [])]:
+                if isinstance(part, str) and part:
+                    yield part
+                elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                    yield part["text"]
+                elif isinstance(part, dict) and (image := image_of(part)) is not None:
+                    yield image
+
+
+def image_of(part: dict[str, Any]) -> Image | None:
+    """The picture of an `image_url` part given as a data URL; None for another part, or
+    (one warning line) for an image Feishu would not take or a URL to fetch."""
+    ref = part.get("image_url")
+    url = ref.get("url") if isinstance(ref, dict) else ref
+    if not isinstance(url, str):
+        return None
+    head, _, encoded = url.partition(",")
+    if not (head.startswith("data:image/") and head.endswith(";base64")):
+        logger.warning("an image the model endpoint linked to was not sent: only data URLs "
+                       "are (%s)", url[:60])
+        return None
+    try:
+        return Image(base64.b64decode(encoded, validate=True),
+                     name="image." + head[len("data:image/"):-len(";base64")])
+    except (ValueError, BadMedia) as error:
+        logger.warning("an image from the model endpoint was not sent: %s", error)
+        return None
 
 
 def error_message(response: httpx.Response) -> str:

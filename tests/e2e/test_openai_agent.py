@@ -5,17 +5,21 @@ with a mark), an endpoint error."""
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 
 import pytest
 
 from gateway.agents.chat_completions import EndpointError, sse_pieces
+from gateway.core.media import Image
 from gateway.feishu.outbound.stream_card import STOPPED_MARK
 from gateway.ops.processes import wait_until
 from gateway.simulator import SentMessage, Simulator
 from gateway.simulator.payloads import flatten_text
 from gateway.worker.sending import FAILURE_REPLY
 from gateway.worker.surfaces import EDITS_WHILE_STREAMING
+from tests.support.agents import TINY_PNG
 from tests.support.fake_llm import API_KEY, FakeLlm
 from tests.support.replies import reply_of as cancel_reply_of
 from tests.support.rig import TEST_CANCEL_TIMEOUT_S, Rig, rig_up
@@ -175,3 +179,31 @@ def test_stream_pieces_are_read_and_a_mid_stream_error_is_an_error() -> None:
                    'data: {"error":{"message":"context length exceeded"}}'])
     with pytest.raises(EndpointError, match="mid-stream: context length exceeded"):
         list(sse_pieces(failed))
+
+
+def test_a_picture_the_model_draws_is_sent_after_its_text(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_llm_draw"
+    worker = rig.fleet("worker", concurrency=1)
+    try:
+        asked = sim.send_text(chat, "draw a dot")
+        wait_until(lambda: len([m for m in sim.sent_messages(chat) if m.reply_to == asked]) >= 2,
+                   30, "the text and the picture")
+        text, picture = [m for m in sim.sent_messages(chat) if m.reply_to == asked]
+        assert "Drawn: a dot." in text.text and picture.msg_type == "image"
+        assert sim.resource_of(picture.message_id) == TINY_PNG
+    finally:
+        worker.stop()
+
+
+def test_images_among_the_stream_pieces_are_read_from_data_urls_only() -> None:
+    url = "data:image/png;base64," + base64.b64encode(TINY_PNG).decode()
+    lines = ['data: {"choices":[{"delta":{"content":"see "}}]}',
+             'data: ' + json.dumps({"choices": [{"delta": {"images": [
+                 {"type": "image_url", "image_url": {"url": url}}]}}]}),
+             'data: ' + json.dumps({"choices": [{"delta": {"content": [
+                 {"type": "text", "text": "and "},
+                 {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}}]})]
+    pieces = list(sse_pieces(iter(lines)))
+    assert pieces[0] == "see " and pieces[2] == "and " and len(pieces) == 3
+    assert isinstance(pieces[1], Image) and pieces[1].data == TINY_PNG

@@ -12,6 +12,7 @@ It records every request's messages and whether a stream was closed by the clien
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import threading
@@ -21,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.simulator.loop_thread import LoopThread
+from tests.support.agents import TINY_PNG
 
 API_KEY = "sk-test-not-a-real-key"
 
@@ -79,8 +81,13 @@ class FakeLlm:
         last = said[-1] if said else ""
         if last.startswith("fail"):
             return error(500, "the model is overloaded", "server_error")
+        pieces: list[Any]
         if last.startswith("slow"):
             pieces, pause_s = ["piece "] * 300, 0.1
+        elif last.startswith("draw"):  # a model that draws: its picture as a data URL
+            url = "data:image/png;base64," + base64.b64encode(TINY_PNG).decode()
+            pieces, pause_s = ["Drawn: ", {"images": [
+                {"type": "image_url", "image_url": {"url": url}}]}, "a dot."], 0.0
         elif last.startswith("count ") and last[6:].isdigit():
             pieces, pause_s = [f"n{n} " for n in range(int(last[6:]))], 0.05
         else:
@@ -89,7 +96,8 @@ class FakeLlm:
             pieces, pause_s = [text[:third], text[third:2 * third], text[2 * third:]], 0.0
         if not body.get("stream"):
             return web.json_response({"object": "chat.completion", "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "".join(pieces)},
+                {"index": 0, "message": {"role": "assistant", "content": "".join(
+                    p for p in pieces if isinstance(p, str))},
                  "finish_reason": "stop"}]})
         return await self._stream(request, pieces, pause_s)
 
@@ -97,14 +105,15 @@ class FakeLlm:
         with self._guard:
             self.seen.closed_early += 1
 
-    async def _stream(self, request: web.Request, pieces: list[str],
+    async def _stream(self, request: web.Request, pieces: list[Any],
                       pause_s: float) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         try:
             for piece in pieces:
                 chunk = {"object": "chat.completion.chunk", "choices": [
-                    {"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                    {"index": 0, "delta": piece if isinstance(piece, dict) else {
+                        "content": piece}, "finish_reason": None}]}
                 await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 if pause_s:
                     await asyncio.sleep(pause_s)
