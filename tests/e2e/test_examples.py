@@ -64,3 +64,20 @@ def test_the_approval_example_asks_then_acts_on_the_click(rig: Rig, chat_id: str
         assert answer == ["Deleted build/ (pretend; allowed once)."]
     finally:
         worker.kill()
+
+
+def test_the_reporting_example_answers_with_a_picture_and_a_file(rig: Rig, chat_id: str) -> None:
+    worker = example_worker(rig, "reporter:factory")
+    try:
+        asked = rig.sim.send_text(chat_id, "the sales, please")
+        image = reply_to(rig, chat_id, asked, "image")
+        file = reply_to(rig, chat_id, asked, "file")
+        text = next(m for m in rig.sim.sent_messages(chat_id)
+                    if m.reply_to == asked and m.msg_type not in ("image", "file"))
+        assert "This week's sales" in text.text and "no old chart: image" in text.text
+        assert image.text.startswith("[image sales.png") and file.text.startswith(
+            "[file sales.csv")
+        assert rig.sim.resource_of(file.message_id) == b"day,sales\r\nMon,12\r\nTue,19\r\n" \
+            b"Wed,7\r\nThu,15\r\nFri,22\r\n"
+    finally:
+        worker.kill()
