@@ -37,18 +37,23 @@ def run_turn(self: Task, chat_id: str, message_id: str, fence: int, sent_ms: int
 @app.task(name=POST_MESSAGE, bind=True)
 def post_message(self: Task, chat_id: str, text: str = "", *, key: str = "",
                  thread_id: str = "", card: dict[str, Any] | None = None,
-                 app_id: str = "") -> str:
-    """Post `text` (markdown) or `card` to `chat_id` (in its thread `thread_id`) as the bot
-    (app `app_id` of FEISHU_APPS; the first by default), queued in the chat's order and sent
-    as replies are. `key`: the idempotency key (default: this task's id, so a redelivered
-    or retried task posts once). Returns what posting did (gateway/chats/outbound.py);
-    a message that cannot be sent fails the task with one clear line."""
+                 image_path: str = "", file_path: str = "", app_id: str = "") -> str:
+    """Post `text` (markdown), `card`, or the image or file at a path (on the worker's
+    machine) to `chat_id` (in its thread `thread_id`) as the bot (app `app_id` of
+    FEISHU_APPS; the first by default), queued in the chat's order and sent as replies are.
+    `key`: the idempotency key (default: this task's id, so a redelivered or retried task
+    posts once). Returns what posting did (gateway/chats/outbound.py); a message that
+    cannot be sent fails the task with one clear line."""
     from gateway.chats.outbound import Outbound, post
+    from gateway.worker.media import upload_at
 
     rt = process.runtime()
     primary = rt.settings.primary_app_id
+    app = "" if app_id in ("", primary) else app_id
+    media = upload_at(rt.replies, app, image_path, file_path) \
+        if image_path or file_path else ""
     out = Outbound(chat_id, key or str(self.request.id), text=text, card=card,
-                   thread_id=thread_id, app_id="" if app_id in ("", primary) else app_id)
+                   thread_id=thread_id, app_id=app, media=media)
     posted = post(rt.store, rt.publisher.publish, out, sender_app=app_id or primary,
                   max_text_chars=rt.settings.max_text_chars)
     return posted.describe()

@@ -40,7 +40,9 @@ class Outbound:
     text: str = ""
     """Markdown, sent as the bot's replies are (FEISHU_REPLY_FORMAT); or"""
     card: Mapping[str, Any] | None = field(default=None)
-    """a card's JSON (an interactive message), sent as it is."""
+    """a card's JSON (an interactive message), sent as it is; or"""
+    media: str = ""
+    """an image or file uploaded already (its media piece, gateway/core/media.py)."""
     thread_id: str = ""
     """The topic to post in (`omt_…`); "" for the chat itself."""
     app_id: str = ""
@@ -63,13 +65,13 @@ def outbound_message(out: Outbound, *, max_text_chars: int) -> Message:
         raise Refused(f"{out.thread_id!r} is no thread id (they read omt_…)")
     if not out.key or len(out.key) > 512:
         raise Refused("an idempotency key of 1 to 512 characters is needed")
-    if (out.card is None) == (not out.text.strip()):
-        raise Refused("say one thing: a text, or a card")
+    if [bool(out.text.strip()), out.card is not None, bool(out.media)].count(True) != 1:
+        raise Refused("say one thing: a text, a card, an image or a file")
     if out.card is not None:
         body = json.dumps(dict(out.card), ensure_ascii=False, separators=(",", ":"))
         kind = OUTBOUND_CARD
     else:
-        body, kind = out.text, OUTBOUND
+        body, kind = out.text or out.media, OUTBOUND
     if len(body) > max_text_chars:
         raise Refused(f"the message is {len(body)} characters; at most {max_text_chars} "
                       "(GATEWAY_MAX_TEXT_CHARS)")

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from gateway.core.media import File, Image, Media, media_piece
+from gateway.core.media import BadMedia, File, Image, Media, media_piece
 from gateway.core.model import Message, Reply
 from gateway.feishu.outbound.delivery import Replies, reply_uuid
 
@@ -97,3 +97,16 @@ class MediaSender:
                                      chat_id=message.chat_id, stopped=stopped)
 
         return send
+
+
+def upload_at(replies: Replies, app_id: str, image_path: str, file_path: str) -> str:
+    """Upload the image or the file at a path for the bot of `app_id` (a message the bot
+    starts: gateway/chats/outbound.py); its media piece. BadMedia with one line for what
+    Feishu would not take, or for both paths given."""
+    if bool(image_path) == bool(file_path):
+        raise BadMedia("say one thing: an image or a file")
+    part: Media = Image(image_path) if image_path else File(file_path)
+    kind = kind_of(part)
+    key = replies.upload(kind, part.name, part.data, app_id=app_id,
+                         file_type=part.file_type if isinstance(part, File) else "")
+    return media_piece(kind, key, part.name)

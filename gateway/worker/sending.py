@@ -71,8 +71,8 @@ class AnswerSender:
     def outbound(self, message: Message) -> Answer:
         """A message the bot starts, as the answer its turn sends: markdown cut into pieces,
         or a card whole (gateway/chats/outbound.py)."""
-        if message.message_type == OUTBOUND_CARD:
-            return Answer(OUTBOUND_CARD, (message.text,))
+        if message.message_type == OUTBOUND_CARD or parse_media_piece(message.text):
+            return Answer(message.message_type, (message.text,))  # (one piece: a card, a file)
         return Answer(OUTBOUND, tuple(chunk_markdown(message.text, self.chunk_chars)))
 
     def stream(self, turn: TurnRef, message: Message, attempt: int,
@@ -123,14 +123,16 @@ class AnswerSender:
               may_send: Callable[[], bool], handle: TurnHandle) -> None:
         """One piece of a message the bot starts: into its thread (a reply in the thread to
         the thread's first message, `reply_to`), or to its chat as a new message."""
-        if kind == OUTBOUND_CARD:
-            card = json.loads(chunk)
+        media = parse_media_piece(chunk)
+        if kind == OUTBOUND_CARD or media is not None:
+            msg_type, content = ("interactive", json.loads(chunk)) if media is None \
+                else content_of(media[0], media[1])
             if reply_to != message.message_id:
-                self.replies.send(reply_to, "interactive", card, uuid=uuid, in_thread=True,
+                self.replies.send(reply_to, msg_type, content, uuid=uuid, in_thread=True,
                                   app_id=message.app_id, may_send=may_send,
                                   stopped=handle.stopped)
             else:
-                self.replies.post(message.chat_id, "interactive", card, uuid=uuid,
+                self.replies.post(message.chat_id, msg_type, content, uuid=uuid,
                                   app_id=message.app_id, may_send=may_send,
                                   stopped=handle.stopped)
         elif reply_to != message.message_id:

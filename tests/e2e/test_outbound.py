@@ -15,6 +15,7 @@ from celery import Celery
 from gateway.core.names import POST_MESSAGE
 from gateway.ops.processes import REPO, GatewayProcess, wait_until
 from gateway.simulator import SentMessage, Simulator
+from tests.support.agents import TINY_PNG
 from tests.support.cli import cli, ok
 from tests.support.replies import reply_of
 from tests.support.rig import Rig, rig_up
@@ -68,6 +69,19 @@ def test_send_posts_a_card_and_into_a_thread(rig: Rig, tmp_path: Path) -> None:
     wait_until(lambda: posts(sim, chat, "Nightly"), 30, "the card")
     [sent] = posts(sim, chat, "Nightly")
     assert sent.msg_type == "interactive"
+    chart, data = tmp_path / "chart.png", tmp_path / "numbers.csv"
+    chart.write_bytes(TINY_PNG)
+    data.write_bytes(b"n\n1\n")
+    ok(rig.env, "send", chat, "--image", str(chart), "--thread", "omt_outbound1", "--key", "i-1")
+    ok(rig.env, "send", chat, "--file", str(data), "--key", "f-1")
+    ok(rig.env, "send", chat, "--file", str(data), "--key", "f-1")  # (posted already)
+    wait_until(lambda: posts(sim, chat, "[image chart.png") and posts(sim, chat, "[file numbers"),
+               30, "the image and the file")
+    [image] = posts(sim, chat, "[image chart.png")
+    [file] = posts(sim, chat, "[file numbers")
+    assert image.thread_id == "omt_outbound1" and file.reply_to is None
+    assert sim.resource_of(image.message_id) == TINY_PNG
+    assert sim.resource_of(file.message_id) == b"n\n1\n"
     assert sent.reply_to is None
 
 
@@ -79,6 +93,10 @@ def test_what_cannot_be_sent_is_one_clear_line(rig: Rig, tmp_path: Path) -> None
             (("send", "oc_outbound_bad", "--card", str(tmp_path / "none.json")),
              "No such file"),
             (("send", "oc_outbound_bad", "hi", "--app", "cli_nobody"), "not one of"),
+            (("send", "oc_outbound_bad", "--image", str(tmp_path / "none.png")),
+             "cannot be read"),
+            (("send", "oc_outbound_bad", "hi", "--image", str(tmp_path / "none.png")),
+             "say one thing"),
     ]:
         result = cli(rig.env, *argv)
         assert result.returncode != 0 and said in result.stderr, (argv, result.stderr)
