@@ -48,6 +48,7 @@ from aiohttp import hdrs, web
 from gateway.simulator.chat_events import ChatEventDelivery
 from gateway.simulator.downloads import content_disposition
 from gateway.simulator.events import EventDelivery
+from gateway.simulator.payloads import new_id
 from gateway.simulator.records import MessageRecord
 from gateway.simulator.server import NoBotConnected
 
@@ -166,10 +167,22 @@ def user_routes(sim: ChatEventDelivery) -> list[web.RouteDef]:
         if chat_type not in ("p2p", "group"):
             raise _bad("chat_type must be p2p or group")
         mentions = [sim.mention_bot()] if body.get("mention_bot") is True else None
+        thread = body.get("thread_id") or ""  # a topic group: "new" starts a topic
+        if not isinstance(thread, str):
+            raise _bad("thread_id must be a string")
+        root = None
+        if thread == "new":
+            thread = new_id("omt_")
+        elif thread:
+            first = sorted(sim.state.thread_history(thread), key=lambda r: r.create_time_ms)
+            if not first:
+                raise _bad(f"no topic {thread}")
+            root = first[0].message_id
         message_id = await _off_loop(sim, functools.partial(
             sim.send_text, _text(body, "chat_id"), _text(body, "text"), chat_type=chat_type,
-            sender_open_id=_text(body, "sender_open_id", "ou_user_1"), mentions=mentions))
-        return web.json_response({"message_id": message_id})
+            sender_open_id=_text(body, "sender_open_id", "ou_user_1"), mentions=mentions,
+            thread_id=thread or None, root_id=root, parent_id=root))
+        return web.json_response({"message_id": message_id, "thread_id": thread})
 
     async def read(request: web.Request) -> web.Response:
         chat_id = request.query.get("chat_id", "")
@@ -253,7 +266,7 @@ def _user_message(sim: EventDelivery, rec: MessageRecord) -> dict[str, Any]:
     app = sim.apps.find(rec.app_id)
     ids = [m.get("id") for m in rec.mentions]
     return {"message_id": rec.message_id, "text": text, "sender_open_id": rec.sender_open_id,
-            "chat_type": rec.chat_type, "reply_to": rec.parent_id,
+            "chat_type": rec.chat_type, "reply_to": rec.parent_id, "thread_id": rec.thread_id,
             "mentions_bot": app is not None and any(
                 isinstance(i, dict) and i.get("open_id") == app.bot_open_id for i in ids),
             "at": rec.create_time_ms / 1000,

@@ -21,6 +21,7 @@ from selenium.common.exceptions import StaleElementReferenceException  # noqa: E
 from selenium.webdriver.chromium.webdriver import ChromiumDriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.select import Select  # noqa: E402
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / ".artifacts" / "webchat.png"
 
@@ -131,6 +132,40 @@ def test_a_person_chats_with_the_bot_in_the_browser(
     assert shown[first + 1] == ("bot", "echo: hello from the browser"), shown
     assert any(who == "bot" and "decision: once" in t for who, t in shown), shown
     assert console_errors(browser) == [], "no failed load (a favicon) nor script error"
+
+
+def topic_texts(driver: WebDriver) -> list[str]:
+    """The text of each topic block, top to bottom."""
+    return texts(driver, "#log .topic")
+
+
+@one_pool
+def test_topics_of_a_topic_group_run_side_by_side_and_show_pictures(
+        feishu: Simulator, listener: GatewayProcess, browser: WebDriver) -> None:
+    browser.get(feishu.url + "/")
+    browser.find_element(By.CSS_SELECTOR, "nav button[data-chat='oc_web_topics']").click()
+    say(browser, "stream 80 0.2")  # a new topic: 16 s of words
+    bot_says(browser, "w2")
+    say(browser, "hello topic two")  # another new topic, while the first streams
+    bot_says(browser, "echo: hello topic two")
+    first, second = topic_texts(browser)[:2]
+    assert "stream 80" in first and "w79" not in first, "the first topic still streams"
+    assert "hello topic two" in second and "stream 80" not in second, "topics apart"
+    browser.find_element(By.CSS_SELECTOR, "#log .topic .head button").click()  # reply here
+    say(browser, "/stop")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".topic .stop-mark"), 15,
+               "the first topic's answer stopped")
+    assert "stream 80" in topic_texts(browser)[0] and "/stop" in topic_texts(browser)[0]
+    Select(browser.find_element(By.ID, "topic")).select_by_value("new")
+    say(browser, "media")  # a third topic: the bot answers with a picture and a file
+    wait_until(lambda: browser.execute_script(
+        "const i = document.querySelector('#log img.picture');"
+        "return i !== null && i.complete && i.naturalWidth > 0"), 30, "the picture drawn")
+    assert any("data.csv" in t for t in texts(browser, "#log a.file"))
+    assert len(topic_texts(browser)) == 3 and "media" in topic_texts(browser)[2]
+    assert console_errors(browser) == []
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOT.with_name("webchat-topics.png")))
 
 
 def test_a_message_no_bot_can_take_is_shown_as_not_sent_and_given_back(
