@@ -175,19 +175,9 @@ class Replies:
                       app_id: str = "", may_send: Callable[[], bool] = _always,
                       stopped: threading.Event | None = None) -> str:
         """`send_markdown` as a new message to the chat."""
-        forms = forms_to_try(text, mode)
-        for form in forms:
-            rendered = render(text, form)
-            try:
-                return self.post(chat_id, rendered.msg_type, rendered.content,
-                                 uuid=uuid if form == forms[0] else derived_uuid(uuid, form),
-                                 app_id=app_id, may_send=may_send, stopped=stopped)
-            except RejectedError as error:
-                if form == forms[-1]:
-                    raise
-                logger.warning("feishu refused the %s form of a message to %s (%s); sending "
-                               "it as plain text", form, chat_id, error)
-        raise AssertionError("unreachable: the last form returns or raises")
+        return _in_forms(text, mode, uuid, f"a message to {chat_id}", lambda kind, body, key:
+                         self.post(chat_id, kind, body, uuid=key, app_id=app_id,
+                                   may_send=may_send, stopped=stopped))
 
     def send_markdown(self, message_id: str, text: str, *, mode: str, uuid: str,
                       in_thread: bool = False, app_id: str = "", chat_id: str = "",
@@ -196,20 +186,10 @@ class Replies:
         """Reply with markdown `text` as text, a post or a card (`mode`, see render.py);
         when Feishu refuses the rich form, the same text goes again as plain text (under
         its own stable uuid). Raises as `send_text`."""
-        forms = forms_to_try(text, mode)
-        for form in forms:
-            rendered = render(text, form)
-            try:
-                return self.send(message_id, rendered.msg_type, rendered.content,
-                                 uuid=uuid if form == forms[0] else derived_uuid(uuid, form),
-                                 in_thread=in_thread, app_id=app_id, chat_id=chat_id,
-                                 may_send=may_send, stopped=stopped)
-            except RejectedError as error:
-                if form == forms[-1]:
-                    raise
-                logger.warning("feishu refused the %s form of the reply to %s (%s); "
-                               "sending it as plain text", form, message_id, error)
-        raise AssertionError("unreachable: the last form returns or raises")
+        return _in_forms(text, mode, uuid, f"the reply to {message_id}", lambda kind, body, key:
+                         self.send(message_id, kind, body, uuid=key, in_thread=in_thread,
+                                   app_id=app_id, chat_id=chat_id, may_send=may_send,
+                                   stopped=stopped))
 
     def send(self, message_id: str, msg_type: str, content: dict[str, Any], *, uuid: str,
              in_thread: bool = False, app_id: str = "", chat_id: str = "",
@@ -338,3 +318,21 @@ class Replies:
         if failure is not None:
             return failure
         return RateLimited(f"{what}: the send quota had no room within the retry budget")
+
+
+def _in_forms(text: str, mode: str, uuid: str, what: str,
+              send: Callable[[str, dict[str, Any], str], str]) -> str:
+    """Send markdown `text` in the first form of `mode` Feishu takes (render.py), each form
+    under its own stable uuid; `send(msg_type, content, uuid)` sends one."""
+    forms = forms_to_try(text, mode)
+    for form in forms:
+        rendered = render(text, form)
+        try:
+            return send(rendered.msg_type, rendered.content,
+                        uuid if form == forms[0] else derived_uuid(uuid, form))
+        except RejectedError as error:
+            if form == forms[-1]:
+                raise
+            logger.warning("feishu refused the %s form of %s (%s); sending it as plain text",
+                           form, what, error)
+    raise AssertionError("unreachable: the last form returns or raises")

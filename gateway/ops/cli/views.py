@@ -85,18 +85,24 @@ def topics_view(store: ChatStore, chat_id: str, now_ms: int) -> list[dict[str, A
     topic's own state): each one's turn (state, message, for how long) and waiting count."""
     if not store.keyspace.scope.per_thread or topic_of(chat_id):
         return None
-    states = store.live_topics(chat_id)
+    return state_rows(store, store.live_topics(chat_id), now_ms)
+
+
+def state_rows(store: ChatStore, states: list[str], now_ms: int) -> list[dict[str, Any]]:
+    """Each state's waiting count and turn (its state, message, task, for how long), in
+    one round trip."""
     with store.redis.pipeline(transaction=False) as pipe:
         for state in states:
             k = store.keys(state)
             pipe.zcard(k.inbox)
-            pipe.hmget(k.lease, "state", "message_id", "since_ms")
+            pipe.hmget(k.lease, "state", "since_ms", "task_id", "message_id")
         replies = pipe.execute() if states else []
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, state in enumerate(states):
-        count, (turn, message_id, since) = replies[2 * i], replies[2 * i + 1]
+        count, (turn, since, task, message_id) = replies[2 * i], replies[2 * i + 1]
         rows.append({"chat_id": state, "pending": int(count),
                      "state": text_of(turn) if turn else "idle",
+                     "task_id": text_of(task) if task else None,
                      "message_id": text_of(message_id) if message_id else None,
                      "for_s": round((now_ms - int(since)) / 1000, 1) if since else None})
     return rows
@@ -107,20 +113,7 @@ def chats_view(store: ChatStore, *, limit: int, page: int = 1) -> dict[str, Any]
     found: list[str] = []
     for index in store.keyspace.indexes:
         found += [text_of(c) for c in store.redis.zrange(index, 0, CHATS_SCAN_MAX - 1)]
-    with store.redis.pipeline(transaction=False) as pipe:
-        for chat_id in found:
-            k = store.keys(chat_id)
-            pipe.zcard(k.inbox)
-            pipe.hmget(k.lease, "state", "since_ms", "task_id")
-        replies = pipe.execute() if found else []
-    now_ms = store.server_ms()
-    rows: list[dict[str, Any]] = []
-    for i, chat_id in enumerate(found):
-        count, (state, since, task) = replies[2 * i], replies[2 * i + 1]
-        rows.append({"chat_id": chat_id, "pending": int(count),
-                     "state": text_of(state) if state else "idle",
-                     "task_id": text_of(task) if task else None,
-                     "for_s": round((now_ms - int(since)) / 1000, 1) if since else None})
+    rows = state_rows(store, found, store.server_ms())
     rows.sort(key=lambda r: (-r["pending"], r["chat_id"]))
     start = (max(page, 1) - 1) * limit
     return {"total": len(rows), "page": max(page, 1), "limit": limit,
