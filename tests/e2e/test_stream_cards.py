@@ -6,7 +6,6 @@ side mid-answer."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -15,6 +14,7 @@ from gateway.simulator import Simulator
 from gateway.simulator.cardjson import nodes
 from gateway.simulator.cards import CardView
 from gateway.simulator.records import SentMessage
+from tests.support.cards import click_stop, closed, stop_button
 from tests.support.replies import replies_to
 from tests.support.rig import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, rig_up
 
@@ -35,30 +35,6 @@ def the_card(sim: Simulator, chat_id: str, asked: str) -> SentMessage:
     [card] = [m for m in sim.sent_messages(chat_id) if m.reply_to == asked]
     assert card.msg_type == "interactive" and card.card_id, card
     return card
-
-
-def stop_button(view: CardView) -> dict[str, Any]:
-    [button] = [n for n in nodes(view.card.get("body")) if n.get("tag") == "button"]
-    return dict(button["behaviors"][0]["value"])
-
-
-def click_stop(sim: Simulator, chat_id: str, card: SentMessage, who: str,
-               token: str | None = None, value: dict[str, Any] | None = None) -> Any:
-    """Click the card's Stop button (`value`: the button's, else read from the card)."""
-    if value is None:
-        value = stop_button(sim.wait_for_card(card.message_id, streaming=True))
-    frame = sim.send_card_action(chat_id, card.message_id, who, value, token=token)
-    response = sim.card_response(frame, timeout_s=10)
-    assert not response.late, f"answered in {response.latency_ms:.0f} ms, over Feishu's 3 s"
-    return response
-
-
-def closed(sim: Simulator, card: SentMessage) -> CardView | None:
-    """The card once the gateway closed it (its Stop button gone), else None."""
-    view = sim.card(card.card_id or "")
-    if view is None or [n for n in nodes(view.card.get("body")) if n.get("tag") == "button"]:
-        return None
-    return view
 
 
 def test_progress_steps_show_in_order_and_the_closed_card_lists_them(

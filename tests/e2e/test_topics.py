@@ -11,9 +11,10 @@ import pytest
 import redis
 
 from gateway.ops.processes import wait_until
-from gateway.simulator import Simulator
+from gateway.simulator import SentMessage, Simulator
+from tests.support.cards import click_stop, closed
 from tests.support.cli import ok, read
-from tests.support.replies import agent_events, replies_to, reply_of, started
+from tests.support.replies import agent_events, button, replies_to, reply_of, started
 from tests.support.rig import TEST_CANCEL_TIMEOUT_S, Rig, rig_up
 
 
@@ -91,3 +92,25 @@ def test_each_topic_keeps_its_order_through_a_worker_kill(rig: Rig) -> None:
         for m in ids:
             [answer] = [s for s in sim.sent_messages(chat) if s.reply_to == m]
             assert answer.thread_id == thread
+
+
+def test_the_stop_button_and_an_approval_act_on_their_topic(rig: Rig) -> None:
+    sim, chat = rig.sim, "oc_topics_buttons"
+    streaming = in_topic(sim, chat, "omt_stream", "stream 80 0.2")
+    other = in_topic(sim, chat, "omt_other", "stream 30 0.2")
+    card = wait_until(lambda: next((m for m in sim.sent_messages(chat)
+                                    if m.reply_to == streaming and m.card_id), None), 20,
+                      "the streaming card")
+    assert isinstance(card, SentMessage) and card.thread_id == "omt_stream"
+    click_stop(sim, chat, card, "ou_user_1")
+    wait_until(lambda: closed(sim, card), 15, "the topic's card closed by its Stop button")
+    wait_until(lambda: any("w29" in t for t in replies_to(sim, chat).get(other, [])), 30,
+               "the other topic answered whole: the Stop click stopped only its own topic")
+    asked = in_topic(sim, chat, "omt_ask", "approve 60 tool May I run the tool?")
+    ask = wait_until(lambda: next((m for m in sim.sent_messages(chat) if m.reply_to == asked
+                                   and m.msg_type == "interactive"), None), 30, "the card")
+    assert isinstance(ask, SentMessage) and ask.thread_id == "omt_ask"
+    frame = sim.send_card_action(chat, ask.message_id, "ou_user_1", button(ask, "once"))
+    assert not sim.card_response(frame, timeout_s=10).late
+    wait_until(lambda: "decision: once" in replies_to(sim, chat).get(asked, []), 30,
+               "the turn's answer after the click in its topic")
