@@ -172,8 +172,8 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
         out.write(f"worker and listener running agent {agent!r}; logs in {workdir} "
                   f"({kept})\n")
         if sim is not None:
-            out.write(f"web chat: open {sim.url}/ (a direct message and a group; cards "
-                      "click)\n")
+            out.write(f"web chat: open {sim.url}/ (a direct message, a group and a topic "
+                      "group; cards click)\n")
             redis_url = env.get("REDIS_URL", settings.redis_url)
             _operate(out, redis_url)
             with contextlib.suppress(KeyboardInterrupt):
