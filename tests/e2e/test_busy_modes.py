@@ -19,6 +19,7 @@ from gateway.chats.keys import ChatKeys
 from gateway.feishu.outbound.stream_card import INTERRUPTED_MARK
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
+from tests.support.cli import ok, read
 from tests.support.replies import agent_events, replies_to, reply_of, started
 from tests.support.rig import TEST_CANCEL_TIMEOUT_S, TEST_LEASE_TTL_S, Rig, rig_up
 
@@ -226,3 +227,16 @@ def test_interrupt_mode_under_a_sigkill_stop_and_new(rig: Rig) -> None:
     fresh = sim.send_text(chat_id, "new topic")
     assert reply_of(sim, chat_id, fresh) == "echo: new topic"
     assert set(only_replies(sim, chat_id)) == {ids[-1], stop, after, reset, fresh}
+
+
+def test_chat_from_another_shell_shows_the_mode_the_chat_keeps(rig: Rig) -> None:
+    """A second shell without GATEWAY_BUSY_MODE (the demo's operator terminal) still sees
+    the chat's own mode: the one its state in Redis keeps."""
+    sim, chat_id = rig.sim, "oc_busy_other_shell"
+    running = sim.send_text(chat_id, "sleep 20")
+    wait_until(lambda: started(rig.client(), chat_id, running), 20, "the turn to start")
+    shell = {k: v for k, v in rig.env.items() if k != "GATEWAY_BUSY_MODE"}
+    shown = ok(shell, "chat", chat_id)
+    assert "busy mode: merge (kept in Redis" in shown, shown
+    assert read(shell, "chat", chat_id)["busy"] == "merge"
+    sim.send_text(chat_id, "/stop")

@@ -32,10 +32,21 @@ def test_the_chat_view_shows_the_mode_and_the_merged_messages(redis_client: redi
     wait_until(lambda: not isinstance(store.start_or_wait(turn, "t", "w"), Waiting), 5,
                "the merge window to pass", interval_s=0.02)
     assert not isinstance(store.start_or_wait(turn, "t", "w"), Started), "started once"
-    view = chat_view(store, chat_id, busy="merge")
-    assert view["busy"] == "merge"
+    view = chat_view(store, chat_id, busy_here="queue")  # (a shell without the setting)
+    assert view["busy"] == "merge", "the mode Redis keeps, not this shell's"
     assert view["turn"]["busy"] == "merge" and view["turn"]["merged"] == ["om_1", "om_2"]
     console = Console(width=200, record=True)
     show.chat(console, view)
     text = console.export_text()
     assert "busy mode: merge" in text and "answers 2 messages together: om_1 om_2" in text
+
+
+def test_an_idle_chat_keeps_no_mode_and_says_so(redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    view = chat_view(store, chat_id, busy_here="interrupt")
+    assert view["busy"] is None
+    console = Console(width=200, record=True)
+    show.chat(console, view)
+    text = console.export_text()
+    assert "busy mode: none kept (the chat is idle" in text
+    assert "this shell's settings say interrupt" in text

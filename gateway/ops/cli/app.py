@@ -177,7 +177,7 @@ def chat(as_json: bool, chat_id: str, app: str, first: int) -> None:
     broker needed."""
     o = ops()
     shown = [views.chat_view(o.store, state, first=first,
-                             busy=o.settings.admission_rules.busy_of(chat_of(state)))
+                             busy_here=o.settings.admission_rules.busy_of(chat_of(state)))
              for state in naming.states(o, chat_id, app)]
     one = len(shown) == 1
     emit(shown[0] if one else shown, as_json, show.chat if one else show.each_chat)

@@ -35,7 +35,11 @@ def _when(at_ms: int) -> str:
 def chat(console: Console, view: dict[str, Any]) -> None:
     turn = view["turn"]
     console.print(f"[bold]chat {view['chat_id']}[/bold]")
-    console.print(f"  busy mode: {view['busy']}")
+    if view["busy"] is not None:
+        console.print(f"  busy mode: {view['busy']} (kept in Redis by its last message)")
+    else:
+        console.print("  busy mode: none kept (the chat is idle; its next message brings the "
+                      f"listeners' mode; this shell's settings say {view['busy_here']})")
     if turn is None:
         console.print("  turn: idle")
     else:
@@ -47,8 +51,6 @@ def chat(console: Console, view: dict[str, Any]) -> None:
                       f"{turn['worker'] or '-'}, for {_duration(turn['for_s'])}, attempt "
                       f"{turn['attempt']}, published {turn['requeues'] + 1}x, lease "
                       f"{turn['lease_ttl_s']:.1f}s left")
-        if turn["busy"] != view["busy"]:
-            console.print(f"        busy mode of this turn: {turn['busy']}")
         if turn["merged"]:
             console.print(f"        answers {len(turn['merged'])} messages together: "
                           f"{' '.join(turn['merged'])}")

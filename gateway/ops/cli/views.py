@@ -47,24 +47,26 @@ def turn_view(store: ChatStore, chat_id: str, now_ms: int) -> dict[str, Any] | N
             "attempt": int(attempt or 0), "requeues": int(lease.get("requeues") or 0),
             "lease_ttl_s": round(max(0, int(ttl_ms)) / 1000, 1),
             "stopping": stop_fence is not None and text_of(stop_fence) == lease.get("fence"),
-            "busy": text_of(busy) if busy else "queue",
+            "busy": lease.get("busy") or (text_of(busy) if busy else "queue"),
             "merged": [entry_parts(str(e))[0] for e in json.loads(text_of(batch))]
             if batch else []}
 
 
 def chat_view(store: ChatStore, chat_id: str, *, first: int = 5,
-              busy: str = "queue") -> dict[str, Any]:
-    """One chat's whole state: its turn, what waits, its session and its last turns.
-    `busy`: the chat's busy mode as the settings say it (the turn's `busy` is the one its
-    state holds, written by its last message's admission)."""
+              busy_here: str = "queue") -> dict[str, Any]:
+    """One chat's whole state: its busy mode (the one its state in Redis keeps, written by
+    its last message's admission under the listeners' settings; None while it is idle and
+    keeps none), its turn, what waits, its session and its last turns. `busy_here`: the
+    mode this process's settings give the chat (shown only while Redis keeps none)."""
     now_ms = store.server_ms()
     k = store.keys(chat_id)
     pending = store.pending(chat_id)
     generation = store.redis.get(k.generation)
     session_ttl_ms = int(store.redis.pttl(k.generation))
-    return {
+    view: dict[str, Any] = {
         "chat_id": chat_id,
-        "busy": busy,
+        "busy": None,
+        "busy_here": busy_here,
         "turn": turn_view(store, chat_id, now_ms),
         "pending": {"count": len(pending), "first": [
             {"message_id": mid, "sender": m.sender_open_id if m else None,
@@ -78,6 +80,9 @@ def chat_view(store: ChatStore, chat_id: str, *, first: int = 5,
         "undelivered": store.undelivered(chat_id)[:first],
         "topics": topics_view(store, chat_id, now_ms),
     }
+    if view["turn"] is not None:
+        view["busy"] = view["turn"]["busy"]
+    return view
 
 
 def topics_view(store: ChatStore, chat_id: str, now_ms: int) -> list[dict[str, Any]] | None:
