@@ -198,11 +198,16 @@ def _chat(sim: Simulator, chat_id: str, lines: TextIO, out: TextIO, settings: Se
     keys = keyspace(settings).chat(chat_id)
 
     def settled(message_id: str, text: str) -> bool:
-        """Its turn is recorded; or, for a command (no turn), it was answered."""
+        """Its turn is recorded; or, for a command (no turn), it was answered; or it was
+        taken in (ACKed) and the chat is idle since: nothing of it waits or runs (its
+        record may have left the last GATEWAY_HISTORY_TURNS, or a policy dropped it)."""
         if find_turn(read_history(client, keys), message_id) is not None:
             return True
-        return text.startswith("/") and any(
-            m.reply_to == message_id for m in sim.sent_messages(chat_id))
+        if text.startswith("/") and any(
+                m.reply_to == message_id for m in sim.sent_messages(chat_id)):
+            return True
+        taken = any(ack.code == 200 for ack in sim.acks_of(message_id))
+        return taken and not client.exists(keys.lease) and not client.zcard(keys.inbox)
 
     TerminalChat(sim, chat_id, out, settled=settled,
                  typing_emoji=settings.typing_emoji).run(lines)

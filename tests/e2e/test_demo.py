@@ -199,3 +199,57 @@ def test_the_demo_answers_a_code_block_and_a_long_line_in_full_and_cleans_up(
     logs = re.search(r"logs in (\S+) \(removed at exit", out)
     assert logs is not None, out
     assert not Path(logs.group(1)).exists()
+
+
+def test_ctrl_d_at_a_terminal_quits_at_once_after_a_dozen_messages(tmp_path: Path) -> None:
+    """More messages than GATEWAY_HISTORY_TURNS keeps (10): the quit still sees each one is
+    done (taken in, and the chat idle since), and exits within seconds."""
+    import pty
+
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.ops.cli", "demo", "--port", "0"],
+                            stdin=secondary, stdout=secondary, stderr=secondary,
+                            cwd=str(tmp_path), env=demo_env(GATEWAY_AGENT="echo"),
+                            start_new_session=True)
+    os.close(secondary)
+    screen: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:  # the process is gone: the pty closed
+                return
+            if not chunk:
+                return
+            screen.append(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def shown() -> str:
+        return b"".join(screen).decode(errors="replace")
+
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while "chat oc_demo_chat: " not in shown():
+            assert proc.poll() is None and time.monotonic() < deadline, shown()[-2000:]
+            time.sleep(0.05)
+        for n in range(12):
+            os.write(primary, f"note {n}\n".encode())
+        deadline = time.monotonic() + 60
+        while shown().count("echo: note ") < 12:
+            assert time.monotonic() < deadline, shown()[-2000:]
+            time.sleep(0.05)
+        quit_at = time.monotonic()
+        os.write(primary, b"\x04")  # Ctrl-D
+        proc.wait(timeout=60)
+        took_s = time.monotonic() - quit_at
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        os.close(primary)
+    assert proc.returncode == 0, shown()[-2000:]
+    assert took_s < 5, f"Ctrl-D took {took_s:.1f} s to quit"
+    assert "not done after" not in shown()
