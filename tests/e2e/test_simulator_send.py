@@ -87,3 +87,17 @@ def test_simulator_send_with_no_bot_connected_says_what_to_start(
         "feishu-gateway: not sent: no bot is connected to this simulator yet: start "
         f"`feishu-gateway listen` with FEISHU_DOMAIN={simulator.url} and FEISHU_APP_ID="
         f"{simulator.app_id} (the export lines `feishu-gateway simulator` printed)\n"))
+
+
+@one_pool
+def test_simulator_send_prints_a_streamed_answer_once_it_ended(
+        feishu: Simulator, listener: GatewayProcess, chat_id: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Pieces 2 s apart (longer than any quiet spell would wait): the whole answer, once the
+    stream ended; and, when the wait runs out first, what it said so far and that it gave
+    up."""
+    code, out, err = send(capsys, chat_id, "stream 4 2", "--url", feishu.url)
+    assert (code, err) == (0, "") and out == "bot: w0 w1 w2 w3 \n", out
+    code, out, err = send(capsys, chat_id, "stream 10 1", "--url", feishu.url, "--wait", "3")
+    assert code == 1 and out.startswith("bot: w0"), (code, out, err)
+    assert "w9" not in out and "the answer was still being written after 3s" in err

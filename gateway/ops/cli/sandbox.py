@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from gateway.core.errors import GatewayError
+from gateway.core.errors import GatewayError, Refused
 from gateway.core.logs import setup_logging
 
 
@@ -61,8 +61,11 @@ def simulator_send(chat_id: str, text: str, url: str, group: bool, mention: bool
     from gateway.ops.cli.simclient import send_and_wait
 
     replies = send_and_wait(url, chat_id, text, group=group, mention=mention, wait_s=wait_s)
-    for reply in replies:
+    for reply in replies.texts:
         click.echo(f"bot: {reply}")
+    if replies.unfinished:
+        raise Refused(f"the answer was still being written after {wait_s:g}s: above is what "
+                      "it said so far (--wait to wait longer)")
 
 
 @click.command()

@@ -22,6 +22,8 @@ SEND_TIMEOUT_S = 30.0
 """The send answers once the message is delivered; with no bot connected, only after the
 simulator's delivery timeout (10 s by default)."""
 ACK_OK = 200
+TYPING = "Typing"
+"""The reaction a running turn shows on its message (FEISHU_TYPING_EMOJI's default)."""
 
 
 @dataclass
@@ -31,11 +33,25 @@ class Seen:
     replies: list[tuple[str, str]]
     ack_codes: list[int]
     reacted: bool = False
+    writing: bool = False
+    """A reply still grows: a card in streaming mode, or the "Typing" reaction (its turn
+    runs) still on the message."""
+
+
+@dataclass(frozen=True)
+class Replies:
+    """The bot's replies to a message, and whether they were still being written when the
+    wait ran out (`unfinished`)."""
+
+    texts: list[str]
+    unfinished: bool = False
 
 
 def send_and_wait(url: str, chat_id: str, text: str, *, group: bool = False,
-                  mention: bool = False, wait_s: float = 30.0) -> list[str]:
-    """The texts of the bot's replies to the message, once they stopped changing."""
+                  mention: bool = False, wait_s: float = 30.0) -> Replies:
+    """The bot's replies to the message, once they are complete: no card of them streams,
+    its turn ended (no "Typing" reaction on it) and nothing changed for QUIET_S; or, the
+    wait over, what they said so far, marked unfinished."""
     seen = Seen([], [])
     try:
         with httpx.Client(base_url=url.rstrip("/"), timeout=10) as http:
@@ -53,9 +69,10 @@ def send_and_wait(url: str, chat_id: str, text: str, *, group: bool = False,
                 now = _look(http.get("/sim/v1/messages", params={"chat_id": chat_id}).json(),
                             message_id)
                 seen.ack_codes, seen.reacted = now.ack_codes, seen.reacted or now.reacted
+                seen.writing = now.writing
                 if now.replies != seen.replies:
                     seen.replies, changed = now.replies, time.monotonic()
-                elif seen.replies and time.monotonic() - changed >= QUIET_S:
+                elif seen.replies and not now.writing and time.monotonic() - changed >= QUIET_S:
                     break
                 time.sleep(POLL_S)
     except (ValueError, KeyError, TypeError) as error:
@@ -65,18 +82,19 @@ def send_and_wait(url: str, chat_id: str, text: str, *, group: bool = False,
         raise GatewayError(f"cannot reach the simulator at {url} ({error}); is "
                            "`feishu-gateway simulator` running?") from None
     if seen.replies:
-        return [text for _, text in seen.replies]
+        return Replies([text for _, text in seen.replies], unfinished=seen.writing)
     raise Refused(unanswered(seen, wait_s, group=group, mention=mention))
 
 
 def _look(answer: dict[str, Any], message_id: str) -> Seen:
     """The replies to, the ACKs of and the reactions on one message, in a GET's answer."""
-    replies = [(m["message_id"], m["text"]) for m in answer["items"]
-               if m.get("reply_to") == message_id]
+    items = [m for m in answer["items"] if m.get("reply_to") == message_id]
     mine: dict[str, Any] = next(
         (m for m in answer.get("user_messages", ()) if m["message_id"] == message_id), {})
-    return Seen(replies, [int(c) for c in mine.get("ack_codes", ())],
-                bool(answer.get("reactions", {}).get(message_id)))
+    reactions = answer.get("reactions", {}).get(message_id) or []
+    return Seen([(m["message_id"], m["text"]) for m in items],
+                [int(c) for c in mine.get("ack_codes", ())], bool(reactions),
+                any(m.get("streaming") for m in items) or TYPING in reactions)
 
 
 def unanswered(seen: Seen, wait_s: float, *, group: bool, mention: bool) -> str:
