@@ -210,6 +210,14 @@ def user_routes(sim: ChatEventDelivery) -> list[web.RouteDef]:
             "Content-Disposition": content_disposition(found.name).replace(
                 "attachment", "inline" if found.kind == "image" else "attachment", 1)})
 
+    async def upload(request: web.Request) -> web.Response:
+        """An image a bot uploaded, by its key (a card's `img` element shows it)."""
+        found = sim.state.uploads.get(request.match_info["key"])
+        if found is None:
+            raise web.HTTPNotFound(text="no upload of that key")
+        return web.Response(body=found.data, content_type="image/png"
+                            if found.kind == "image" else "application/octet-stream")
+
     async def page(request: web.Request) -> web.Response:
         html = resources.files("gateway.simulator").joinpath("webchat.html").read_text(
             encoding="utf-8")
@@ -254,6 +262,7 @@ def user_routes(sim: ChatEventDelivery) -> list[web.RouteDef]:
             web.post(f"{PREFIX}/card_actions", local(click)),
             web.post(PREFIX + "/{what:recall|edit|membership|p2p_entered}", local(change)),
             web.get(PREFIX + "/resources/{message_id}", local(resource)),
+            web.get(PREFIX + "/uploads/{key}", local(upload)),
             web.get("/", local(page))]
 
 

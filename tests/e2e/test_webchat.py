@@ -134,6 +134,39 @@ def test_a_person_chats_with_the_bot_in_the_browser(
     assert console_errors(browser) == [], "no failed load (a favicon) nor script error"
 
 
+@one_pool
+def test_the_gateways_cards_are_drawn_as_feishu_draws_them(
+        feishu: Simulator, listener: GatewayProcess, browser: WebDriver) -> None:
+    """A streaming card's current step and Stop button, a finished answer's collapsed steps
+    (expanded by a click), markdown's inline styles: no [tag] placeholder for anything the
+    gateway sends, no bare glyph a font may lack."""
+    browser.get(feishu.url + "/")
+    say(browser, "steps 3 0.8")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".card .step-mark"), 20,
+               "the current step's mark, drawn")
+    wait_until(lambda: any(b.text == "Stop" for b in browser.find_elements(
+        By.CSS_SELECTOR, ".card button")), 10, "the streaming card's Stop button")
+    bot_says(browser, "done after 3 steps")
+    panel = wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".card details.panel"),
+                       10, "the finished answer's steps panel")
+    assert isinstance(panel, list)
+    panel[0].find_element(By.TAG_NAME, "summary").click()
+    wait_until(lambda: any("step 1" in t for t in texts(browser, ".card details.panel[open]")),
+               10, "the steps listed once expanded")
+    say(browser, "table 2")  # markdown: a table, drawn as one
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#log table td"), 20,
+               "the answer's table drawn")
+    say(browser, "stream 100 0.2")
+    bot_says(browser, "w2")
+    wait_until(lambda: click_button(browser, "Stop"), 10, "the card's Stop button clicked")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".card .stop-mark"), 15,
+               "the answer stopped by its button")
+    assert texts(browser, "#log .unknown") == [], "every element the gateway sends is drawn"
+    shown = "".join(texts(browser, "#log .msg"))
+    assert "\u23f3" not in shown and "\u23f9" not in shown and "**" not in shown
+    assert console_errors(browser) == []
+
+
 def topic_texts(driver: WebDriver) -> list[str]:
     """The text of each topic block, top to bottom."""
     return texts(driver, "#log .topic")
