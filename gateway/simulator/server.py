@@ -298,6 +298,10 @@ def build_app(apps: AppRegistry, state: SimState, faults: FaultPlan | None = Non
             return err.response()
         except web.HTTPException:
             raise
+        except ConnectionError as error:  # the client went away mid-request: nothing wrong
+            logger.info("simulator: %s %s: the client went away (%s)", request.method,
+                        request.path, error)
+            return web.Response(status=400, text="the client went away")
         except Exception:
             logger.exception("simulator handler failed: %s %s", request.method, request.path)
             return web.json_response({"code": 1, "msg": "simulator internal error"}, status=500)
