@@ -38,6 +38,8 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "GATEWAY_REPLY_CHUNK_CHARS", "GATEWAY_REPLY_RETRY_BUDGET_S", "FEISHU_SEND_RATE_PER_S",
         "FEISHU_SEND_RATE_PER_MIN", "FEISHU_CHAT_SEND_RATE_PER_S", "FEISHU_TYPING",
         "FEISHU_TYPING_EMOJI", "FEISHU_FAILURE_EMOJI")),
+    ("While a chat's turn runs", "replies-and-access.md#while-a-chats-turn-runs", (
+        "GATEWAY_BUSY_MODE", "GATEWAY_MERGE_WINDOW_MS")),
     ("Agents", "agents.md", (
         "GATEWAY_AGENT", "GATEWAY_ORDER_SCOPE", "FEISHU_SESSION_SCOPE", "GATEWAY_AGENT_CACHE_CAP",
         "GATEWAY_AGENT_IDLE_TTL_S", "GATEWAY_AGENT_RELEASE_TIMEOUT_S",

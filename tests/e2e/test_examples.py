@@ -3,6 +3,7 @@ rig (Redis, simulator, listener)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -79,5 +80,19 @@ def test_the_reporting_example_answers_with_a_picture_and_a_file(rig: Rig, chat_
             "[file sales.csv")
         assert rig.sim.resource_of(file.message_id) == b"day,sales\r\nMon,12\r\nTue,19\r\n" \
             b"Wed,7\r\nThu,15\r\nFri,22\r\n"
+    finally:
+        worker.kill()
+
+
+def test_the_progress_example_lists_its_steps_on_the_finished_card(rig: Rig,
+                                                                   chat_id: str) -> None:
+    worker = example_worker(rig, "researcher:factory")
+    try:
+        asked = rig.sim.send_text(chat_id, "when do we deploy?")
+        card = reply_to(rig, chat_id, asked, "interactive")
+        view = rig.sim.wait_for_card(card.message_id, streaming=False, timeout_s=30)
+        text = json.dumps(view.card, ensure_ascii=False)
+        assert "What the wiki says" in text and "Deploys go out on Tuesdays" in text
+        assert "2 steps" in text and "reading deploy" in text, text
     finally:
         worker.kill()
