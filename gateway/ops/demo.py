@@ -105,13 +105,16 @@ def _waiting(out: TextIO, what: str) -> contextlib.AbstractContextManager[object
     return Console(file=out).status(what + " …")
 
 
-def _operate(out: TextIO, redis_url: str) -> None:
+def _operate(out: TextIO, redis_url: str, sim: Simulator) -> None:
+    """What a second terminal needs for every operator's command: the demo's Redis, and its
+    simulator's domain and (fake) app credentials, for the commands that call Feishu."""
     gateway, celery = script("feishu-gateway"), script("celery")
     relative = any("/" in s.split()[0] and not Path(s.split()[0]).is_absolute()
                    for s in (gateway, celery))
     where = " in this folder" if relative else ""
     out.write(f"operate it from another terminal{where}: "
-              f"export REDIS_URL={masked_url(redis_url)}\n"
+              f"export REDIS_URL={masked_url(redis_url)} FEISHU_DOMAIN={sim.url} "
+              f"FEISHU_APP_ID={sim.app_id} FEISHU_APP_SECRET={sim.app_secret}\n"
               f"  {gateway} chats | chat <chat_id> | stop | revoke | retry | purge\n"
               f"  FLOWER_UNAUTHENTICATED_API=true {celery} -A tasks flower "
               "--address=127.0.0.1   (then http://127.0.0.1:5555/)\n")
@@ -175,7 +178,7 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
             out.write(f"web chat: open {sim.url}/ (a direct message, a group and a topic "
                       "group; cards click)\n")
             redis_url = env.get("REDIS_URL", settings.redis_url)
-            _operate(out, redis_url)
+            _operate(out, redis_url, sim)
             with contextlib.suppress(KeyboardInterrupt):
                 _chat(sim, chat_id, lines, out, settings, redis_url)
         else:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from gateway.ops.demo import gather, run_demo
@@ -109,6 +110,38 @@ def test_the_demo_runs_the_showcase_agent_and_names_runnable_commands(demo: Demo
         assert shown is not None, screen
         command = shown.group(1).split()[0]
         assert shutil.which(command) is not None, f"{command} cannot be run from {os.getcwd()}"
+
+
+def test_the_printed_exports_run_every_operators_command_from_a_second_shell(
+        demo: Demo) -> None:
+    """`purge --notify` calls Feishu: the export line names the simulator too. (In a chat of
+    its own, sent through the web chat's API: the terminal's chat is the other tests'.)"""
+    screen = demo.screen.getvalue()
+    exports = re.search(r"export (REDIS_URL=\S+(?: \S+=\S+)*)\n", screen)
+    web = re.search(r"web chat: open (http://\S+)/ ", screen)
+    assert exports is not None and web is not None, screen
+    shell = {**demo_env(), **dict(pair.split("=", 1) for pair in exports.group(1).split())}
+    chat = "oc_demo_second_shell"
+
+    def say(text: str) -> None:
+        sent = httpx.post(f"{web.group(1)}/sim/v1/messages", json={"chat_id": chat,
+                                                                  "text": text}, timeout=10)
+        assert sent.status_code == 200, sent.text
+
+    def operator(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gateway.ops.cli", *argv],
+                              capture_output=True, text=True, env=shell, timeout=60)
+
+    for text in ("slow", "first waiting", "second waiting"):
+        say(text)
+    deadline = time.monotonic() + 20
+    while '"count": 3' not in operator("chat", chat, "--json").stdout:  # (its turn's too)
+        assert time.monotonic() < deadline, "two messages waiting behind the slow one"
+        time.sleep(0.2)
+    purged = operator("purge", chat, "--yes", "--notify")
+    assert purged.returncode == 0, purged.stderr
+    assert "2 waiting message(s) dropped" in purged.stdout and "told" in purged.stdout
+    say("/stop")
 
 
 def test_stop_and_new_with_nothing_running_answer_at_once(demo: Demo) -> None:
