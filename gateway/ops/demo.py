@@ -176,7 +176,8 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
                   f"({kept})\n")
         if sim is not None:
             out.write(f"web chat: open {sim.url}/ (a direct message, a group and a topic "
-                      "group; cards click)\n")
+                      f"group; cards click). Its chats are not this terminal's: here you "
+                      f"talk in {chat_id}, which the web chat does not show\n")
             redis_url = env.get("REDIS_URL", settings.redis_url)
             _operate(out, redis_url, sim)
             with contextlib.suppress(KeyboardInterrupt):

@@ -27,10 +27,11 @@ WATCHED_MESSAGES = 5
 """The user's last messages whose "Typing" reaction is looked for."""
 
 
-def gather(lines: Iterable[str]) -> Iterator[str]:
+def gather(lines: Iterable[str], more: Callable[[], None] | None = None) -> Iterator[str]:
     """Terminal lines → messages. A line ending in a backslash goes on with the next line; a
     line opening a ``` fence takes every line up to the closing fence; an empty line alone is
-    no message. Layout (indents, blank lines inside) is kept exactly."""
+    no message. Layout (indents, blank lines inside) is kept exactly. `more` is called after
+    each line that the message goes on past (a terminal shows a continuation prompt)."""
     held: list[str] = []
     fenced = False
     for raw in lines:
@@ -43,10 +44,14 @@ def gather(lines: Iterable[str]) -> Iterator[str]:
             fenced = line.strip().count(FENCE) == 1  # ```x``` on one line is closed already
         elif line.endswith(CONTINUED):
             held.append(line[:-1])
+            if more is not None:
+                more()
             continue
         else:
             held.append(line)
         if fenced:
+            if more is not None:
+                more()
             continue
         text = "\n".join(held)
         held = []
@@ -98,7 +103,7 @@ class TerminalChat:
 
     def _read(self, lines: TextIO) -> None:
         try:
-            for text in gather(lines):
+            for text in gather(lines, self._more):
                 if self._tty:  # the terminal echoed the Enter: its cursor is on a new line
                     with self._lock:
                         self._transcript.user_line()
@@ -111,6 +116,12 @@ class TerminalChat:
                     self._sent.append((message_id, text))
         finally:
             self._ended.set()
+
+    def _more(self) -> None:
+        """The message goes on past the line just typed: a continuation prompt (terminal)."""
+        if self._tty:
+            with self._lock:
+                self._transcript.continued()
 
     def _note(self, text: str) -> None:
         with self._lock:

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from gateway.feishu.outbound.stream_card import INTERRUPTED_MARK, STOPPED_MARK
+from gateway.feishu.outbound.stream_card import CURRENT_MARK, INTERRUPTED_MARK, STOPPED_MARK
 from gateway.worker.streaming import FAILED_MARK
 
 if TYPE_CHECKING:
@@ -66,9 +66,21 @@ class _Shown:
     seen: str
     """Its text when it was last looked at."""
     text: str
-    """What was printed of it (a closed card's mark left out)."""
+    """What was printed of it (a closed card's mark and its current step left out)."""
     streaming: bool = False
     approval: bool = False
+    step: str = ""
+    """The current step printed last (a streaming answer's `turn.progress`)."""
+    begun: bool = True
+    """Its text was begun ("bot: "): not yet while only a step was shown."""
+
+
+def split_step(text: str) -> tuple[str, str]:
+    """A streaming answer's current step (the ⏳ line above it) and the answer so far."""
+    if not text.startswith(f"{CURRENT_MARK} "):
+        return "", text
+    head, _, rest = text.partition("\n\n")
+    return head[len(CURRENT_MARK) + 1:], rest
 
 
 class Transcript:
@@ -105,9 +117,15 @@ class Transcript:
             self._line(f"bot asks: {question}")
             self._line(APPROVAL_HINT)
         elif message.streaming:
-            self._shown[message.message_id] = _Shown(message.text, message.text,
-                                                     streaming=True)
-            self._begin(message.message_id, message.text)
+            step, body = split_step(message.text)
+            self._shown[message.message_id] = _Shown(message.text, body, streaming=True,
+                                                     step=step)
+            if step:
+                self._line(f"bot: ({step})")
+            if body or not step:
+                self._begin(message.message_id, body)
+            else:
+                self._shown[message.message_id].begun = False
         else:
             body, mark = split_mark(message.text) if message.card_id else (message.text, "")
             self._shown[message.message_id] = _Shown(message.text, body)
@@ -118,7 +136,17 @@ class Transcript:
         ended = shown.streaming and not message.streaming
         body, mark = split_mark(message.text) if ended or not message.card_id else (
             message.text, "")
-        if body.startswith(shown.text):
+        if message.streaming:  # its current step on a line of its own, once each
+            step, body = split_step(body)
+            if step and step != shown.step:
+                self._line(f"bot: ({step})")
+                self._open = None
+            shown.step = step
+        if not shown.begun:
+            if body:
+                self._begin(message.message_id, body)
+                shown.begun = True
+        elif body.startswith(shown.text):
             self._grow(message.message_id, body[len(shown.text):])
         else:  # rewritten, not grown: shown again in full
             self._begin(message.message_id, body, label="bot (now)")
@@ -135,6 +163,12 @@ class Transcript:
     def user_line(self) -> None:
         """The user ended a line on the terminal: its cursor is at the start of a new one."""
         self._open, self._fresh, self._owed = None, True, False
+
+    def continued(self) -> None:
+        """The user's message goes on past the line they ended: "… " where they type on."""
+        self._write("… ")
+        self._open, self._fresh, self._owed = None, False, False
+        self.out.flush()
 
     def prompt(self) -> None:
         """"> " on a terminal, once the bot wrote and nothing is being written."""

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from gateway.approvals.card import pending_card, resolved_card
-from gateway.feishu.outbound.stream_card import INTERRUPTED_MARK, STOPPED_MARK
+from gateway.feishu.outbound.stream_card import CURRENT_MARK, INTERRUPTED_MARK, STOPPED_MARK
 from gateway.ops.demo import script
 from gateway.ops.processes import GatewayProcess, StartFailed, wait_ready
+from gateway.ops.terminal import gather
 from gateway.ops.transcript import Transcript, split_mark
 from gateway.simulator import SentMessage
 from gateway.simulator.payloads import flatten_text
@@ -125,3 +126,25 @@ def test_an_interrupted_answer_shows_its_mark_on_a_line_of_its_own() -> None:
         assert split_mark(f"part of it\n{mark}") == ("part of it", mark)
     assert split_mark("part of it\n⏹ Stopped by <at id=ou_ann></at>") == (
         "part of it", "⏹ Stopped by ou_ann")
+
+
+def test_a_step_shows_once_on_a_line_of_its_own_and_the_answer_grows() -> None:
+    """A streaming answer's current step (turn.progress) changes above it: each step is
+    printed once, never the whole message again."""
+    out = io.StringIO()
+    screen = Transcript(out, prompt=False)
+    screen.show(message(f"{CURRENT_MARK} searching", streaming=True, card=True))
+    screen.show(message(f"{CURRENT_MARK} reading a\n\nFound", streaming=True, card=True))
+    screen.show(message(f"{CURRENT_MARK} reading a\n\nFound it", streaming=True, card=True))
+    screen.show(message(f"{CURRENT_MARK} reading b\n\nFound it.", streaming=True, card=True))
+    screen.show(message("Found it.", card=True))
+    assert out.getvalue() == ("bot: (searching)\nbot: (reading a)\nbot: Found it\n"
+                              "bot: (reading b)\nbot: ….\n     (done)\n")
+
+
+def test_a_message_going_on_past_a_line_shows_a_continuation_prompt() -> None:
+    said: list[str] = []
+    messages = list(gather(["one \\\n", "two\n", "```\n", "code\n", "```\n", "three\n"],
+                           lambda: said.append("…")))
+    assert messages == ["one \ntwo", "```\ncode\n```", "three"]
+    assert said == ["…"] * 3, "after the backslash line and each line inside the fence"
