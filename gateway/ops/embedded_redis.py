@@ -79,8 +79,9 @@ class EmbeddedRedis:
                 "--appendfsync", "always", "--dir", self._dir.name,
                 "--daemonize", "no", "--loglevel", "notice", "--logfile", str(self.log_path),
                 *self.args]
-        self._process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env
+        self._process = subprocess.Popen(  # (a session of its own: a terminal's Ctrl-C
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env,
+            start_new_session=True,  # reaches its owner, which stops it after its users)
         )
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + timeout_s
