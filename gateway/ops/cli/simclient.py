@@ -22,6 +22,9 @@ SEND_TIMEOUT_S = 30.0
 """The send answers once the message is delivered; with no bot connected, only after the
 simulator's delivery timeout (10 s by default)."""
 ACK_OK = 200
+UNNAMED_S = 2.0
+"""A group message sent without naming the bot, taken in with no turn started this long
+after: the answer is known (mention gating), no need to wait out --wait."""
 TYPING = "Typing"
 """The reaction a running turn shows on its message (FEISHU_TYPING_EMOJI's default)."""
 
@@ -63,7 +66,8 @@ def send_and_wait(url: str, chat_id: str, text: str, *, group: bool = False,
             if sent.status_code != 200:
                 raise GatewayError(f"the simulator refused the message: {sent.text.strip()}")
             message_id = sent.json()["message_id"]
-            deadline = time.monotonic() + wait_s
+            sent_at = time.monotonic()
+            deadline = sent_at + wait_s
             changed = time.monotonic()
             while time.monotonic() < deadline:
                 now = _look(http.get("/sim/v1/messages", params={"chat_id": chat_id}).json(),
@@ -73,6 +77,10 @@ def send_and_wait(url: str, chat_id: str, text: str, *, group: bool = False,
                 if now.replies != seen.replies:
                     seen.replies, changed = now.replies, time.monotonic()
                 elif seen.replies and not now.writing and time.monotonic() - changed >= QUIET_S:
+                    break
+                elif group and not mention and not seen.replies and not seen.reacted \
+                        and ACK_OK in seen.ack_codes and time.monotonic() - sent_at > UNNAMED_S:
+                    wait_s = UNNAMED_S  # (taken, no turn: mention gating, most likely)
                     break
                 time.sleep(POLL_S)
     except (ValueError, KeyError, TypeError) as error:
