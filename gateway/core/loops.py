@@ -22,10 +22,13 @@ def describe(error: BaseException) -> str:
 class Periodic:
     """Calls `step` every `interval_s` on a daemon thread until `stop()`."""
 
-    def __init__(self, name: str, step: Callable[[], object], interval_s: float) -> None:
+    def __init__(self, name: str, step: Callable[[], object], interval_s: float, *,
+                 first_s: float | None = None) -> None:
+        """`first_s`: the wait before the first step (default: `interval_s`)."""
         self.name = name
         self._step = step
         self.interval_s = interval_s
+        self.first_s = interval_s if first_s is None else first_s
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -43,7 +46,9 @@ class Periodic:
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
-        while not self._stopping.wait(self.interval_s):
+        wait_s = self.first_s
+        while not self._stopping.wait(wait_s):
+            wait_s = self.interval_s
             try:
                 self._step()
             except redis.RedisError as error:

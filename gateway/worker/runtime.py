@@ -61,8 +61,8 @@ class WorkerRuntime(Runtime):
                            idle_ttl_s=s.agent_idle_ttl_s, lane=lane)
         report = AgentReport(self.redis, self.process_id, cache.stats)
         self.__dict__["agent_report"] = report
-        self.__dict__["agent_reporter"] = Periodic("gateway-agent-report", report.step,
-                                                   EVERY_S).start()
+        self.__dict__["agent_reporter"] = Periodic(  # (the first: as its first turn runs)
+            "gateway-agent-report", report.step, EVERY_S, first_s=0.5).start()
         return cache
 
     def close_agents(self) -> None:

@@ -153,3 +153,17 @@ def test_a_group_post_with_a_code_block_and_an_image_reach_the_agent_readably(
     answered(sim, "oc_types_dm", [image])
     assert replies_to(sim, chat)[code] == ["echo: fix:\n```py\nif x:\n    y()\n```"]
     assert replies_to(sim, "oc_types_dm")[image] == ["echo: [image]"]
+
+
+def test_status_tells_the_truth_right_after_a_turn(rig: Rig) -> None:
+    """Within a second or two of a first message answered, `status` shows its event and the
+    worker's agents, not "never" and "none ran a turn yet"."""
+    sim, chat = rig.sim, "oc_status_truth"
+    replied_to = sim.send_text(chat, "fresh", app_id=SECOND_APP)
+    wait_until(lambda: replies_to(sim, chat).get(replied_to), 20, "the answer")
+    result = subprocess.run([sys.executable, "-m", "gateway.ops.cli", "status"],
+                            env={**rig.env, "PATH": "/usr/bin:/bin"}, capture_output=True,
+                            text=True, timeout=60)
+    line = next(line for line in result.stdout.splitlines() if f"|{SECOND_APP}:" in line)
+    assert "last event never" not in line, line
+    assert "none ran a turn yet" not in result.stdout, result.stdout

@@ -254,7 +254,10 @@ class Connection:
         if kind not in ("event", "card"):
             logger.warning("feishu app %s: data frame of type %r dropped", self.app.app_id, kind)
             return
-        arrived = self.status.last_event_at = time.monotonic()
+        first, arrived = not self.status.last_event_at, time.monotonic()
+        self.status.last_event_at = arrived
+        if first:  # (its first event: reported now, not up to REPORT_EVERY_S later)
+            self._on_change(self.status)
         try:
             taken = await self._gate.step((kind, frame.payload))
             answer, code = (None, 500) if isinstance(taken, Shed) else (taken, 200)

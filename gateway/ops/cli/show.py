@@ -47,7 +47,8 @@ def chat(console: Console, view: dict[str, Any]) -> None:
         task = f" (task {turn['task_id']})" if turn["task_id"] not in (None,
                                                                         turn["turn_id"]) else ""
         console.print(f"  turn: {turn['state']} {turn['turn_id']}{task}{stopping}")
-        console.print(f"        message {turn['message_id']}, fence {turn['fence']}, worker "
+        console.print(f"        message {turn['message_id']}, fence {turn['fence']} (the "
+                      "lease's token: a turn of another fence can no longer reply), worker "
                       f"{turn['worker'] or '-'}, for {_duration(turn['for_s'])}, attempt "
                       f"{turn['attempt']}, published {turn['requeues'] + 1}x, lease "
                       f"{turn['lease_ttl_s']:.1f}s left")
@@ -65,7 +66,8 @@ def chat(console: Console, view: dict[str, Any]) -> None:
         console.print(f"    … and {pending['count'] - len(pending['first'])} more")
     session = view["session"]
     ttl = f", expires in {_duration(session['ttl_s'])}" if session["ttl_s"] else ""
-    console.print(f"  session: generation {session['generation']}{ttl}")
+    console.print(f"  session: generation {session['generation']} (each /new starts the "
+                  f"next: a new conversation){ttl}")
     if view["history"]:
         console.print("  last turns, newest first:")
         for r in view["history"]:
@@ -142,7 +144,11 @@ def status(console: Console, view: dict[str, Any]) -> None:
     if not agents:
         console.print("agents: no worker process reported (none ran a turn yet)")
     else:
-        console.print(f"agents, per worker process ({len(agents)}):")
+        console.print(f"agents, per worker process ({len(agents)}): cached = kept in memory; "
+                      "let go = why they left (cap: over GATEWAY_AGENT_CACHE_CAP, idle: "
+                      "unused, new: /new, config: a changed configuration); released soft = "
+                      "memory dropped, the session kept, hard = ended; config = the hash of "
+                      "the configuration they were built under")
     for owner, figures in sorted(agents.items()):
         console.print(f"  {owner}: {summary(figures)}", markup=False)
     undelivered = view["undelivered"]
@@ -165,5 +171,6 @@ def _connections(console: Console, connections: dict[str, dict[str, Any]]) -> No
         console.print(f"  {owner}: {c.get('state')} since {_since(c.get('since'), now)}"
                       f"{detail}; last frame {_since(c.get('last_frame_at'), now)}, last "
                       f"event {_since(c.get('last_event_at'), now)}, "
-                      f"{c.get('reconnects', 0)} reconnects",
+                      f"{c.get('reconnects', 0)} reconnects (as reported "
+                      f"{_since(c.get('at'), now)})",
                       markup=False)
