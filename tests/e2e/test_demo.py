@@ -242,7 +242,7 @@ def test_ctrl_c_stops_the_processes_before_their_redis(tmp_path: Path) -> None:
         demo.type("hello")
         demo.wait_for("echo: hello")
         demo.press(b"\x03")  # Ctrl-C
-        demo.wait_exit(60)
+        demo.wait_exit(90)  # (stopping the processes may take their whole stop budget)
     logs = re.search(r"logs in (\S+) \(kept\)", demo.shown())
     assert logs is not None, demo.shown()[-2000:]
     worker_log = (Path(logs.group(1)) / "worker.log").read_text()
@@ -254,7 +254,8 @@ def test_ctrl_c_stops_the_processes_before_their_redis(tmp_path: Path) -> None:
 
 def test_ctrl_d_at_a_terminal_quits_at_once_after_a_dozen_messages(tmp_path: Path) -> None:
     """More messages than GATEWAY_HISTORY_TURNS keeps (10): the quit still sees each one is
-    done (taken in, and the chat idle since), and exits within seconds."""
+    done (taken in, and the chat idle since) at once, and exits as soon as its processes
+    stopped (within seconds on an idle host; their stop budget on a loaded one)."""
     with DemoAtATerminal(tmp_path, GATEWAY_AGENT="echo") as demo:
         for n in range(12):
             demo.type(f"note {n}")
@@ -264,10 +265,10 @@ def test_ctrl_d_at_a_terminal_quits_at_once_after_a_dozen_messages(tmp_path: Pat
             time.sleep(0.05)
         quit_at = time.monotonic()
         demo.press(b"\x04")  # Ctrl-D
-        assert demo.wait_exit(60) == 0, demo.shown()[-2000:]
+        assert demo.wait_exit(90) == 0, demo.shown()[-2000:]
         took_s = time.monotonic() - quit_at
-    assert took_s < 5, f"Ctrl-D took {took_s:.1f} s to quit"
-    assert "not done after" not in demo.shown()
+    assert "not done after" not in demo.shown(), "every message seen done: no settle wait"
+    assert took_s < 45, f"Ctrl-D took {took_s:.1f} s to quit (the settle wait is 60 s)"
 
 
 class DemoAtATerminal:
