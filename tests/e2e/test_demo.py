@@ -281,7 +281,9 @@ class DemoAtATerminal:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.ops.cli", "demo", "--port", "0", *argv],
             stdin=secondary, stdout=secondary, stderr=secondary, cwd=str(workdir),
-            env=demo_env(**env), start_new_session=True)
+            env=demo_env(**env), start_new_session=True,
+            # (as a person's shell starts it: Ctrl-C not ignored, whatever ran the tests)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         os.close(secondary)
         self._screen: list[bytes] = []
         threading.Thread(target=self._read, daemon=True).start()
