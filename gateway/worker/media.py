@@ -63,11 +63,8 @@ class MediaSender:
     def upload(self, message: Message, part: Media,
                stopped: threading.Event | None = None) -> str:
         """Upload one part for the bot of `message`; its media piece (kind, key, name)."""
-        kind = kind_of(part)
-        key = self.replies.upload(kind, part.name, part.data,
-                                  file_type=part.file_type if isinstance(part, File) else "",
-                                  app_id=message.app_id, stopped=stopped)
-        return media_piece(kind, key, part.name)
+        return media_piece(kind_of(part), upload_part(self.replies, message.app_id, part,
+                                                      stopped), part.name)
 
     def pieces(self, message: Message, media: Iterable[Media],
                stopped: threading.Event | None = None) -> tuple[str, ...]:
@@ -86,11 +83,8 @@ class MediaSender:
                 raise TypeError(f"turn.send takes an Image or a File, not {type(part).__name__}")
             with lock:
                 n = next(count)
-            kind = kind_of(part)
-            key = self.replies.upload(kind, part.name, part.data,
-                                      file_type=part.file_type if isinstance(part, File) else "",
-                                      app_id=message.app_id, stopped=stopped)
-            msg_type, content = content_of(kind, key)
+            msg_type, content = content_of(
+                kind_of(part), upload_part(self.replies, message.app_id, part, stopped))
             return self.replies.send(message.message_id, msg_type, content,
                                      uuid=reply_uuid(message.reply_key, "sent", n),
                                      in_thread=bool(message.thread_id), app_id=message.app_id,
@@ -106,7 +100,13 @@ def upload_at(replies: Replies, app_id: str, image_path: str, file_path: str) ->
     if bool(image_path) == bool(file_path):
         raise BadMedia("say one thing: an image or a file")
     part: Media = Image(image_path) if image_path else File(file_path)
-    kind = kind_of(part)
-    key = replies.upload(kind, part.name, part.data, app_id=app_id,
-                         file_type=part.file_type if isinstance(part, File) else "")
-    return media_piece(kind, key, part.name)
+    return media_piece(kind_of(part), upload_part(replies, app_id, part), part.name)
+
+
+def upload_part(replies: Replies, app_id: str, part: Media,
+                stopped: threading.Event | None = None) -> str:
+    """Upload one image or file for the bot of `app_id` (under the send quota, retried);
+    its key."""
+    return replies.upload(kind_of(part), part.name, part.data, app_id=app_id,
+                          file_type=part.file_type if isinstance(part, File) else "",
+                          stopped=stopped)
