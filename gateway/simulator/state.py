@@ -201,6 +201,17 @@ class SimState:
             return [(f, self._frames[f].message_id) for f in self._sent_frames
                     if f not in acked]
 
+    def frames_of(self, message_id: str) -> list[tuple[str, SentFrame, bool, list[int]]]:
+        """Every frame that carried a Feishu message, oldest first: (frame id, frame,
+        written to a client, the codes of its ACKs)."""
+        with self._cond:
+            written = set(self._sent_frames)
+            codes: dict[str, list[int]] = {}
+            for ack in self._acks:
+                codes.setdefault(ack.frame_message_id, []).append(ack.code)
+            return [(f, frame, f in written, codes.get(f, []))
+                    for f, frame in self._frames.items() if frame.message_id == message_id]
+
     def find_frame(self, key: str, app_id: str | None = None) -> SentFrame | None:
         """The frame with this id, or the last frame sent for this Feishu message id (to
         `app_id`, when given: a group message goes to each bot it mentions as its own

@@ -50,8 +50,12 @@ class Monkey:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-monkey", daemon=True)
         self.errors: list[str] = []
+        self.began = time.monotonic()
+        self.timeline: list[str] = []
+        """When each scheduled fault came (seconds into the run): a lost message's story."""
 
     def start(self) -> Monkey:
+        self.began = time.monotonic()
         if "send-errors" in self.enabled:
             self.rig.sim.set_send_faults(SEND_FAULTS)
         self._thread.start()
@@ -93,6 +97,7 @@ class Monkey:
                 break
             while plan and elapsed >= plan[0][0] * self.run_s:
                 _, action = plan.pop(0)
+                self.timeline.append(f"{elapsed:.1f}s {action}")
                 second = self._once(action, second)
             if "worker-kill" in self.enabled and elapsed >= next_kill:
                 workers = self.rig.fleet.workers()
@@ -273,6 +278,20 @@ def count_replies(rig: Rig, sent: dict[str, list[str]], tags: dict[str, str],
                 figures.caught_up += texts[0].startswith(LATE_ANSWER_NOTE)
                 figures.gave_up += texts[0].startswith("Sorry, this message could not")
                 figures.failed += texts[0].startswith("Sorry, something went wrong")
+
+
+def story(rig: Rig, message_id: str, began: float) -> str:
+    """What became of a message the bot never answered: every frame that carried it
+    (seconds into the run, written to a client or not, its ACKs' codes) and the first
+    listener lines that name its event."""
+    frames = rig.sim.state.frames_of(message_id)
+    tries = [f"{frame.sent_at - began:.1f}s{'' if written else ' unsent'} {codes or '-'}"
+             for _, frame, written, codes in frames]
+    keys = {frame.event_key for _, frame, _, _ in frames} | {message_id}
+    lines = [line[11:23] + line[line.find(" ", 24):][:140]
+             for line in rig.fleet.logs("listener").splitlines()
+             if any(key in line for key in keys)]
+    return f"lost {message_id}: tries {tries}; listener: {lines[:4]}"
 
 
 def count_order(rig: Rig, client: redis.Redis, sent: dict[str, list[str]],
