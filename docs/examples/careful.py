@@ -21,9 +21,10 @@ class Careful:
         # A card with Allow once / Allow for this session / Always allow / Deny; the turn
         # waits here (its lease kept, /stop still works) until a decision or the timeout.
         decision = turn.approve("Delete `build/`?", timeout_s=120, key="delete-build")
+        # (the card shows the decision: the answer does not say it again)
         if decision in ALLOWED:
-            return f"Deleted build/ (pretend; allowed {decision})."
-        return f"Left build/ alone ({decision})."  # "deny" or "expired"
+            return "Deleted build/ (pretend)."
+        return "Left build/ alone."  # "deny" or "expired"
 
 
 def factory(session_key: str, context: AgentContext) -> Careful:

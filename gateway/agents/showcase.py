@@ -41,8 +41,7 @@ INTRO = ("Hi, I am the showcase agent (nothing here calls a model or the network
          "- anything else: I stream it back word by word\n"
          "- /new starts a new conversation, /stop stops what runs\n\n")
 DELETE = re.compile(r"\b(?:delete|remove|rm)\s+(\S+)", re.IGNORECASE)
-ALLOWED = {"once": "allowed once", "session": "allowed for this session",
-           "always": "always allowed"}
+ALLOWED = frozenset({"once", "session", "always"})
 
 
 def words(text: str) -> Iterator[str]:
@@ -88,12 +87,12 @@ class ShowcaseAgent:
         decision = turn.approve(f"Delete {target}? (a pretend action: nothing is deleted)",
                                 APPROVE_TIMEOUT_S, key=f"delete {target}")
         if decision in ALLOWED:
-            yield from self._say(turn, f"Approved ({ALLOWED[decision]}): I pretended to "
-                                       f"delete `{target}`.")
+            # (the card shows how it was allowed: not said again)
+            yield from self._say(turn, f"I pretended to delete `{target}`.")
         elif decision == "expired":
             yield from self._say(turn, f"Nobody answered in time: `{target}` stays.")
         else:
-            yield from self._say(turn, f"Denied: `{target}` stays.")
+            yield from self._say(turn, f"`{target}` stays.")
 
     def _slow(self, turn: Turn) -> Iterator[str]:
         yield from self._say(turn, f"Taking my time (about {self.slow_s:.0f} s; /stop "

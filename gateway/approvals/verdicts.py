@@ -79,7 +79,8 @@ class Verdicts:
                 "card": {"type": "raw", "data": resolved_card(request.prompt, ended, by)}}
 
     def by_text(self, message: Message, decision: str) -> str:
-        """/approve or /deny from `message`'s sender → what to reply."""
+        """/approve or /deny from `message`'s sender → what to reply ('' when it was
+        decided: the card shows it)."""
         chat = self.book.chat_of(message)
         request = self.book.pending(chat)
         if request is None:
@@ -94,7 +95,7 @@ class Verdicts:
         if outcome == "decided":
             logger.info("approval %s in chat %s: %s by %s (text)", request.request_id,
                         message.chat_id, decision, shown(message.sender_open_id))
-            return f"{DONE_LABELS[decision].capitalize()}."
+            return ""  # the card shows the decision: the command gets a reaction
         if outcome == "expired":
             return "That approval request has expired."
         return f"That approval request was already decided: {DONE_LABELS.get(state, state)}."

@@ -70,19 +70,22 @@ class CancelResult:
         return (f"chat {self.chat_id}: {what} in {self.took_s:.2f}s; "
                 f"pending messages re-dispatched: {self.pending}{extra}")
 
-    def user_reply(self) -> str:
-        """The user's one short line."""
+    def user_reply(self, *, shown: bool = False) -> str:
+        """The user's one short line; '' when there is nothing to add to what the stopped
+        turn's answer shows (`shown`: its card or edited message carries the stop's mark),
+        so the command is confirmed with a reaction, not said twice."""
+        stopped = "" if shown and self.how in ("cooperative", "timeout-fenced") else "Stopped."
         first = {"nothing": "Nothing was running.", "debounced": "Already stopped."}.get(
-            self.how, "Stopped.")
+            self.how, stopped)
         if self.how == "debounced" and self.again_in_s > 0:
             first = (f"The previous turn was just stopped; send /stop again in "
                      f"{math.ceil(self.again_in_s)} s to stop the one now running.")
         if self.new_session:
-            first = ("New conversation started." if self.how in ("nothing", "debounced")
-                     else "Stopped. New conversation started.")
+            first = " ".join(filter(None, ("" if self.how in ("nothing", "debounced")
+                                           else stopped, "New conversation started.")))
         if self.pending:
             first += f" {self.pending} waiting message(s) will be answered next."
-        return first
+        return first.strip()
 
 
 @dataclass(frozen=True, slots=True)

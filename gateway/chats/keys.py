@@ -87,6 +87,12 @@ class ChatKeys:
         canceller can close it when the turn's worker is gone (a day; gone once closed)."""
         return f"{self.prefix}:livecard:{fence}"
 
+    def stop_shown(self, fence: int) -> str:
+        """String: the stopped turn of `fence` put the stop's mark on its answer (its card
+        or edited message), so the stop's command gets a reaction, not a second "Stopped."
+        (as long as the stop's own record)."""
+        return f"{self.prefix}:stopshown:{fence}"
+
     @property
     def live_cards(self) -> str:
         """Set: the fences of the chat's turns with a live card (a day)."""

@@ -1,6 +1,7 @@
 """The Stop button of a streaming card, in Redis: a click becomes a stop job for the control
 desk (lua/stopclick.lua: deduped by the click's token, bound to the turn it was shown for),
-and the turn's card reads who stopped it."""
+the turn's card reads who stopped it; a stopped turn notes that its answer shows the stop's
+mark, so the stop's command is confirmed with a reaction, not said twice."""
 
 from __future__ import annotations
 
@@ -41,3 +42,18 @@ class StopClickSteps(ChatScripts):
         """Who clicked Stop on the card of the turn of `fence` ('' nobody)."""
         by, by_fence = self.redis.hmget(self.keys(chat_id).stop, ["by", "by_fence"])
         return text_of(by) if by and text_of(by_fence) == str(fence) else ""
+
+    def note_stop_shown(self, chat_id: str, fence: int) -> None:
+        """The stopped turn of `fence` put the stop's mark on its answer."""
+        self.redis.set(self.keys(chat_id).stop_shown(fence), "1", px=RECORD_TTL_MS)
+
+    def stop_shown(self, chat_id: str, fence: int) -> bool:
+        """Whether the answer of the turn of `fence` shows (or, its card still live, will be
+        closed with) the stop's mark: its turn noted it, or a card of it is still live
+        (gateway/orphan_cards.py closes it with the mark). One round trip."""
+        k = self.keys(chat_id)
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.exists(k.stop_shown(fence))
+            pipe.sismember(k.live_cards, str(fence))
+            noted, live = pipe.execute()
+        return bool(noted) or bool(live)

@@ -34,6 +34,9 @@ from gateway.feishu.outbound.delivery import Abandoned, Replies, reply_uuid
 
 logger = logging.getLogger(__name__)
 
+DONE_EMOJI = "DONE"
+"""The reaction that confirms a command whose outcome its card shows already (/stop of an
+answer with a card, /approve)."""
 PRUNE_EVERY_S = 600.0
 
 
@@ -221,7 +224,7 @@ class ControlDesk:
                              job.chat_id)
                 return True
             decision = "once" if job.command == "approve" else "deny"
-            self._say(message, self._verdicts.by_text(message, decision), job.command)
+            self._confirm(message, self._verdicts.by_text(message, decision), job.command)
         elif job.kind == "command":
             begun = self._canceller.begin(job.chat_id, message.message_id,
                                           new_session=job.command == "new", target=job.target,
@@ -257,10 +260,30 @@ class ControlDesk:
     def _finish(self, job: ControlJob, waiting: Waiting, ended: bool) -> bool:
         """A parked stop's last step: end the turn (fence it, if it did not end), reply to
         a command."""
-        result = self._canceller.end(waiting, ended=ended)
+        shown = job.kind == "command" and self._store.stop_shown(waiting.turn.chat_id,
+                                                                 waiting.turn.fence)
+        result = self._canceller.end(waiting, ended=ended)  # (a live card is closed after)
         if job.message is not None and job.kind == "command":
-            self._say(job.message, result.user_reply(), "command")
+            self._confirm(job.message, result.user_reply(shown=shown), "command")
         return True
+
+    def _confirm(self, message: Message, text: str, purpose: str) -> None:
+        """Answer a command with `text`; with none (what it did shows on a card already),
+        a reaction on it, so nothing is said twice."""
+        if text:
+            self._say(message, text, purpose)
+            return
+        try:
+            self._replies.call(f"confirmation on {message.message_id}",
+                               lambda api: api.add_reaction(message.message_id, DONE_EMOJI),
+                               app_id=message.app_id, chat_id=message.chat_id,
+                               may_send=lambda: not self._stopping.is_set(),
+                               stopped=self._stopping)
+        except Abandoned:
+            raise
+        except GatewayError as error:  # (the card says it: nothing is lost)
+            logger.warning("%s confirmation on %s in chat %s given up: %s", purpose,
+                           message.message_id, message.chat_id, error)
 
     def _say(self, message: Message, text: str, purpose: str) -> None:
         """Send the desk's reply; a stopping desk abandons it (Abandoned: the job stays)."""

@@ -24,6 +24,9 @@ POLL_S = 0.05
 SETTLE_TIMEOUT_S = 60.0
 """At the end of the input: how long the turns still running may take to end."""
 WATCHED_MESSAGES = 5
+GLYPHS = {"DONE": "✓ done", "CrossMark": "✗ failed", "OK": "OK", "THUMBSUP": "+1"}
+"""How a reaction of the bot's shows (Feishu draws its emoji_type as an icon), as the web
+chat shows it."""
 """The user's last messages whose "Typing" reaction is looked for."""
 
 
@@ -74,7 +77,8 @@ class TerminalChat:
         self._transcript = Transcript(out, prompt=self._tty)
         self._lock = threading.Lock()
         self._sent: list[tuple[str, str]] = []
-        self._typing_seen: set[str] = set()
+        self._reacted: set[tuple[str, str]] = set()
+        """(message, emoji) of each reaction on the user's messages shown once."""
         self._done: set[str] = set()
         self._ended = threading.Event()
 
@@ -134,10 +138,12 @@ class TerminalChat:
             for message in messages:
                 self._transcript.show(message)
             for message_id, _ in self._sent[-WATCHED_MESSAGES:]:
-                if (message_id not in self._typing_seen
-                        and self._typing in self.sim.reactions(message_id)):
-                    self._typing_seen.add(message_id)
-                    self._transcript.note("(typing …)")
+                for emoji in self.sim.reactions(message_id):
+                    if (message_id, emoji) in self._reacted:
+                        continue
+                    self._reacted.add((message_id, emoji))
+                    self._transcript.note("(typing …)" if emoji == self._typing
+                                          else f"(bot reacted: {GLYPHS.get(emoji, f':{emoji}:')})")
             self._transcript.prompt()
 
     def _all_settled(self) -> bool:

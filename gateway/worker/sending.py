@@ -145,12 +145,16 @@ class AnswerSender:
                                        stopped=handle.stopped)
 
     def close_stopped(self, turn: TurnRef, stream: Stream) -> None:
-        """Close a stopped turn's card with its mark (who stopped it, or interrupted). Not
-        when the turn only lost its lease: its re-run streams into the same card and closes
-        it."""
+        """Close a stopped turn's card with its mark (who stopped it, or interrupted), and
+        note that it shows the stop. Not when the turn only lost its lease: its re-run
+        streams into the same card and closes it."""
         if stream.live and self.store.asked_to_stop(turn):
-            stream.close(stream.text, INTERRUPTED_MARK if self.store.interrupted(turn)
-                         else stopped_mark(self.store.stopped_by(turn.chat_id, turn.fence)))
+            interrupted = self.store.interrupted(turn)
+            shown = stream.close(stream.text, INTERRUPTED_MARK if interrupted
+                                 else stopped_mark(self.store.stopped_by(turn.chat_id,
+                                                                         turn.fence)))
+            if shown and not interrupted:  # the stop's command is answered with a reaction
+                self.store.note_stop_shown(turn.chat_id, turn.fence)
 
     def send(self, turn: TurnRef, message: Message, answer: Answer, handle: TurnHandle,
              attempt: int, stream: Stream | None = None) -> None:

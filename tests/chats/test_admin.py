@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from gateway.chats import admin
-from gateway.chats.cancel import Canceller, Waiting
+from gateway.chats.cancel import Canceller, CancelResult, How, Waiting
 from gateway.chats.history import read_history
 from gateway.chats.model import Completion, TurnRef
 from gateway.chats.store import ChatStore
@@ -255,3 +255,29 @@ def test_records_of_the_older_layout_are_read_and_retried(redis_client: redis.Re
         ("om_1", "replied", "task-om_1"),
         ("om_7", "failed", "turn:x:om_6:1")]
     assert admin.retry(store, chat_id, "om_7").how == "claimed"
+
+
+@pytest.mark.parametrize(("how", "new_session", "pending", "says"), [
+    ("cooperative", False, 0, ""),
+    ("timeout-fenced", False, 2, "2 waiting message(s) will be answered next."),
+    ("cooperative", True, 0, "New conversation started."),
+    ("not-started", False, 0, "Stopped."),
+    ("nothing", False, 0, "Nothing was running."),
+])
+def test_a_stop_whose_answer_shows_it_says_only_what_the_answer_cannot(
+        how: How, new_session: bool, pending: int, says: str) -> None:
+    result = CancelResult("oc_x", how, pending=pending, new_session=new_session)
+    assert result.user_reply(shown=True) == says
+    assert result.user_reply().startswith(
+        "Stopped." if how in ("cooperative", "timeout-fenced", "not-started") else says[:7])
+
+
+def test_a_stopped_turn_shows_its_stop_when_it_noted_it_or_its_card_is_still_live(
+        redis_client: redis.Redis, chat_id: str) -> None:
+    store = store_for(redis_client)
+    assert not store.stop_shown(chat_id, 7)
+    store.note_stop_shown(chat_id, 7)
+    assert store.stop_shown(chat_id, 7) and not store.stop_shown(chat_id, 8)
+    assert 0 < redis_client.pttl(store.keys(chat_id).stop_shown(7)) <= 300_000
+    redis_client.sadd(store.keys(chat_id).live_cards, 8)  # a card its dead worker left
+    assert store.stop_shown(chat_id, 8)

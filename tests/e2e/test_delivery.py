@@ -17,7 +17,7 @@ from gateway.feishu.outbound.delivery import derived_uuid, reply_uuid
 from gateway.ops.processes import wait_until
 from gateway.simulator import SendFaults, SentMessage
 from gateway.worker.sending import gave_up_reply
-from tests.support.replies import agent_events, replies_to, reply_of
+from tests.support.replies import CONFIRMED, agent_events, command_answer, replies_to, reply_of
 from tests.support.rig import TEST_LEASE_TTL_S, Rig, rig_up
 
 BUDGET_S = 6.0
@@ -239,7 +239,7 @@ def test_stop_mid_stream_closes_the_card_with_a_mark(rig: Rig, chat_id: str) -> 
     view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
     assert "Stopped." in view.text
     assert view.elements["answer"].startswith("w0 w1") and "w199" not in view.text
-    wait_until(lambda: stop in replies_to(sim, chat_id), 20, "the /stop answer")
+    assert command_answer(sim, chat_id, stop) == CONFIRMED, "said once: on the card"
     assert [m.message_id for m in sim.sent_messages(chat_id) if m.reply_to == asked] == \
         [card.message_id], "no second card, no text reply"
 

@@ -172,11 +172,13 @@ def test_stop_while_a_slow_answer_streams_stops_it_at_once(demo: Demo) -> None:
     at, _ = demo.type("slow")
     demo.wait_for(r"stops me\): 1 2", after=at, timeout_s=20)
     at, began = demo.type("/stop")
-    demo.wait_for(r"bot: Stopped\.", after=at, timeout_s=10)
+    shown = demo.wait_for(r"\n\s+⏹ Stopped\.\n", after=at, timeout_s=10)
     took_s = time.monotonic() - began
-    shown = demo.wait_for(r"\n\s+⏹ Stopped\.\n", after=at, timeout_s=5)
-    assert took_s < 1.0, f"/stop answered after {took_s:.2f}s"
-    assert "nobody stopped me" not in demo.screen.getvalue()[at:shown.end()]
+    confirmed = demo.wait_for(r"\(bot reacted: ✓ done\)", after=at, timeout_s=10)
+    assert took_s < 1.0, f"/stop shown after {took_s:.2f}s"
+    seen = demo.screen.getvalue()[at:max(shown.end(), confirmed.end())]
+    assert "nobody stopped me" not in seen
+    assert "bot: Stopped." not in seen, "said once: on the answer, the /stop gets a reaction"
 
 
 def test_an_approval_card_is_answered_with_approve_at_the_terminal(demo: Demo) -> None:

@@ -21,6 +21,7 @@ from gateway.worker.sending import FAILURE_REPLY
 from gateway.worker.surfaces import EDITS_WHILE_STREAMING
 from tests.support.agents import TINY_PNG
 from tests.support.fake_llm import API_KEY, FakeLlm
+from tests.support.replies import CONFIRMED, command_answer
 from tests.support.replies import reply_of as cancel_reply_of
 from tests.support.rig import TEST_CANCEL_TIMEOUT_S, Rig, rig_up
 
@@ -97,7 +98,8 @@ def test_a_stop_mid_stream_closes_the_stream_and_marks_its_card_stopped(
                20, "the streamed request")
     closed_before = llm.seen.closed_early
     stop = sim.send_text(chat, "/stop")
-    assert reply_of(sim, chat, stop, TEST_CANCEL_TIMEOUT_S + 10).startswith("Stopped.")
+    stopped = command_answer(sim, chat, stop, TEST_CANCEL_TIMEOUT_S + 10)
+    assert stopped == CONFIRMED or stopped.startswith("Stopped."), stopped
     wait_until(lambda: llm.seen.closed_early > closed_before, 10, "the stream to be closed")
     after = sim.send_text(chat, "are you there?")
     assert reply_of(sim, chat, after) == "heard 1: are you there?", \
@@ -109,6 +111,7 @@ def test_a_stop_mid_stream_closes_the_stream_and_marks_its_card_stopped(
         assert card.msg_type == "interactive" and card.card_id, card
         view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=10)
         assert STOPPED_MARK in view.text and view.elements["answer"].startswith("piece")
+        assert stopped == CONFIRMED, "said once: on the card"
     worker.stop()
 
 
@@ -146,7 +149,8 @@ def test_with_posts_a_stop_mid_stream_marks_the_edited_message_stopped(rig: Rig)
     wait_until(lambda: any(m.reply_to == slow for m in sim.sent_messages(chat)), 20,
                "the answer's message")
     stop = sim.send_text(chat, "/stop")
-    assert reply_of(sim, chat, stop, TEST_CANCEL_TIMEOUT_S + 10).startswith("Stopped.")
+    assert command_answer(sim, chat, stop, TEST_CANCEL_TIMEOUT_S + 10) == CONFIRMED, \
+        "said once: on the edited message"
     [sent] = [m for m in sim.sent_messages(chat) if m.reply_to == slow]
     assert sent.msg_type == "post"
     wait_until(lambda: STOPPED_MARK in (sim.get_message(sent.message_id) or sent).text, 10,

@@ -137,12 +137,36 @@ def test_streaming_closed_on_feishus_side_is_turned_on_again_and_closed_with_the
         "the text went on growing after streaming closed on Feishu's side"
 
 
-@pytest.mark.parametrize("when", ["within-its-lease", "after-its-lease-ran-out"])
+@pytest.mark.parametrize("command", ["/stop", "/new"])
+def test_a_stop_of_a_streaming_answer_is_said_once_on_its_card(
+        rig: Rig, chat_id: str, command: str) -> None:
+    """The card says "Stopped."; the command gets a reaction, and a line only for what the
+    card cannot say (a new conversation)."""
+    sim = rig.sim
+    asked = sim.send_text(chat_id, "stream 400 0.05", sender_open_id=REQUESTER)
+    card = the_card(sim, chat_id, asked)
+    wait_until(lambda: "w5" in getattr(sim.card(card.card_id or ""), "text", ""), 20,
+               "the answer to grow")
+    stop = sim.send_text(chat_id, command, sender_open_id=REQUESTER)
+    view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=20)
+    assert "⏹ Stopped." in view.text
+    if command == "/stop":
+        wait_until(lambda: sim.reactions(stop) == ["DONE"], 20, "the /stop confirmed")
+        assert stop not in replies_to(sim, chat_id), "said once: on the card"
+    else:
+        wait_until(lambda: stop in replies_to(sim, chat_id), 20, "the /new's answer")
+        assert replies_to(sim, chat_id)[stop] == ["New conversation started."]
+
+
+@pytest.mark.parametrize(("when", "by"), [("within-its-lease", "click"),
+                                          ("after-its-lease-ran-out", "click"),
+                                          ("within-its-lease", "command")])
 def test_a_stop_while_the_turns_worker_is_dead_closes_its_card_with_the_text_shown(
-        tmp_path_factory: pytest.TempPathFactory, when: str) -> None:
+        tmp_path_factory: pytest.TempPathFactory, when: str, by: str) -> None:
     """Nobody is left to close the card: once the stop ended the turn (fenced off after the
     cancel timeout, or its lease ran out and the run again was dropped before it started),
-    the listener closes it, with the text the card showed and who stopped it."""
+    the listener closes it, with the text the card showed and who stopped it (a /stop is
+    then confirmed with a reaction: the card says it)."""
     with rig_up(tmp_path_factory, start="listener", kill=True,
                 FEISHU_STREAM_INTERVAL_MS="50") as rig:
         sim, chat_id = rig.sim, f"oc_stop_dead_worker_{when}"
@@ -160,11 +184,20 @@ def test_a_stop_while_the_turns_worker_is_dead_closes_its_card_with_the_text_sho
         if when == "after-its-lease-ran-out":  # the sweeper claims it again: no worker runs it
             wait_until(lambda: rig.client().hget(lease, "fence") not in (fence, None),
                        TEST_LEASE_TTL_S + 20, "the turn claimed again after its lease")
-        assert click_stop(sim, chat_id, card, REQUESTER, value=value).toast["type"] == "success"
+        if by == "command":
+            stop = sim.send_text(chat_id, "/stop", sender_open_id=REQUESTER)
+        else:
+            assert click_stop(sim, chat_id, card, REQUESTER,
+                              value=value).toast["type"] == "success"
         view = wait_until(lambda: closed(sim, card), TEST_CANCEL_TIMEOUT_S + 20,
                           "the card closed for the dead worker's turn")
         assert isinstance(view, CardView) and not view.streaming_mode
-        assert f"⏹ Stopped by <at id={REQUESTER}></at>" in view.text
+        if by == "command":
+            assert "⏹ Stopped." in view.text
+            wait_until(lambda: sim.reactions(stop) == ["DONE"], 20, "the /stop confirmed")
+            assert stop not in replies_to(sim, chat_id), "said once: on the card"
+        else:
+            assert f"⏹ Stopped by <at id={REQUESTER}></at>" in view.text
         assert view.elements["answer"].startswith(shown.elements["answer"]), \
             "the text the card showed, not less"
         assert "w399" not in view.text and "⏳" not in view.text

@@ -111,12 +111,14 @@ def test_a_person_chats_with_the_bot_in_the_browser(
     bot_says(browser, "decision: once")
 
     say(browser, "stream 100 0.3")  # a word every 0.3 s, for 30 s
-    wait_until(lambda: any("[Typing]" in t for t in texts(browser, ".msg.user .reactions")),
+    wait_until(lambda: any("typing…" in t for t in texts(browser, ".msg.user .reactions")),
                30, "the typing reaction on the page")
     bot_says(browser, "w1")
     say(browser, "/stop")
     wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".msg .stop-mark"), 10,
                "the stopped answer's mark, drawn by the page")
+    wait_until(lambda: any("✓ done" in t for t in texts(browser, ".msg.user .reactions")),
+               10, "the /stop confirmed with a reaction, drawn in words")
     assert not any("\u23f9" in t for t in texts(browser, ".msg")), \
         "no bare stop glyph (a missing-glyph box in a browser without an emoji font)"
     SCREENSHOT.parent.mkdir(exist_ok=True)

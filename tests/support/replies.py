@@ -40,6 +40,28 @@ def reply_of(sim: Simulator, chat_id: str, message_id: str, timeout_s: float = 2
     return str(found[0])
 
 
+CONFIRMED = ":DONE:"
+"""What `command_answer` reads for a command confirmed with a reaction (its card says the
+rest)."""
+
+
+def command_answer(sim: Simulator, chat_id: str, message_id: str,
+                   timeout_s: float = 20) -> str:
+    """A command's answer: its one reply, or CONFIRMED for a DONE reaction and no reply
+    (what it did shows on a card already: said once)."""
+
+    def answered() -> str | None:
+        replies = replies_to(sim, chat_id).get(message_id)
+        if replies:
+            assert len(replies) == 1 and "DONE" not in sim.reactions(message_id), \
+                f"said twice: {replies} {sim.reactions(message_id)}"
+            return str(replies[0])
+        return CONFIRMED if "DONE" in sim.reactions(message_id) else None
+
+    found = wait_until(answered, timeout_s, f"an answer to {message_id}")
+    return str(found)
+
+
 def button(card: SentMessage, decision: str) -> dict[str, Any]:
     for element in card.content["elements"]:
         for action in element.get("actions", ()):
