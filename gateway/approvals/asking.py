@@ -51,7 +51,8 @@ class Asker:
     def ask(self, message: Message, prompt: str, timeout_s: float, key: str | None,
             stopped: threading.Event, index: int = 0) -> Outcome:
         """Ask the chat the turn's `index`-th question; the decision, "expired" at the
-        timeout, "deny" when the turn is stopped (`stopped` set). A turn run again asks
+        timeout, "deny" when the turn is stopped (`stopped` set; the request stays pending
+        when its worker is leaving: the turn is handed back). A turn run again asks
         the same request: it waits on the same card, for what is left of the timeout, and a
         decision made meanwhile answers at once. Redis failures while waiting are waited
         out until the timeout; one when asking raises (the turn fails, as for any Redis
@@ -77,6 +78,8 @@ class Asker:
                     message.chat_id, message.message_id, left_s,
                     ", again" if opened.kind == "again" else "")
         ended = self._wait(state, request_id, left_s, stopped)
+        if ended is None:  # the worker is leaving: the request waits on for the re-run
+            return "deny"
         return self._end(message, request_id, prompt, card_id, ended)
 
     def _meanwhile(self, chat_id: str, request_id: str,
@@ -137,13 +140,17 @@ class Asker:
         return "deny" if state == "stopped" else "expired"
 
     def _wait(self, chat_id: str, request_id: str, timeout_s: float,
-              stopped: threading.Event) -> tuple[str, str, str]:
+              stopped: threading.Event) -> tuple[str, str, str] | None:
+        """How the request ended; None when the turn was stopped because its worker is
+        leaving (the turn is handed back: its re-run waits on the same card)."""
         deadline = self._clock() + timeout_s
         while True:
             request = self._try(lambda: self.book.get(chat_id, request_id))
             if request is not None and request.state != "pending":
                 return request.state, request.by, request.via
             if stopped.is_set():
+                if self.replies.leaving.is_set():
+                    return None
                 return self._settle(chat_id, request_id, "stopped")
             if self._clock() >= deadline:
                 return self._settle(chat_id, request_id, "expired")

@@ -33,11 +33,21 @@ class TurnHandle:
     """Why it was stopped: cancelled, lost its lease, time limit."""
     extended_at: float = field(default_factory=time.monotonic)
     """When its lease was last extended (the start script extended it first)."""
+    answering: bool = False
+    """Its agent runs now (a worker leaving asks it to stop; a turn sending goes on)."""
+    seen: bool = False
+    """Its agent saw the stop (`Turn.cancelled()` said so): what it answers is partial."""
 
     def stop(self, reason: str) -> None:
         if not self.stopped.is_set():
             self.reason = reason
             self.stopped.set()
+
+    def resume(self) -> None:
+        """Take back a stop the agent never saw (its answer is whole): the turn goes on to
+        send it. A stop for another reason is raised again at the next heartbeat."""
+        self.reason = ""
+        self.stopped.clear()
 
 
 @dataclass(slots=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,12 +79,17 @@ class TurnRunner:
         """The worker is shutting down: replies are no longer retried nor waited for (a
         wait now wakes at once); a turn whose piece then fails, or finds no room in the
         quota, stops and is handed back (`ChatStore.hand_back`) for another worker to
-        resend its kept answer. A send going well goes on; turns still running their
-        agents go on too (a warm shutdown waits for them), their replies one attempt a
-        piece. No turn of the chat is started after the one running."""
+        resend its kept answer. A send going well goes on. A turn whose agent still runs
+        is stopped (`Turn.cancelled()` turns true: a cooperative agent ends at once) and
+        handed back, its streamed answer showing that another worker takes it up; an
+        agent that ignores it is waited for (a warm shutdown waits for it). No turn of the
+        chat is started after the one running."""
         self.replies.leave()
+        for handle in self.locks.running():
+            if handle.answering:
+                handle.stop(SHUTDOWN)
 
-    def _agent_turn(self, message: Message, fence: int, stopped: threading.Event,
+    def _agent_turn(self, message: Message, fence: int, handle: TurnHandle,
                     merged: tuple[Message, ...] = (), stream: Stream | None = None) -> Turn:
         """The agent's view; `merged`: every message it answers, `message` the last;
         its progress steps go to `stream` (none: nowhere)."""
@@ -97,15 +101,26 @@ class TurnRunner:
 
         asks = itertools.count()  # the n-th question of the turn: the same on a run again
 
+        stopped = handle.stopped
+
         def approve(prompt: str, timeout_s: float, key: str | None) -> str:
             if asker is None:
                 return "deny"
-            return asker.ask(message, prompt, timeout_s, key, stopped, next(asks))
+            decision = asker.ask(message, prompt, timeout_s, key, stopped, next(asks))
+            cancelled()  # (a wait the stop cut short: what the agent makes of it is no answer)
+            return decision
+
+        def cancelled() -> bool:
+            """`Turn.cancelled`: the agent that sees the stop answers in part."""
+            if stopped.is_set():
+                handle.seen = True
+                return True
+            return False
 
         def fetch(message_id: str, file_key: str, kind: str) -> bytes:
             return api.download(message_id, file_key, kind=kind, max_bytes=self.fetch_max_bytes)
 
-        return Turn(message, fence, stopped.is_set, approve, fetch, merged,
+        return Turn(message, fence, cancelled, approve, fetch, merged,
                     reporter=stream.progress if stream is not None else Turn.reporter_none,
                     sender=MediaSender(self.replies).direct(message, stopped))
 
@@ -229,11 +244,18 @@ class TurnRunner:
                 stream = self.sender.stream(turn, message, started.attempt, handle)
                 typing = None if self.typist is None else self.typist.begin(
                     message.message_id, message.app_id, message.chat_id)
+                handle.answering = True
                 try:
+                    if self.replies.leaving.is_set():  # started as the worker was told
+                        handle.stop(SHUTDOWN)
                     answer, outcome = self._ask(
                         lambda t: self._run_agent(session, t, missed, stream),
-                        self._agent_turn(message, turn.fence, handle.stopped, merged, stream))
+                        self._agent_turn(message, turn.fence, handle, merged, stream))
                 finally:
+                    handle.answering = False
+                if handle.reason == SHUTDOWN and not handle.seen and \
+                        not (stream is not None and (stream.live or stream.cut)):
+                    handle.resume()  # it answered whole, never seeing the stop: sent
                     if typing is not None and self.typist is not None:
                         self.typist.end(typing, failed=outcome == "failed")
                 if stream is not None and stream.live:

@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 LATE_ANSWER_NOTE = "(Answered late: this message was sent while the bot was offline.)"
 """What opens the answer to a message read back after an outage (docs/design.md#catch-up)."""
 SHUTDOWN = "its worker is shutting down"
+HANDED_OVER_NOTE = "↻ This worker is restarting: another one answers here."
+"""Under a streamed answer whose worker left mid-answer: the re-run takes it up."""
 """Why a turn stopped sending its reply: it is handed back for another worker to send."""
 
 
@@ -82,8 +84,9 @@ class AnswerSender:
         if self.streams is None or self.stream_interval_s <= 0:
             return None
 
-        def may_send() -> bool:
-            return not handle.stopped.is_set() and self.store.may_reply(turn)
+        def may_send() -> bool:  # (a turn its leaving worker stopped still says so)
+            return (not handle.stopped.is_set() or handle.reason == SHUTDOWN) \
+                and self.store.may_reply(turn)
 
         surface: Surface
         if self.reply_format in ("text", "post"):
@@ -106,7 +109,10 @@ class AnswerSender:
         else kept as a "stream" answer (its first chunk closes the card, the rest follow as
         replies)."""
         if handle.stopped.is_set():
-            self.close_stopped(turn, stream)
+            if handle.reason == SHUTDOWN:  # handed back: the re-run takes the surface up
+                stream.handed_over(HANDED_OVER_NOTE)
+            else:
+                self.close_stopped(turn, stream)
             return None
         if outcome == "failed":
             stream.close(stream.text, FAILED_MARK)

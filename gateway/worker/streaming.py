@@ -88,6 +88,8 @@ class Stream:
         self.broken = False
         """No surface could be made: the answer goes out as ordinary replies."""
         self.text = ""
+        self.cut = False
+        """The stop cut the agent's pieces short: the text is partial."""
 
     @property
     def live(self) -> bool:
@@ -105,6 +107,7 @@ class Stream:
             with self._lock:
                 self.text += str(piece)
                 if self._stopped.is_set():
+                    self.cut = True
                     break
                 self._maybe_show()
         return self.text
@@ -163,6 +166,20 @@ class Stream:
                 self._throttle.shown()
             else:
                 self._throttle.missed()
+
+    def handed_over(self, note: str) -> bool:
+        """The turn goes to another worker (this one is leaving): the text so far with
+        `note` under it, the surface left streaming for the re-run, which takes it up and
+        replaces the text (one attempt, as the process leaves). True when it shows."""
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not self.opened or self.broken:
+                return False
+            text = self._visible(self.text)
+            return self.surface.update(f"{text}\n\n{note}" if text.strip() else note)
 
     def close(self, text: str, mark: str = "") -> bool:
         """Show `text` as the final content (with the finished steps and `mark` under it),

@@ -1,11 +1,13 @@
 """A worker stopped (SIGTERM: Celery's warm shutdown, `docker compose stop`) while a reply
 is being retried leaves within the stop grace period: the reply it could not send is handed
-back at once, and another worker sends it, once, when the open API recovers."""
+back at once, and another worker sends it, once, when the open API recovers. A running
+agent is asked to stop (`turn.cancelled()`): a cooperative one ends at once, its turn is
+handed back, and its streaming card says another worker answers there."""
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -14,11 +16,13 @@ from celery import Celery
 from gateway.agents.cache import AgentCache
 from gateway.chats.model import StoreConfig, TurnRef
 from gateway.chats.store import ChatStore
-from gateway.core.model import Message, Turn
+from gateway.core.model import AgentContext, Message, Turn
 from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
+from gateway.worker.runner import TurnRunner
+from gateway.worker.sending import HANDED_OVER_NOTE
 from tests.support.agents import context_for_tests
 from tests.support.replies import agent_events, replies_to
 from tests.support.rig import POOLS, Rig, rig_up
@@ -135,3 +139,81 @@ def test_a_worker_that_begins_to_leave_during_a_turn_starts_no_further_turn_of_i
     runner.replies.api.close()
     app.close()
     client.close()
+
+
+def test_a_worker_leaving_asks_a_running_agent_to_stop_and_hands_its_turn_back(
+        private_redis: EmbeddedRedis, simulator: Simulator, chat_id: str) -> None:
+    """The shutdown begins while a cooperative agent works: it sees `turn.cancelled()` and
+    ends at once; its partial answer is not sent, the turn goes back for another worker
+    (not counted as a failed attempt: GATEWAY_MAX_ATTEMPTS 1 still runs it), which asks
+    the agent again and answers once."""
+    client = redis.Redis.from_url(private_redis.url)
+    store = ChatStore(client, StoreConfig(running_ttl_ms=int(LEASE_TTL_S * 1000),
+                                          max_attempts=1))
+    app = Celery(broker=private_redis.url)
+    sender = RecordingSender(app)
+    leaving, next_one = (runner_for(store, simulator, sender) for _ in range(2))
+    seen: list[str] = []
+
+    class Cooperative:
+        def __init__(self, runner: TurnRunner) -> None:
+            self.runner = runner
+
+        def run(self, turn: Turn) -> str:
+            if self.runner is leaving:
+                leaving.leave()  # as SIGTERM's watcher thread would, while the agent runs
+                seen.append(f"cancelled {turn.cancelled()}")
+                return "half an ans"
+            return f"whole answer to {turn.text}"
+
+    def factory_for(runner: TurnRunner) -> Callable[[str, AgentContext], Cooperative]:
+        return lambda _session, _context: Cooperative(runner)
+
+    for runner in (leaving, next_one):
+        runner.agents = AgentCache(factory_for(runner), 8, context=context_for_tests(client))
+    message_id = simulator.send_text(chat_id, "think hard", deliver=False)
+    turn = store.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text",
+                                "think hard")).claimed
+    assert turn is not None
+    assert leaving.run(turn, task_id="t1", worker="w1") == "handed-back"
+    assert seen == ["cancelled True"], "the agent was asked to stop at once"
+    assert simulator.sent_messages(chat_id) == [], "a partial answer is never sent"
+    assert len(sender.sent) == 1, "published again at once"
+    lease = store.lease(chat_id)
+    again = TurnRef(chat_id, message_id, int(lease["fence"]))
+    assert next_one.run(again, task_id="t2", worker="w2") == "replied"
+    assert [m.text for m in simulator.sent_messages(chat_id)] == [
+        "whole answer to think hard"], "asked again, answered once (not given up)"
+    for runner in (leaving, next_one):
+        runner.heartbeats.stop()
+        runner.replies.api.close()
+    app.close()
+    client.close()
+
+
+def test_a_stopped_worker_ends_a_streaming_answer_at_once_and_the_next_one_finishes_it(
+        rig: Rig, chat_id: str) -> None:
+    """SIGTERM while an answer streams into its card: the worker leaves at once (not after
+    the agent's 8 s), the card says another worker answers there, and the next worker
+    takes the same card up and finishes the answer in it."""
+    sim = rig.sim
+    leaving = rig.fleet("worker", concurrency=1, FEISHU_STREAM_INTERVAL_MS="50")
+    asked = sim.send_text(chat_id, "stream 80 0.1")
+    wait_until(lambda: asked in replies_to(sim, chat_id), 20, "the streaming card")
+    [card] = [m for m in sim.sent_messages(chat_id) if m.reply_to == asked]
+    wait_until(lambda: "w5" in getattr(sim.card(card.card_id or ""), "text", ""), 20,
+               "the answer to grow")
+    leaving.process.send_signal(signal.SIGTERM)
+    wait_until(lambda: not leaving.alive, 5, "the stopped worker to leave at once")
+    assert leaving.process.returncode == 0, "a warm shutdown, not a kill"
+    shown = sim.card(card.card_id or "")
+    assert shown is not None and HANDED_OVER_NOTE in shown.text, shown
+    taking_over = rig.fleet("worker", concurrency=1, FEISHU_STREAM_INTERVAL_MS="50")
+    try:
+        view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=30)
+        assert view.elements["answer"].split() == [f"w{n}" for n in range(80)]
+        assert HANDED_OVER_NOTE not in view.text
+        assert [m.message_id for m in sim.sent_messages(chat_id) if m.reply_to == asked] \
+            == [card.message_id], "one card, taken up by the next worker"
+    finally:
+        taking_over.stop()

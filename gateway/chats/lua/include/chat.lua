@@ -182,7 +182,7 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history, known)
   local f = str(math.max(fence_now() + 1, now_us))
   if fresh then
     redis.call('HSET', K.tries, 'fence', f, 'head', first, 'n', run and '1' or '0', 'aid', '',
-               'chunks', '', 'batch', '')
+               'chunks', '', 'batch', '', 'handed', '0')
   else
     redis.call('HSET', K.tries, 'fence', f)
   end
@@ -217,7 +217,9 @@ local function begin(entry, max_attempts, session_ttl_ms, attempt, batch)
     if kept[1] == entry_id(entry) then kind, chunks = kept[2], kept[3] end
   end
   local outcome = 'run'
-  if attempt > tonumber(max_attempts) then outcome = 'poison' end
+  -- (an attempt handed back by a worker that was leaving is no failed attempt)
+  local handed = tonumber(redis.call('HGET', K.tries, 'handed') or '0') or 0
+  if attempt - handed > tonumber(max_attempts) then outcome = 'poison' end
   if batch == nil then batch = redis.call('HGET', K.tries, 'batch') end
   if batch == '' then batch = false end
   return {outcome, entry, gen, attempt, kind, chunks, batch}
