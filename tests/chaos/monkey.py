@@ -16,6 +16,7 @@ import redis
 
 from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
 from gateway.core.names import RELEASE_QUEUE
+from gateway.listener.catchup.book import job_key
 from gateway.simulator import SendFaults, SentMessage
 from gateway.worker.sending import LATE_ANSWER_NOTE
 from tests.support.agents import events_key
@@ -373,6 +374,9 @@ def count_leftovers(rig: Rig, client: redis.Redis, chats: list[str],
         if card.chat_id in chats and asks(card):
             figures.live_cards += 1
             figures.examples.append(f"live card {card.message_id} in {card.chat_id}")
+    job = client.hgetall(job_key(rig.sim.app_id))
+    if job:
+        figures.examples.append(f"catch-up still pending: {job}")
     figures.release_queue = int(client.llen(RELEASE_QUEUE))
     if figures.release_queue > RELEASE_QUEUE_CAP_MESSAGES:
         figures.examples.append(f"release queue {figures.release_queue}")

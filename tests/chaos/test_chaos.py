@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
+from gateway.listener.catchup.book import job_key
 from gateway.ops.processes import wait_until
 from gateway.simulator.config import FEISHU_REDELIVERY_S
 from tests.chaos import pressure
@@ -207,7 +208,8 @@ def test_every_promise_holds_under_chaos(chaos_rig: Rig, clocks: Clocks, run_id:
     def quiet() -> bool:
         replied = replies_by_message(rig, tags)
         return all(m in replied for ids in sent.values() for m in ids) and not any(
-            client.zscore("gw:chats", chat) is not None for chat in sent)
+            client.zscore("gw:chats", chat) is not None for chat in sent) \
+            and not client.exists(job_key(rig.sim.app_id))  # (a catch-up still reading)
 
     with contextlib.suppress(TimeoutError):  # the figures below say what is missing
         wait_until(quiet, QUIESCENCE_DEADLINE_S, "every message answered, every chat idle",
