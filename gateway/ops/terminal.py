@@ -74,7 +74,7 @@ class TerminalChat:
         self.sim, self.chat_id, self.out = sim, chat_id, out
         self._settled, self._typing, self._poll_s = settled, typing_emoji, poll_s
         self._tty = out.isatty()
-        self._transcript = Transcript(out, prompt=self._tty)
+        self._transcript = Transcript(out, prompt=self._tty, styled=self._tty)
         self._lock = threading.Lock()
         self._sent: list[tuple[str, str]] = []
         self._reacted: set[tuple[str, str]] = set()

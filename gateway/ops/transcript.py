@@ -1,6 +1,7 @@
 """What the demo's terminal shows of a chat: the bot's messages as the simulator records them
 (replies, message edits, streaming cards as they grow, approval cards), printed once each and
-then only what changed. Not thread-safe: its owner serialises the calls.
+then only what changed, their markdown drawn (gateway/ops/markdown_text.py). Not
+thread-safe: its owner serialises the calls.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from gateway.feishu.outbound.stream_card import CURRENT_MARK, INTERRUPTED_MARK, STOPPED_MARK
+from gateway.ops.markdown_text import terminal_text
 from gateway.worker.streaming import FAILED_MARK
 
 if TYPE_CHECKING:
@@ -84,9 +86,12 @@ def split_step(text: str) -> tuple[str, str]:
 
 
 class Transcript:
-    def __init__(self, out: TextIO, *, prompt: bool) -> None:
+    def __init__(self, out: TextIO, *, prompt: bool, styled: bool = False) -> None:
+        """`styled`: markdown's bold, italics and code drawn with a terminal's styles
+        (else as plain text: gateway/ops/markdown_text.py)."""
         self.out = out
         self._with_prompt = prompt
+        self._styled = styled
         self._shown: dict[str, _Shown] = {}
         self._open: str | None = None
         """The message whose text the cursor stands after (a streamed answer growing)."""
@@ -118,6 +123,7 @@ class Transcript:
             self._line(APPROVAL_HINT)
         elif message.streaming:
             step, body = split_step(message.text)
+            body = self._drawn(body, final=False)
             self._shown[message.message_id] = _Shown(message.text, body, streaming=True,
                                                      step=step)
             if step:
@@ -128,6 +134,7 @@ class Transcript:
                 self._shown[message.message_id].begun = False
         else:
             body, mark = split_mark(message.text) if message.card_id else (message.text, "")
+            body = self._drawn(body, final=True)
             self._shown[message.message_id] = _Shown(message.text, body)
             self._begin(message.message_id, body)
             self._end(message.message_id, mark or DONE if message.card_id else "")
@@ -142,6 +149,7 @@ class Transcript:
                 self._line(f"bot: ({step})")
                 self._open = None
             shown.step = step
+        body = self._drawn(body, final=not message.streaming)
         if not shown.begun:
             if body:
                 self._begin(message.message_id, body)
@@ -155,6 +163,11 @@ class Transcript:
             self._end(message.message_id, mark or DONE)
         elif not message.streaming and mark:
             self._end(message.message_id, mark)
+
+    def _drawn(self, text: str, *, final: bool) -> str:
+        """Markdown as the terminal shows it (a growing answer: what more text cannot
+        change)."""
+        return terminal_text(text, final=final, styled=self._styled)
 
     def note(self, text: str) -> None:
         """A line of the demo's own, between the bot's messages."""
