@@ -47,6 +47,8 @@ REDIS_CHECK_TIMEOUT_S = 2.0
 TAIL_LINES = 30
 
 
+QUITTING = "stopping the worker and the listener, then Redis …"
+
 def script(name: str) -> str:
     """How to run this Python's console script `name` from another terminal: its bare name
     when the PATH finds this very one; else its path (relative to the current folder when
@@ -182,6 +184,8 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
             _operate(out, redis_url, sim)
             with contextlib.suppress(KeyboardInterrupt):
                 _chat(sim, chat_id, lines, out, settings, redis_url)
+            out.write(f"{QUITTING}\n")  # (what follows takes the processes' stop)
+            out.flush()
         else:
             stopped = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: stopped.set())

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.ops.demo import gather, run_demo
+from gateway.ops.demo import QUITTING, gather, run_demo
 from gateway.ops.embedded_redis import free_port
 
 SETTINGS_PREFIXES = ("REDIS_", "FEISHU_", "GATEWAY_", "CELERY_")
@@ -267,9 +267,12 @@ def test_ctrl_d_at_a_terminal_quits_at_once_after_a_dozen_messages(tmp_path: Pat
             time.sleep(0.05)
         quit_at = time.monotonic()
         demo.press(b"\x04")  # Ctrl-D
+        demo.wait_for(QUITTING, timeout_s=10)
+        settled_s = time.monotonic() - quit_at
         assert demo.wait_exit(90) == 0, demo.shown()[-2000:]
         took_s = time.monotonic() - quit_at
     assert "not done after" not in demo.shown(), "every message seen done: no settle wait"
+    assert settled_s < 5, f"Ctrl-D took {settled_s:.1f} s to begin quitting"
     assert took_s < 45, f"Ctrl-D took {took_s:.1f} s to quit (the settle wait is 60 s)"
 
 
