@@ -49,10 +49,12 @@ class Asker:
         self._clock = clock
 
     def ask(self, message: Message, prompt: str, timeout_s: float, key: str | None,
-            stopped: threading.Event, index: int = 0) -> Outcome:
+            stopped: threading.Event, index: int = 0, *,
+            handed_back: Callable[[], bool] = lambda: False) -> Outcome:
         """Ask the chat the turn's `index`-th question; the decision, "expired" at the
         timeout, "deny" when the turn is stopped (`stopped` set; the request stays pending
-        when its worker is leaving: the turn is handed back). A turn run again asks
+        when `handed_back()`: its worker is leaving and its re-run asks again). A turn run
+        again asks
         the same request: it waits on the same card, for what is left of the timeout, and a
         decision made meanwhile answers at once. Redis failures while waiting are waited
         out until the timeout; one when asking raises (the turn fails, as for any Redis
@@ -70,6 +72,8 @@ class Asker:
         meanwhile = self._meanwhile(state, request_id, opened)
         if meanwhile is not None:
             return self._end(message, request_id, prompt, opened.card, meanwhile)
+        if stopped.is_set() and handed_back():
+            return "deny"  # (nothing shown nor settled: the re-run asks)
         card_id = self._show(message, request_id, prompt, opened, stopped)
         if card_id is None:
             return "deny"
@@ -77,7 +81,7 @@ class Asker:
         logger.info("approval %s asked in chat %s (turn %s, %.0fs left%s)", request_id,
                     message.chat_id, message.message_id, left_s,
                     ", again" if opened.kind == "again" else "")
-        ended = self._wait(state, request_id, left_s, stopped)
+        ended = self._wait(state, request_id, left_s, stopped, handed_back)
         if ended is None:  # the worker is leaving: the request waits on for the re-run
             return "deny"
         return self._end(message, request_id, prompt, card_id, ended)
@@ -140,7 +144,8 @@ class Asker:
         return "deny" if state == "stopped" else "expired"
 
     def _wait(self, chat_id: str, request_id: str, timeout_s: float,
-              stopped: threading.Event) -> tuple[str, str, str] | None:
+              stopped: threading.Event,
+              handed_back: Callable[[], bool]) -> tuple[str, str, str] | None:
         """How the request ended; None when the turn was stopped because its worker is
         leaving (the turn is handed back: its re-run waits on the same card)."""
         deadline = self._clock() + timeout_s
@@ -149,7 +154,7 @@ class Asker:
             if request is not None and request.state != "pending":
                 return request.state, request.by, request.via
             if stopped.is_set():
-                if self.replies.leaving.is_set():
+                if handed_back():
                     return None
                 return self._settle(chat_id, request_id, "stopped")
             if self._clock() >= deadline:

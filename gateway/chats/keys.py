@@ -87,6 +87,11 @@ class ChatKeys:
         canceller can close it when the turn's worker is gone (a day; gone once closed)."""
         return f"{self.prefix}:livecard:{fence}"
 
+    def confirmed(self, message_id: str) -> str:
+        """String: the command `message_id` was answered with a reaction, so a run of its
+        control job again (its listener died) says nothing more (5 minutes)."""
+        return f"{self.prefix}:confirmed:{message_id}"
+
     def stop_shown(self, fence: int) -> str:
         """String: the stopped turn of `fence` put the stop's mark on its answer (its card
         or edited message), so the stop's command gets a reaction, not a second "Stopped."

@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 DONE_EMOJI = "DONE"
 """The reaction that confirms a command whose outcome its card shows already (/stop of an
 answer with a card, /approve)."""
+CONFIRMED_TTL_MS = 300_000
+"""A command answered with a reaction is remembered this long (as a stop's own record)."""
 PRUNE_EVERY_S = 600.0
 
 
@@ -269,10 +271,16 @@ class ControlDesk:
 
     def _confirm(self, message: Message, text: str, purpose: str) -> None:
         """Answer a command with `text`; with none (what it did shows on a card already),
-        a reaction on it, so nothing is said twice."""
+        a reaction on it, so nothing is said twice. A command answered with a reaction
+        before (its job runs again: its listener died) is answered no more."""
+        key = self._store.keys(self._store.keyspace.scope.of_message(message)).confirmed(
+            message.message_id)
+        if self._store.redis.exists(key):
+            return
         if text:
             self._say(message, text, purpose)
             return
+        self._store.redis.set(key, "1", px=CONFIRMED_TTL_MS)
         try:
             self._replies.call(f"confirmation on {message.message_id}",
                                lambda api: api.add_reaction(message.message_id, DONE_EMOJI),

@@ -62,9 +62,8 @@ def _growing_line(line: str, styled: bool) -> str:
     if _UNDECIDED.fullmatch(line):
         return ""  # ("-" may become "- item", "##" a heading)
     heading = _HEADING.match(line)
-    if heading:
-        text = _spans(_safe_prefix(heading.group(2)), False)
-        return f"{BOLD}{text}" if styled else text
+    if heading:  # (styled, held whole: a bold left open would run into what comes next)
+        return "" if styled else _spans(_safe_prefix(heading.group(2)), False)
     bullet = _BULLET.match(line)
     if bullet:
         return f"{bullet.group(1)}• {_spans(_safe_prefix(bullet.group(2)), styled)}"

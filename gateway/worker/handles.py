@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from gateway.chats.model import TurnRef
 
 TIME_LIMIT = "ran past the time limit"
+SHUTDOWN = "its worker is shutting down"
+"""The worker is leaving: the turn is asked to stop and handed back, unless its agent
+answers whole without looking."""
 
 
 @dataclass(eq=False, slots=True)
@@ -39,15 +42,18 @@ class TurnHandle:
     """Its agent saw the stop (`Turn.cancelled()` said so): what it answers is partial."""
 
     def stop(self, reason: str) -> None:
-        if not self.stopped.is_set():
+        """Stop the turn; a stop for a reason of its own outranks a shutdown's (the turn
+        is then not handed back, nor its answer sent)."""
+        if not self.stopped.is_set() or self.reason == SHUTDOWN:
             self.reason = reason
             self.stopped.set()
 
     def resume(self) -> None:
-        """Take back a stop the agent never saw (its answer is whole): the turn goes on to
-        send it. A stop for another reason is raised again at the next heartbeat."""
-        self.reason = ""
-        self.stopped.clear()
+        """Take back a shutdown's stop the agent never saw (its answer is whole): the turn
+        goes on to send it. A stop for another reason stays."""
+        if self.reason == SHUTDOWN:
+            self.reason = ""
+            self.stopped.clear()
 
 
 @dataclass(slots=True)

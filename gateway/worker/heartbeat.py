@@ -18,7 +18,7 @@ import redis
 
 from gateway.chats.store import ChatStore
 from gateway.core.loops import Periodic
-from gateway.worker.handles import TIME_LIMIT, LockRegistry
+from gateway.worker.handles import SHUTDOWN, TIME_LIMIT, LockRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +51,8 @@ class Heartbeater:
         now = time.monotonic()
         live = []
         for handle in self._registry.running():
-            if handle.stopped.is_set():
-                continue
+            if handle.stopped.is_set() and handle.reason != SHUTDOWN:
+                continue  # (a turn its leaving worker waits for keeps its lease)
             if now - handle.started_at > self.time_limit_s:
                 logger.error("turn %s of chat %s ran past GATEWAY_TURN_TIME_LIMIT_S (%.0fs): "
                              "its lease is no longer extended", handle.turn.message_id,

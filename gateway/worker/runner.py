@@ -32,10 +32,10 @@ from gateway.feishu.inbound.enrich import Enricher
 from gateway.feishu.outbound.delivery import Replies
 from gateway.feishu.outbound.reactions import Typist
 from gateway.publisher import Publisher
-from gateway.worker.handles import TIME_LIMIT, LockRegistry, TurnHandle
+from gateway.worker.handles import SHUTDOWN, TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.worker.heartbeat import Heartbeater
 from gateway.worker.media import MediaSender, Said, said
-from gateway.worker.sending import FAILURE_REPLY, SHUTDOWN, AnswerSender, gave_up_reply
+from gateway.worker.sending import FAILURE_REPLY, AnswerSender, gave_up_reply
 from gateway.worker.streaming import Stream
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,8 @@ class TurnRunner:
         def approve(prompt: str, timeout_s: float, key: str | None) -> str:
             if asker is None:
                 return "deny"
-            decision = asker.ask(message, prompt, timeout_s, key, stopped, next(asks))
+            decision = asker.ask(message, prompt, timeout_s, key, stopped, next(asks),
+                                 handed_back=lambda: handle.reason == SHUTDOWN)
             cancelled()  # (a wait the stop cut short: what the agent makes of it is no answer)
             return decision
 
@@ -253,11 +254,10 @@ class TurnRunner:
                         self._agent_turn(message, turn.fence, handle, merged, stream))
                 finally:
                     handle.answering = False
-                if handle.reason == SHUTDOWN and not handle.seen and \
-                        not (stream is not None and (stream.live or stream.cut)):
-                    handle.resume()  # it answered whole, never seeing the stop: sent
                     if typing is not None and self.typist is not None:
                         self.typist.end(typing, failed=outcome == "failed")
+                if not handle.seen and not (stream is not None and stream.cut):
+                    handle.resume()  # it answered whole, never seeing a shutdown's stop
                 if stream is not None and stream.live:
                     answer = self.sender.streamed(turn, stream, answer, outcome, handle)
             if answer is None:

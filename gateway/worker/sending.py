@@ -28,7 +28,7 @@ from gateway.feishu.outbound.chunking import chunk_markdown
 from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_uuid
 from gateway.feishu.outbound.openapi import BOT_NOT_IN_CHAT
 from gateway.feishu.outbound.stream_card import INTERRUPTED_MARK, stop_value, stopped_mark
-from gateway.worker.handles import TurnHandle
+from gateway.worker.handles import SHUTDOWN, TurnHandle
 from gateway.worker.media import content_of
 from gateway.worker.streaming import FAILED_MARK, Stream
 from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
@@ -37,7 +37,6 @@ logger = logging.getLogger(__name__)
 
 LATE_ANSWER_NOTE = "(Answered late: this message was sent while the bot was offline.)"
 """What opens the answer to a message read back after an outage (docs/design.md#catch-up)."""
-SHUTDOWN = "its worker is shutting down"
 HANDED_OVER_NOTE = "↻ This worker is restarting: another one answers here."
 """Under a streamed answer whose worker left mid-answer: the re-run takes it up."""
 """Why a turn stopped sending its reply: it is handed back for another worker to send."""

@@ -7,6 +7,7 @@ handed back, and its streaming card says another worker answers there."""
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -104,13 +105,16 @@ def test_a_reply_begun_while_the_worker_leaves_gets_one_attempt_then_is_handed_b
     client.close()
 
 
+@pytest.mark.parametrize(("lease_ttl_s", "works_on_s"), [(LEASE_TTL_S, 0.0), (1.0, 2.5)])
 def test_a_worker_that_begins_to_leave_during_a_turn_starts_no_further_turn_of_its_chat(
-        private_redis: EmbeddedRedis, simulator: Simulator, chat_id: str) -> None:
-    """The shutdown begins while the agent runs; the turn is answered, and the message
-    that waited behind it is published for another worker instead of run here (a warm
-    shutdown would otherwise wait for a whole further turn)."""
+        private_redis: EmbeddedRedis, simulator: Simulator, chat_id: str,
+        lease_ttl_s: float, works_on_s: float) -> None:
+    """The shutdown begins while the agent runs, and it never looks at `turn.cancelled()`:
+    it is waited for (its lease kept, however long it works on) and its whole answer sent;
+    the message that waited behind it is published for another worker instead of run here
+    (a warm shutdown would otherwise wait for a whole further turn)."""
     client = redis.Redis.from_url(private_redis.url)
-    store = ChatStore(client, StoreConfig(running_ttl_ms=int(LEASE_TTL_S * 1000)))
+    store = ChatStore(client, StoreConfig(running_ttl_ms=int(lease_ttl_s * 1000)))
     app = Celery(broker=private_redis.url)
     sender = RecordingSender(app)
     runner = runner_for(store, simulator, sender, drain_turns=8, drain_budget_s=60.0)
@@ -119,6 +123,7 @@ def test_a_worker_that_begins_to_leave_during_a_turn_starts_no_further_turn_of_i
     class LeavesMidTurn:
         def run(self, turn: Turn) -> str:
             runner.leave()  # as SIGTERM's watcher thread would, while the agent runs
+            time.sleep(works_on_s)  # (an agent at work, past its lease's TTL)
             answered.append(turn.text)
             return f"answered: {turn.text}"
 
