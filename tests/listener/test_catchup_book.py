@@ -1,7 +1,7 @@
-"""The catch-up book's scripts against a real redis-server: a gap is measured on Redis's
-clock from the last beat of any listener (a Redis whose clock the test steps 2 minutes on,
-under libfaketime), the job it plans, the lease one listener holds, and the progress a
-dead holder leaves to the next."""
+"""The catch-up book's scripts against a real redis-server: a gap is measured from the last
+beat of any listener, on Feishu's clock when the listeners know it, else on Redis's (a Redis
+whose clock the test steps 2 minutes on, under libfaketime), the job it plans, the lease
+one listener holds, and the progress a dead holder leaves to the next."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from gateway.listener.catchup.book import (
     job_key,
     lease_key,
     up_key,
+    upf_key,
 )
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
@@ -109,3 +110,20 @@ def test_one_listener_holds_the_lease_and_a_dead_ones_progress_goes_on(
     assert second.done(app, taken)
     assert client.exists(job_key(app), lease_key(app)) == 0
     assert second.take(app) is None
+
+
+def test_a_gap_on_feishus_clock_is_seen_whatever_redis_clock_does() -> None:
+    """A listener that knows Feishu's clock (from its answers) measures the gap on it: a
+    step of Redis's clock back during an outage hides no gap, a step forward makes none."""
+    with stepped_redis() as (clock, client):
+        listener, app, feishu = book(client, "listener-a"), "cli_feishu_gap", 1_800_000_000_000
+        assert listener.beat(app, feishu) == (False, -1), "a first beat: no gap known"
+        clock.step(-300)  # Redis's clock back 5 minutes while no listener ran for 2
+        assert listener.beat(app, feishu + 120_000) == (True, 120_000)
+        job = listener.take(app)
+        assert job is not None and job.clock == "feishu"
+        assert (job.since_ms, job.until_ms) == (feishu - MARGIN_MS, feishu + 120_000 + MARGIN_MS)
+        clock.step(600)  # Redis's clock 5 minutes ahead: on Feishu's, a second went by
+        assert listener.beat(app, feishu + 121_000) == (True, None)
+        assert listener.beat(app) == (True, None), "Feishu's clock unknown: the job stands"
+        assert client.get(upf_key(app)) is None, "the next gap is measured on Redis's clock"

@@ -24,6 +24,12 @@ def up_key(app_id: str) -> str:
     return f"{prefix(app_id)}:up"
 
 
+def upf_key(app_id: str) -> str:
+    """String: Feishu's clock (ms) at the app's last beat, as its listener read it from
+    Feishu's answers (none after a beat that did not know it)."""
+    return f"{prefix(app_id)}:upf"
+
+
 def job_key(app_id: str) -> str:
     """Hash: the app's pending catch-up and its progress (lua/take.lua)."""
     return f"{prefix(app_id)}:job"
@@ -51,6 +57,10 @@ class Job:
     next: int
     token: str
     pages: int
+    clock: str = "redis"
+    """What since/until are on: "feishu" (the messages' own clock) or "redis"."""
+    planned_ms: int = 0
+    """Redis's clock when the gap was found."""
 
 
 def encode_chats(chats: Sequence[ActiveChat]) -> str:
@@ -73,8 +83,9 @@ def job_of(reply: Sequence[Any]) -> Job | None:
     if not reply or _text(reply[0]) != "job":
         return None
     gen, since, until, chats, nxt, token, pages = (_text(v) for v in reply[1:8])
+    clock, planned = (_text(v) for v in reply[8:10]) if len(reply) >= 10 else ("redis", "0")
     return Job(int(gen), int(since), int(until), decode_chats(chats), int(nxt), token,
-               int(pages))
+               int(pages), clock, int(planned))
 
 
 class CatchupBook:
@@ -85,12 +96,14 @@ class CatchupBook:
         self.margin_ms, self.lease_ms = margin_ms, lease_ms
         self._scripts = register(client, "gateway.listener.catchup")
 
-    def beat(self, app_id: str) -> tuple[bool, int | None]:
-        """This listener is connected to `app_id`: (a job is pending, the gap just found in
-        ms, or None; -1 when no earlier beat was known: nothing was planned)."""
+    def beat(self, app_id: str, feishu_ms: int | None = None) -> tuple[bool, int | None]:
+        """This listener is connected to `app_id` (`feishu_ms`: Feishu's clock now, as its
+        answers said; None unknown): (a job is pending, the gap just found in ms, or None;
+        -1 when no earlier beat was known: nothing was planned)."""
         pending, gap = self._scripts["beat"](
-            keys=[up_key(app_id), job_key(app_id)],
-            args=[self.after_ms, self.window_ms, self.margin_ms])
+            keys=[up_key(app_id), job_key(app_id), upf_key(app_id)],
+            args=[self.after_ms, self.window_ms, self.margin_ms,
+                  "" if feishu_ms is None else feishu_ms])
         found = _text(gap)
         return _text(pending) == "1", int(found) if found else None
 

@@ -105,7 +105,7 @@ class CatchUpRunner:
         other thread."""
         pending = []
         for app_id in self._connected():
-            waiting, gap_ms = self.book.beat(app_id)
+            waiting, gap_ms = self.book.beat(app_id, self.pages.feishu_now_ms(app_id))
             if gap_ms is not None and gap_ms < 0:
                 logger.info("catch-up of app %s: no earlier connection is remembered, so no "
                             "gap is known and nothing is read back", app_id)
@@ -156,20 +156,25 @@ class CatchUpRunner:
         return chats
 
     def _window(self, app_id: str, job: Job) -> tuple[int, int]:
-        """The job's gap on Feishu's clock, which the messages' create_time is on: the gap
-        was measured on Redis's, and the two may differ by a step of either (a VM resumed,
-        a failover); the difference is read from Feishu's last answer (its Date). It only
-        ever widens the window: when the step came during the outage, the gap's start was
-        stamped before it and its end after (a few duplicates more cost nothing)."""
-        feishu_ms = self.pages.feishu_now_ms(app_id)
-        if feishu_ms is None:
+        """The job's gap on Feishu's clock, which the messages' create_time is on: as it
+        was planned when the beat knew Feishu's clock; else measured on Redis's, and the
+        two may differ by a step of either (a VM resumed, a failover): the difference is
+        read from Feishu's last answer (its Date), and a step back of Redis's clock since
+        the gap was found moves its start back as far. It only ever widens the window (a
+        few duplicates more cost nothing)."""
+        if job.clock == "feishu":
             return job.since_ms, job.until_ms
+        feishu_ms = self.pages.feishu_now_ms(app_id)
         seconds, micros = self.book.redis.time()
-        shift_ms = feishu_ms - (int(seconds) * 1000 + int(micros) // 1000)
+        redis_ms = int(seconds) * 1000 + int(micros) // 1000
+        back_ms = min(redis_ms - job.planned_ms, 0)  # (Redis's clock went back since)
+        if feishu_ms is None:
+            return job.since_ms + back_ms, job.until_ms
+        shift_ms = feishu_ms - redis_ms
         if abs(shift_ms) > SHIFT_NOTED_MS:
             logger.warning("catch-up of app %s: Feishu's clock is %+.0fs from Redis's; the gap "
                            "is read on Feishu's", app_id, shift_ms / 1000)
-        return job.since_ms + min(shift_ms, 0), job.until_ms + max(shift_ms, 0)
+        return job.since_ms + min(shift_ms, 0) + back_ms, job.until_ms + max(shift_ms, 0)
 
     def _catch_up(self, app_id: str, job: Job) -> None:
         chats = job.chats if job.chats is not None else self._plan(app_id, job)

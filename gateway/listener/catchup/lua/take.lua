@@ -6,12 +6,13 @@
 --       pages (its pages read so far))
 -- ARGV: 1 owner  2 lease_ms
 -- → {} (no job) | {'busy'} (another holder) | {'job', gen, since_ms, until_ms, chats, next,
---   token, pages}
+--   token, pages, clock ('feishu' | 'redis': what since/until are on), planned_ms (Redis's
+--   clock when the gap was found)}
 if redis.call('EXISTS', KEYS[2]) == 0 then return {} end
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return {'busy'} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
 local job = redis.call('HMGET', KEYS[2], 'gen', 'since_ms', 'until_ms', 'chats', 'next',
-                       'token', 'pages')
+                       'token', 'pages', 'clock', 'planned_ms')
 return {'job', job[1] or '0', job[2] or '0', job[3] or '0', job[4] or '', job[5] or '0',
-        job[6] or '', job[7] or '0'}
+        job[6] or '', job[7] or '0', job[8] or 'redis', job[9] or '0'}
