@@ -258,7 +258,8 @@ class TurnRunner:
                         self.typist.end(typing, failed=outcome == "failed")
                 if not handle.seen and not (stream is not None and stream.cut):
                     handle.resume()  # it answered whole, never seeing a shutdown's stop
-                if stream is not None and stream.live:
+                if stream is not None and (stream.live or self.sender.card_kept(
+                        message, started.attempt)):
                     answer = self.sender.streamed(turn, stream, answer, outcome, handle)
             if answer is None:
                 return "stopped" if handle.stopped.is_set() else outcome

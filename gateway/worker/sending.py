@@ -101,6 +101,15 @@ class AnswerSender:
                       interval_s=self.stream_interval_s, limit_chars=self.chunk_chars,
                       stopped=handle.stopped)
 
+    def card_kept(self, message: Message, attempt: int) -> bool:
+        """A run again of an answer that an earlier attempt streamed into a card (its worker
+        left or died mid-answer): the card is taken up and closed by this run's answer,
+        whether it streams or not, never left showing the earlier run's text."""
+        if attempt <= 1 or self.streams is None or self.reply_format in ("text", "post"):
+            return False
+        return self.streams.card_of(self.streams.chat_of(message), message.reply_key) \
+            is not None
+
     def streamed(self, turn: TurnRef, stream: Stream, answer: Answer | None, outcome: str,
                  handle: TurnHandle) -> Answer | None:
         """The answer of a turn whose card streamed: closed at once with a mark when the

@@ -196,14 +196,16 @@ def test_a_worker_leaving_asks_a_running_agent_to_stop_and_hands_its_turn_back(
     client.close()
 
 
+@pytest.mark.parametrize("again", ["streams", "answers-in-one-piece"])
 def test_a_stopped_worker_ends_a_streaming_answer_at_once_and_the_next_one_finishes_it(
-        rig: Rig, chat_id: str) -> None:
+        rig: Rig, chat_id: str, again: str) -> None:
     """SIGTERM while an answer streams into its card: the worker leaves at once (not after
     the agent's 8 s), the card says another worker answers there, and the next worker
-    takes the same card up and finishes the answer in it."""
+    takes the same card up and finishes the answer in it (streamed again, or not)."""
     sim = rig.sim
     leaving = rig.fleet("worker", concurrency=1, FEISHU_STREAM_INTERVAL_MS="50")
-    asked = sim.send_text(chat_id, "stream 80 0.1")
+    asked = sim.send_text(chat_id, "stream 80 0.1" if again == "streams"
+                          else "streamonce 80 0.1")
     wait_until(lambda: asked in replies_to(sim, chat_id), 20, "the streaming card")
     [card] = [m for m in sim.sent_messages(chat_id) if m.reply_to == asked]
     wait_until(lambda: "w5" in getattr(sim.card(card.card_id or ""), "text", ""), 20,
@@ -216,7 +218,9 @@ def test_a_stopped_worker_ends_a_streaming_answer_at_once_and_the_next_one_finis
     taking_over = rig.fleet("worker", concurrency=1, FEISHU_STREAM_INTERVAL_MS="50")
     try:
         view = sim.wait_for_card(card.message_id, streaming=False, timeout_s=30)
-        assert view.elements["answer"].split() == [f"w{n}" for n in range(80)]
+        assert view.elements["answer"].split() == ([f"w{n}" for n in range(80)]
+                                                   if again == "streams"
+                                                   else ["plain", "on", "a", "run", "again"])
         assert HANDED_OVER_NOTE not in view.text
         assert [m.message_id for m in sim.sent_messages(chat_id) if m.reply_to == asked] \
             == [card.message_id], "one card, taken up by the next worker"

@@ -12,6 +12,8 @@
 - `stream N D [K]` answers in N pieces `w<i> `, D seconds apart (returning early once the
                  turn is cancelled); with K, kills its process after K pieces on the first
                  run of this message only (a crash mid-stream)
+- `streamonce N D` as `stream N D` on the first run of this message; a run again answers
+                 `plain on a run again` in one piece
 - `steps N D`    reports N progress steps `step <i>` (`turn.progress`), D seconds apart
                  (returning early once the turn is cancelled), then replies
                  `done after <n> steps`
@@ -113,6 +115,11 @@ class ScriptedAgent:
         if said.startswith("stream "):
             _record(self.redis, turn, "start")
             return _pieces(self.redis, turn, *said.split()[1:])
+        if said.startswith("streamonce "):  # the first run streams, a run again does not
+            _record(self.redis, turn, "start")
+            if self.redis.set(f"test:streamed:{turn.message_id}", "1", nx=True, ex=600):
+                return _pieces(self.redis, turn, *said.split()[1:])
+            return "plain on a run again"
         _record(self.redis, turn, "start")
         self.turns += 1
         try:
