@@ -174,7 +174,8 @@ Progress = Callable[[str], None]
 """(step) → None: shows what the agent does now (`Turn.progress`)."""
 
 
-def _no_progress(step: str) -> None:
+def no_progress(step: str) -> None:
+    """A turn's `reporter` where nothing shows progress."""
     return None
 
 
@@ -204,11 +205,8 @@ class Turn:
     messages: tuple[Message, ...] = ()
     """Every message the turn answers, oldest first (busy modes merge and interrupt: those
     sent while the chat was busy or in quick succession); `(message,)` when it is one."""
-    reporter: Progress = field(default=_no_progress)
+    reporter: Progress = field(default=no_progress)
     sender: Sender = field(default=_no_sender)
-
-    reporter_none = staticmethod(_no_progress)
-    """What `reporter` is where nothing shows progress."""
 
     def __post_init__(self) -> None:
         if not self.messages:

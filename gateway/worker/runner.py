@@ -26,7 +26,15 @@ from gateway.chats.store import ChatStore
 from gateway.chats.streams import StreamCards
 from gateway.core import metrics
 from gateway.core.logs import turn_context
-from gateway.core.model import GREETING, OUTBOUND, OUTBOUND_CARD, Message, Reply, Turn
+from gateway.core.model import (
+    GREETING,
+    OUTBOUND,
+    OUTBOUND_CARD,
+    Message,
+    Reply,
+    Turn,
+    no_progress,
+)
 from gateway.core.names import turn_task_id
 from gateway.feishu.inbound.enrich import Enricher
 from gateway.feishu.outbound.delivery import Replies
@@ -122,7 +130,7 @@ class TurnRunner:
             return api.download(message_id, file_key, kind=kind, max_bytes=self.fetch_max_bytes)
 
         return Turn(message, fence, cancelled, approve, fetch, merged,
-                    reporter=stream.progress if stream is not None else Turn.reporter_none,
+                    reporter=stream.progress if stream is not None else no_progress,
                     sender=MediaSender(self.replies).direct(message, stopped))
 
     def run(self, turn: TurnRef, *, task_id: str, worker: str) -> str:

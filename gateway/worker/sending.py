@@ -17,6 +17,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.chats.model import Answer, TurnRef
 from gateway.chats.store import ChatStore
@@ -39,7 +40,6 @@ LATE_ANSWER_NOTE = "(Answered late: this message was sent while the bot was offl
 """What opens the answer to a message read back after an outage (docs/design.md#catch-up)."""
 HANDED_OVER_NOTE = "↻ This worker is restarting: another one answers here."
 """Under a streamed answer whose worker left mid-answer: the re-run takes it up."""
-"""Why a turn stopped sending its reply: it is handed back for another worker to send."""
 
 
 FAILURE_REPLY = "Sorry, something went wrong while answering this message."
@@ -48,6 +48,17 @@ FAILURE_REPLY = "Sorry, something went wrong while answering this message."
 def gave_up_reply(attempts: int) -> str:
     return (f"Sorry, this message could not be answered: {attempts} attempts to answer it "
             "were cut off. The chat goes on with your next message.")
+
+
+def piece_content(chunk: str, kind: str) -> tuple[str, dict[str, Any]] | None:
+    """A piece sent as it is: an uploaded image or file, or the card of a message the bot
+    starts (`kind` OUTBOUND_CARD): its msg_type and content; None for markdown."""
+    media = parse_media_piece(chunk)
+    if media is not None:
+        return content_of(media[0], media[1])
+    if kind == OUTBOUND_CARD:
+        return "interactive", json.loads(chunk)
+    return None
 
 
 @dataclass(frozen=True)
@@ -137,10 +148,9 @@ class AnswerSender:
               may_send: Callable[[], bool], handle: TurnHandle) -> None:
         """One piece of a message the bot starts: into its thread (a reply in the thread to
         the thread's first message, `reply_to`), or to its chat as a new message."""
-        media = parse_media_piece(chunk)
-        if kind == OUTBOUND_CARD or media is not None:
-            msg_type, content = ("interactive", json.loads(chunk)) if media is None \
-                else content_of(media[0], media[1])
+        as_is = piece_content(chunk, kind)
+        if as_is is not None:
+            msg_type, content = as_is
             if reply_to != message.message_id:
                 self.replies.send(reply_to, msg_type, content, uuid=uuid, in_thread=True,
                                   app_id=message.app_id, may_send=may_send,
@@ -210,9 +220,9 @@ class AnswerSender:
                             message.thread_id, app_id=message.app_id, stopped=handle.stopped)
                     self._post(message, purpose, chunk, uuid, reply_to, may_send, handle)
                     continue
-                media = parse_media_piece(chunk)
-                if media is not None:  # an uploaded image or file: sent, never uploaded again
-                    msg_type, content = content_of(media[0], media[1])
+                as_is = piece_content(chunk, purpose)
+                if as_is is not None:  # an uploaded image or file: sent, never uploaded again
+                    msg_type, content = as_is
                     self.replies.send(message.message_id, msg_type, content, uuid=uuid,
                                       in_thread=bool(message.thread_id), app_id=message.app_id,
                                       chat_id=message.chat_id, may_send=may_send,
