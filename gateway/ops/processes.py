@@ -78,10 +78,12 @@ class GatewayProcess:
         """Its exit code once it ended, else None."""
         return self.process.poll()
 
-    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 15) -> int:
-        """Signal the process and wait; returns its exit code."""
+    def stop(self, sig: int | None = signal.SIGTERM, timeout_s: float = 15) -> int:
+        """Signal the process (`sig` None: it was signalled already) and wait, killing it
+        and its group after `timeout_s`; returns its exit code."""
         if self.process.poll() is None:
-            self.process.send_signal(sig)
+            if sig is not None:
+                self.process.send_signal(sig)
             try:
                 self.process.wait(timeout_s)
             except subprocess.TimeoutExpired:
@@ -98,7 +100,7 @@ def stop_all(processes: Sequence[GatewayProcess], timeout_s: float = 15) -> None
             if process.alive:
                 process.process.send_signal(signal.SIGTERM)
         for process in processes:
-            process.stop(timeout_s=timeout_s)
+            process.stop(None, timeout_s=timeout_s)  # (once: a second SIGTERM is not a stop)
     finally:  # a second Ctrl-C meanwhile: none is left running without its Redis
         for process in processes:
             process.kill()
