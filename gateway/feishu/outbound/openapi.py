@@ -76,6 +76,11 @@ def classify(response: httpx.Response, what: str) -> dict[str, Any]:
     raise RejectedError(detail, code=code)
 
 
+DATE_STEP_S = 5.0
+"""A Date this far behind the clock read so far means Feishu's clock stepped back: it is
+taken as it is."""
+
+
 class OpenApi:
     """Thread-safe; the tenant token is fetched on first use and renewed before it expires."""
 
@@ -110,12 +115,20 @@ class OpenApi:
         return classify(response, what)
 
     def _note_date(self, header: str | None) -> None:
+        """Feishu's clock from an answer's Date: to the second, so each reading is up to a
+        second behind; the one ahead of the others is kept (the estimate never jumps back,
+        and forward only as far as a reading improves it)."""
         if not header:
             return
         try:
-            self._date = (parsedate_to_datetime(header).timestamp(), time.monotonic())
+            said_s = parsedate_to_datetime(header).timestamp()
         except (TypeError, ValueError, IndexError, OverflowError):
             return
+        now = time.monotonic()
+        date = self._date
+        if date is None or said_s > date[0] + now - date[1] or \
+                said_s < date[0] + now - date[1] - DATE_STEP_S:  # (Feishu's clock stepped)
+            self._date = (said_s, now)
 
     def feishu_now_ms(self) -> int | None:
         """Feishu's clock now (epoch ms, to within the Date header's second), as its last

@@ -22,6 +22,7 @@
 -- (shifted by the difference of the two clocks now, and widened by the margin).
 -- → {pending ('1' | '0'), gap_ms ('' when nothing was planned now; '-1': no beat known)}
 local UP_TTL_MS = 7 * 24 * 3600 * 1000
+local DATE_RESOLUTION_MS = 1000
 local _, now = clock()
 local after, window, margin = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local feishu = tonumber(ARGV[4] or '')
@@ -30,7 +31,10 @@ local lastf = tonumber(redis.call('GET', KEYS[3]) or '')
 local since, gap, on, here = false, '', 'redis', now
 if feishu and lastf then
   on, here = 'feishu', feishu
-  if feishu - lastf > after then since, gap = lastf - margin, str(feishu - lastf) end
+  -- (each listener reads Feishu's clock to the second of a Date header: up to 1 s off)
+  if feishu - lastf > after + DATE_RESOLUTION_MS then
+    since, gap = lastf - margin, str(feishu - lastf)
+  end
 elseif not last then
   gap = '-1'
 elseif now - last > after then
