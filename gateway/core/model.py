@@ -163,6 +163,28 @@ def _no_fetcher(message_id: str, file_key: str, kind: str) -> bytes:
 
 
 Sender = Callable[["Image | File"], str]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatLine:
+    """One earlier message of a chat, as `Turn.recent` gives it: who said what, when."""
+
+    message_id: str
+    sender_id: str
+    """The user's open_id, or the app id of a bot (this one's answers included)."""
+    from_app: bool
+    """Sent by a bot (an app), not a person."""
+    text: str
+    """Its readable text (a card, an image or a file named as the agent's own text)."""
+    create_time_ms: int
+
+
+Recent = Callable[[int], tuple[ChatLine, ...]]
+"""(n) → the chat's last n messages before the turn's, oldest first."""
+
+
+def _no_recent(count: int) -> tuple[ChatLine, ...]:
+    return ()
 """(an image or file) → the id of the message that shows it (`Turn.send`)."""
 
 
@@ -207,6 +229,7 @@ class Turn:
     sent while the chat was busy or in quick succession); `(message,)` when it is one."""
     reporter: Progress = field(default=no_progress)
     sender: Sender = field(default=_no_sender)
+    reader: Recent = field(default=_no_recent)
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -244,6 +267,15 @@ class Turn:
         A "session" or "always" answer is remembered for `key` (default: the prompt), so
         the next ask of this session (or chat) returns it at once."""
         return self.approver(prompt, timeout_s, key)
+
+    def recent(self, count: int = 20) -> tuple[ChatLine, ...]:
+        """The chat's last `count` messages (at most 50) before this turn's, oldest first:
+        what a group was discussing when the bot was @mentioned, its own answers included.
+        Read from Feishu's messages list API once per turn (a later call for as many or
+        fewer is answered from that read), under the send quota; in a topic, the topic's.
+        RejectedError when Feishu refuses (the bot may not read the chat's history),
+        RetryableError when it keeps failing."""
+        return self.reader(count)
 
     def progress(self, step: str) -> None:
         """Tell the chat what the agent is doing now ("searching the wiki…", a tool and its

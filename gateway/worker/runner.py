@@ -37,6 +37,7 @@ from gateway.core.model import (
 )
 from gateway.core.names import turn_task_id
 from gateway.feishu.inbound.enrich import Enricher
+from gateway.feishu.inbound.recent import RecentReader
 from gateway.feishu.outbound.delivery import Replies
 from gateway.feishu.outbound.reactions import Typist
 from gateway.publisher import Publisher
@@ -131,7 +132,8 @@ class TurnRunner:
 
         return Turn(message, fence, cancelled, approve, fetch, merged,
                     reporter=stream.progress if stream is not None else no_progress,
-                    sender=MediaSender(self.replies).direct(message, stopped))
+                    sender=MediaSender(self.replies).direct(message, stopped),
+                    reader=RecentReader(self.replies, message))
 
     def run(self, turn: TurnRef, *, task_id: str, worker: str) -> str:
         """Run `turn`, then the chat's next ones while they are already waiting (up to

@@ -18,6 +18,8 @@
                  (returning early once the turn is cancelled), then replies
                  `done after <n> steps`
 - `table N`      replies a markdown table of N rows
+- `recent N`     replies `recent: <sender>: <text> | …`, the chat's last N messages before
+                 it (`turn.recent`), a bot's as `bot`
 - `quoted`       replies `quote: <the text of the message it replied to>`
 - a file message replies `fetched <n> bytes: <first 20>` (or why it could not, e.g. too large)
 - `media`        answers a text, an image (chart.png) and a file (data.csv)
@@ -168,6 +170,11 @@ class ScriptedAgent:
                     if turn.cancelled():
                         break
                 return f"done after {done} steps"
+            if word == "recent":
+                lines = turn.recent(int(rest.split()[0]))
+                return "recent: " + " | ".join(
+                    f"{'bot' if line.from_app else line.sender_id}: {line.text}"
+                    for line in lines)
             if word == "quoted":
                 return f"quote: {turn.message.quote}"
             if word == "table":

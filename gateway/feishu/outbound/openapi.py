@@ -228,13 +228,16 @@ class OpenApi:
             if isinstance(items, list) else []
 
     def list_messages(self, chat_id: str, *, start_s: int, end_s: int, page_size: int,
-                      page_token: str = "") -> dict[str, Any]:
-        """One page of a chat's messages created from `start_s` to `end_s` (epoch seconds),
-        oldest first (one attempt); the answer's body (`data`: items, has_more,
-        page_token: gateway/feishu/inbound/listed.py reads it)."""
-        params = {"container_id_type": "chat", "container_id": chat_id,
-                  "start_time": str(start_s), "end_time": str(end_s),
-                  "sort_type": "ByCreateTimeAsc", "page_size": str(page_size)}
+                      page_token: str = "", newest_first: bool = False,
+                      thread: bool = False) -> dict[str, Any]:
+        """One page of a chat's (`thread`: a topic's) messages created from `start_s` to
+        `end_s` (epoch seconds), oldest first unless `newest_first` (one attempt); the
+        answer's body (`data`: items, has_more, page_token: gateway/feishu/inbound/listed.py
+        reads it)."""
+        params = {"container_id_type": "thread" if thread else "chat",
+                  "container_id": chat_id, "start_time": str(start_s), "end_time": str(end_s),
+                  "sort_type": "ByCreateTimeDesc" if newest_first else "ByCreateTimeAsc",
+                  "page_size": str(page_size)}
         if page_token:
             params["page_token"] = page_token
         return self._authorized("GET", "/open-apis/im/v1/messages",
