@@ -50,9 +50,10 @@ def outage(rig: Rig, *dead: GatewayProcess) -> None:
 
 
 def wait_out_the_gap(client: redis.Redis, app_id: str) -> None:
-    """Until no listener has beaten for longer than FEISHU_CATCHUP_AFTER_S (Redis's clock)."""
+    """Until no listener has beaten for longer than FEISHU_CATCHUP_AFTER_S and the second a
+    listener's reading of Feishu's clock may be off by (a Date header's resolution)."""
     wait_until(lambda: server_ms(client) - int(client.get(up_key(app_id)) or 0)
-               > AFTER_S * 1000 + 300, 10, "the gap to outlast FEISHU_CATCHUP_AFTER_S")
+               > AFTER_S * 1000 + 1300, 10, "the gap to outlast FEISHU_CATCHUP_AFTER_S")
 
 
 def answer(sim: Simulator, chat_id: str, message_id: str) -> str:
@@ -148,7 +149,7 @@ def test_an_outage_is_read_back_on_feishus_clock_when_redis_runs_five_minutes_ah
             wrote = sim.send_text(dm, "while no listener ran")
             if redis_step_s:
                 clock.step(redis_step_s)  # (Redis's clock alone: the gap looks negative there)
-                wait_until(lambda: time.monotonic() - began > AFTER_S + 1, 10,
+                wait_until(lambda: time.monotonic() - began > AFTER_S + 2, 10,
                            "the outage to outlast FEISHU_CATCHUP_AFTER_S on Feishu's clock")
             else:
                 wait_out_the_gap(client, sim.app_id)
