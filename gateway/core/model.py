@@ -73,6 +73,24 @@ class Attachment:
 
 
 @dataclass(frozen=True, slots=True)
+class ChatLine:
+    """One earlier message of a chat, as `Turn.recent` and `Message.quote_chain` give it:
+    who said what, when, with what attachments."""
+
+    message_id: str
+    sender_id: str
+    """The user's open_id, or the app id of a bot (this one's answers included)."""
+    from_app: bool
+    """Sent by a bot (an app), not a person."""
+    text: str
+    """Its readable text (a card, an image or a file named as the agent's own text)."""
+    create_time_ms: int
+    attachments: tuple[Attachment, ...] = ()
+    """Its images, files, audio clips and videos, each naming this message (what
+    `Turn.fetch` takes)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One Feishu message, normalised and JSON-serialisable (what the inbox stores)."""
 
@@ -93,6 +111,10 @@ class Message:
     """The message this one replied to (quoted for the agent in `quote`)."""
     quote: str = ""
     """The text of the parent message, filled in by the worker before the agent reads it."""
+    quote_chain: tuple[ChatLine, ...] = ()
+    """The message this one replied to, then the one that replied to, and so on up to
+    QUOTE_DEPTH (gateway/feishu/inbound/enrich.py), nearest first: each with its sender,
+    time and attachments. Filled in by the worker like `quote`; never stored."""
     retry: int = 0
     """How many times an operator re-ran this message (`feishu-gateway retry`)."""
     caught_up: bool = False
@@ -112,6 +134,7 @@ class Message:
 
     def to_json(self) -> str:
         data = asdict(self)
+        del data["quote_chain"]  # (the worker reads it anew)
         for optional in ("app_id", "parent_id", "quote", "retry", "caught_up", "attachments"):
             if not data[optional]:
                 del data[optional]
@@ -128,6 +151,7 @@ class Message:
             raise ValueError("a stored message must be a JSON object")
         known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         known["mentioned_open_ids"] = tuple(known.get("mentioned_open_ids") or ())
+        known.pop("quote_chain", None)
         if not all(isinstance(known.get(key), str) and known[key]
                    for key in ("message_id", "chat_id")):
             raise ValueError("a stored message needs message_id and chat_id")
@@ -165,18 +189,6 @@ def _no_fetcher(message_id: str, file_key: str, kind: str) -> bytes:
 Sender = Callable[["Image | File"], str]
 
 
-@dataclass(frozen=True, slots=True)
-class ChatLine:
-    """One earlier message of a chat, as `Turn.recent` gives it: who said what, when."""
-
-    message_id: str
-    sender_id: str
-    """The user's open_id, or the app id of a bot (this one's answers included)."""
-    from_app: bool
-    """Sent by a bot (an app), not a person."""
-    text: str
-    """Its readable text (a card, an image or a file named as the agent's own text)."""
-    create_time_ms: int
 
 
 Recent = Callable[[int], tuple[ChatLine, ...]]

@@ -278,10 +278,19 @@ class SimulatorCore(Observations):
     def push_lost(self, app_id: str) -> bool:
         return app_id in self._outage
 
+    def fail_read(self, message_id: str, kind: str | None) -> None:
+        """Fail every read of one message (im/v1/messages/:id) with `kind` ("5xx-json",
+        ...) until called again with None."""
+        self.faults.fail_read(message_id, kind)
+
     def script_list_faults(self, kinds: Sequence[str]) -> None:
         """Fail the next calls of the messages list API, one each: "5xx-json",
         "5xx-html", "429", "400-ratelimit" (a status may be pinned: "5xx-html:504")."""
         self.listing.script(kinds)
+
+    def clear_list_faults(self) -> None:
+        """Drop the list API faults scripted and not used yet."""
+        self.listing.clear()
 
     def pause_listing(self, after: int = 0) -> None:
         """Answer `after` more calls of the messages list API, then hold every later one

@@ -92,6 +92,7 @@ class FaultPlan:
         self._token_script: deque[tuple[str, int | None]] = deque()
         self._by_uuid: dict[str, tuple[str, int | None]] = {}
         self._bot_info: tuple[str, int | None] | None = None
+        self._reads: dict[str, tuple[str, int | None]] = {}
         self._rejected: frozenset[str] = frozenset()
         self._reject_code = c.CODE_INVALID_MESSAGE
 
@@ -129,6 +130,20 @@ class FaultPlan:
                 self._by_uuid.pop(uuid, None)
             else:
                 self._by_uuid[uuid] = parse_kind(kind, SEND_KINDS)
+
+    def fail_read(self, message_id: str, kind: str | None) -> None:
+        """Fail every read of message `message_id` (im/v1/messages/:id) with `kind` until
+        called again with None."""
+        with self._lock:
+            if kind is None:
+                self._reads.pop(message_id, None)
+            else:
+                self._reads[message_id] = parse_kind(kind, SEND_KINDS)
+
+    def next_read(self, message_id: str) -> Fault | None:
+        with self._lock:
+            spec = self._reads.get(message_id)
+            return None if spec is None else self._fault(*spec, 1)
 
     def fail_bot_info(self, kind: str | None) -> None:
         """Fail every bot info request with `kind` until called again with None."""

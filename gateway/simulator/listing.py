@@ -90,6 +90,11 @@ class Listing:
         with self._lock:
             self._faults.extend(parsed)
 
+    def clear(self) -> None:
+        """Drop the scripted faults not used yet."""
+        with self._lock:
+            self._faults.clear()
+
     def next_fault(self, plan: FaultPlan) -> Fault | None:
         with self._lock:
             if not self._faults:

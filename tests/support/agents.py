@@ -19,8 +19,11 @@
                  `done after <n> steps`
 - `table N`      replies a markdown table of N rows
 - `recent N`     replies `recent: <sender>: <text> | …`, the chat's last N messages before
-                 it (`turn.recent`), a bot's as `bot`
+                 it (`turn.recent`), a bot's as `bot`; `recent failed: <error class>` when
+                 the read fails
 - `quoted`       replies `quote: <the text of the message it replied to>`
+- `chain`        replies `chain: <sender>: <text> [<kinds of its attachments>] < …`, the
+                 messages it replied to, nearest first (`turn.message.quote_chain`)
 - a file message replies `fetched <n> bytes: <first 20>` (or why it could not, e.g. too large)
 - `media`        answers a text, an image (chart.png) and a file (data.csv)
 - `sendnow`      sends an image at once (`turn.send`), then answers `sent om_`
@@ -171,12 +174,20 @@ class ScriptedAgent:
                         break
                 return f"done after {done} steps"
             if word == "recent":
-                lines = turn.recent(int(rest.split()[0]))
+                try:
+                    lines = turn.recent(int(rest.split()[0]))
+                except GatewayError as error:
+                    return f"recent failed: {type(error).__name__}"
                 return "recent: " + " | ".join(
                     f"{'bot' if line.from_app else line.sender_id}: {line.text}"
                     for line in lines)
             if word == "quoted":
                 return f"quote: {turn.message.quote}"
+            if word == "chain":
+                return "chain: " + " < ".join(
+                    f"{'bot' if q.from_app else q.sender_id}: {q.text}"
+                    + (f" [{' '.join(a.kind for a in q.attachments)}]" if q.attachments
+                       else "") for q in turn.message.quote_chain)
             if word == "table":
                 rows = "\n".join(f"| row {n} | {n * n} |" for n in range(int(rest)))
                 return f"Squares:\n\n| n | n² |\n| --- | ---: |\n{rows}\n\nDone."

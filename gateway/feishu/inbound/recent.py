@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.core.model import ChatLine, Message
-from gateway.feishu.inbound.enrich import item_text
+from gateway.feishu.inbound.enrich import chat_line
 from gateway.feishu.inbound.listed import create_ms
 from gateway.feishu.outbound.delivery import Replies
 
@@ -34,10 +34,7 @@ def chat_lines(items: Sequence[Mapping[str, Any]], before: Message,
                 or item.get("upper_message_id")
                 or (before.create_time_ms and created > before.create_time_ms)):
             continue
-        sender = item.get("sender")
-        sender = sender if isinstance(sender, Mapping) else {}
-        lines.append(ChatLine(message_id, str(sender.get("id") or ""),
-                              sender.get("sender_type") == "app", item_text(item), created))
+        lines.append(chat_line(item))
         if len(lines) >= count:
             break
     return tuple(reversed(lines))
