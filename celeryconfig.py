@@ -7,6 +7,7 @@ from kombu.entity import Exchange, Queue
 from gateway.core.errors import SettingsError
 from gateway.core.names import (
     ALL_QUEUES,
+    ON_REACTION,
     POST_MESSAGE,
     RELEASE_AGENT,
     RELEASE_QUEUE,
@@ -37,7 +38,7 @@ task_queues = tuple(Queue(name, Exchange(name, type="direct"), routing_key=name)
                     for name in ALL_QUEUES)
 task_default_queue = TURNS_QUEUE
 task_routes = {RUN_TURN: {"queue": TURNS_QUEUE}, POST_MESSAGE: {"queue": TURNS_QUEUE},
-               RELEASE_AGENT: {"queue": RELEASE_QUEUE}}
+               RELEASE_AGENT: {"queue": RELEASE_QUEUE}, ON_REACTION: {"queue": RELEASE_QUEUE}}
 
 # A turn that ignores /stop and never returns is killed here (prefork); its lease then
 # expires and the chat goes on (the message counts one attempt, see GATEWAY_MAX_ATTEMPTS).

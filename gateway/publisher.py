@@ -13,11 +13,21 @@ from kombu.exceptions import ChannelError, KombuError
 
 from gateway.chats.model import Completion, TurnRef
 from gateway.chats.store import ChatStore
-from gateway.core.names import RUN_TURN, TURNS_QUEUE, TaskSender, turn_task_id
+from gateway.core.model import Reaction
+from gateway.core.names import (
+    ON_REACTION,
+    RELEASE_QUEUE,
+    RUN_TURN,
+    TURNS_QUEUE,
+    TaskSender,
+    turn_task_id,
+)
 
 logger = logging.getLogger(__name__)
 
 BROKER_ERRORS = (KombuError, redis.RedisError, OSError)
+REACTION_EXPIRES_S = 3600
+"""An `on_reaction` task nobody took within this is dropped by the worker that gets it."""
 
 
 def bound_publishing(app: Any, timeout_s: float) -> None:
@@ -108,6 +118,12 @@ class Publisher:
         except BROKER_ERRORS as error:
             logger.warning("cannot read the broker's backlog: %s", error)
             return None
+
+    def publish_reaction(self, reaction: Reaction) -> None:
+        """Send the `on_reaction` task (low-priority queue, of use for REACTION_EXPIRES_S);
+        raises on a broker failure."""
+        self._sender.send_task(ON_REACTION, queue=RELEASE_QUEUE, expires=REACTION_EXPIRES_S,
+                               kwargs={"reaction": reaction.to_dict()})
 
     def publish(self, turn: TurnRef) -> bool:
         """Publish `run_turn`, then mark the turn queued.

@@ -1,5 +1,6 @@
-"""The Celery app's tasks: one per turn, and the release of an agent in the process that
-built it. The worker process's wiring and its signal handlers are gateway/worker's."""
+"""The Celery app's tasks: one per turn, the release of an agent in the process that
+built it, and a reaction handed to the agent factory's hook. The worker process's wiring
+and its signal handlers are gateway/worker's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from celery.signals import task_revoked
 
 from gateway.chats.model import TurnRef
 from gateway.core import metrics
-from gateway.core.names import POST_MESSAGE, RELEASE_AGENT, RUN_TURN
+from gateway.core.names import ON_REACTION, POST_MESSAGE, RELEASE_AGENT, RUN_TURN
 from gateway.worker.process import WorkerProcess
 from gateway.worker.revokes import RevokeLane
 from gateway.worker.shutdown import ShutdownNotice
@@ -69,6 +70,16 @@ def release_agent(owner: str, token: str, cause: str, session: str = "") -> str:
         return "released here" if rt.agents.lane.deliver(token) else "released already"
     rt.release_post.hand_back(owner, token)
     return "handed back"
+
+
+@app.task(name=ON_REACTION)
+def on_reaction(reaction: dict[str, Any]) -> str:
+    """Hand a reaction on one of the bot's answers to the agent factory's `on_reaction`
+    hook, if it has one (low-priority queue; gateway/worker/reactions.py)."""
+    from gateway.worker.reactions import deliver
+
+    rt = process.runtime()
+    return deliver(rt.factory, rt.agent_context, reaction)
 
 
 task_revoked.connect(revokes.on_revoked, sender=run_turn, weak=False)

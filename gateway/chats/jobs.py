@@ -34,9 +34,11 @@ class ControlJob:
     kind: str
     """`command`, `interrupt` (busy mode interrupt: stop the turn of `target`),
     `inbox-full`, `late`, `refused`, `stopping` (a running turn whose message was
-    withdrawn, or whose chat the bot left, was flagged: end it), or `click-stop` (a
+    withdrawn, or whose chat the bot left, was flagged: end it), `click-stop` (a
     streaming card's Stop button: stop the turn of `target` as /stop does; `task` is the
-    click's token, `why` who clicked)."""
+    click's token, `why` who clicked), or `reaction` (a person reacted to message `task`
+    of app `app`, as a bot's answer: emoji `why`, `command` added or removed, `target` who,
+    `sent_ms` when)."""
     chat_id: str
     message: Message | None
     command: str = ""
@@ -51,6 +53,8 @@ class ControlJob:
     why: str = ""
     """A `stopping` job's reason: `withdrawn` (its sender recalled the message) or `removed`
     (the bot left the chat)."""
+    app: str = ""
+    """A `reaction`'s app (the one its event came to)."""
     sent_ms: int = 0
     """When a `click-stop` was made (Feishu's clock; 0 unknown): a turn not started drops
     what was sent up to it, as a /stop does up to its create_time."""
@@ -67,7 +71,7 @@ def parse_job(job_id: Any, raw: Any) -> ControlJob:
                       fields.get("command", ""), _number(fields.get("waiting")),
                       fields.get("fence", "*"), fields.get("renewed") == "1",
                       fields.get("task", ""), fields.get("why", ""),
-                      _number(fields.get("sent_ms")))
+                      fields.get("app", ""), _number(fields.get("sent_ms")))
 
 
 def _number(field: str | None) -> int:

@@ -99,6 +99,12 @@ class ChatKeys:
         return f"{self.prefix}:stopshown:{fence}"
 
     @property
+    def reactions(self) -> str:
+        """Hash: the reactions on the chat's answers, by the turn each answered
+        (lua/feedback.lua; as long-lived as the history)."""
+        return f"{self.prefix}:reactions"
+
+    @property
     def live_cards(self) -> str:
         """Set: the fences of the chat's turns with a live card (a day)."""
         return f"{self.prefix}:livecards"

@@ -2,8 +2,8 @@
 
 Its steps come from one class per part of a turn's life, each over the same registered
 scripts, keys and limits (`ChatScripts`): the listener's (inbox.py), a worker's (turn.py),
-the sweeper's (recovery.py), a stop's (cancel_step.py) and the changes users make
-(changes.py). What is defined here reads the
+the sweeper's (recovery.py), a stop's (cancel_step.py), the changes users make
+(changes.py) and their reactions (feedback.py). What is defined here reads the
 state for the operator, and keeps the replies that were given up.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.chats.cancel_step import CancelSteps
 from gateway.chats.changes import ChangeSteps
+from gateway.chats.feedback import FeedbackSteps
 from gateway.chats.inbox import InboxSteps
 from gateway.chats.keys import UNDELIVERED_KEY
 from gateway.chats.model import entry_message, entry_parts, text_of
@@ -30,7 +31,7 @@ UNDELIVERED_TTL_S = 7 * 86_400
 
 
 class ChatStore(InboxSteps, TurnSteps, RecoverySteps, CancelSteps, ChangeSteps,
-                StopClickSteps):
+                StopClickSteps, FeedbackSteps):
     # reading, for the operator
     def active_chats(self, limit: int) -> list[str]:
         """Chats with pending messages, soonest sweeper deadline first."""

@@ -59,6 +59,9 @@ def _build(prom: Any, role: str) -> dict[str, Any]:
             "later": c("gateway_events_later_total", "Refused events kept to take later "
                        "(kept), taken by a later step (taken), or left to Feishu's delivery "
                        "again (dropped: FEISHU_INGEST_LATER_CAP)", ["what"]),
+            "reactions": c("gateway_reactions_total", "Reactions people added to or took "
+                           "back from the bot's answers, by emoji type (a set of common ones; "
+                           "the rest are `other`)", ["emoji", "action"]),
             "cancels": c("gateway_cancellations_total", "Stops of chats' turns, by how they "
                          "ended", ["how"]),
         }
@@ -228,6 +231,11 @@ def unhandled(event_type: str) -> None:
             _unhandled_types.add(event_type)
             known = True
         m.labels(event_type if known else "other").inc()
+
+
+def reacted(emoji: str, action: str) -> None:
+    if (m := _m.get("reactions")) is not None:
+        m.labels(emoji, action).inc()
 
 
 def refused(reason: str) -> None:

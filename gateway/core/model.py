@@ -323,6 +323,31 @@ class Turn:
         return self.message.text
 
 
+@dataclass(frozen=True, slots=True)
+class Reaction:
+    """A person's reaction added to or removed from one of the bot's answers, as an agent
+    factory's `on_reaction(reaction, context)` gets it (docs/agents.md#reactions)."""
+
+    chat_id: str
+    answer_id: str
+    """The bot's message that was reacted to."""
+    turn_message_id: str
+    """The message that answer answered ('' when it answered none: a greeting, a post)."""
+    emoji: str
+    """Feishu's emoji_type: THUMBSUP, THUMBSDOWN, HEART, ..."""
+    added: bool
+    """Added (True) or taken back (False)."""
+    by: str
+    """The person's open_id."""
+    at_ms: int
+    """When (Feishu's action_time)."""
+    app_id: str = ""
+    thread_id: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
 Reply = str | Image | File | Iterable[str | Image | File] | None
 """What `Agent.run` returns: the answer; or its pieces as they come (a streaming model:
 they are joined until the Feishu side renders them as they come), images and files among

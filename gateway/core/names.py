@@ -5,12 +5,14 @@ from typing import Any, Protocol
 
 RUN_TURN = "gateway.run_turn"
 RELEASE_AGENT = "gateway.release_agent"
+ON_REACTION = "gateway.on_reaction"
+"""A reaction on an answer, for the agent factory's hook (gateway/worker/reactions.py)."""
 POST_MESSAGE = "gateway.post_message"
 """A message the bot starts (gateway/chats/outbound.py), for code and schedulers."""
 
 TURNS_QUEUE = "gateway.turns"
 RELEASE_QUEUE = "gateway.release"
-"""Low priority: agent releases only, so no turn ever waits behind one."""
+"""Low priority: agent releases and reaction hooks, so no turn ever waits behind one."""
 ALL_QUEUES = (TURNS_QUEUE, RELEASE_QUEUE)
 
 

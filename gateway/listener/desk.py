@@ -27,10 +27,12 @@ from gateway.approvals.verdicts import Verdicts
 from gateway.chats.cancel import Canceller, Waiting
 from gateway.chats.jobs import ControlJob, ControlJobs
 from gateway.chats.store import ChatStore
-from gateway.core.errors import GatewayError
+from gateway.core.errors import GatewayError, RetryableError
 from gateway.core.loops import describe
 from gateway.core.model import Message
 from gateway.feishu.outbound.delivery import Abandoned, Replies, reply_uuid
+from gateway.listener.feedback import ReactionDesk
+from gateway.publisher import BROKER_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +58,11 @@ def full_inbox_notice(waiting: int) -> str:
 
 class ControlDesk:
     def __init__(self, jobs: ControlJobs, canceller: Canceller, replies: Replies,
-                 store: ChatStore, *, verdicts: Verdicts | None = None, threads: int = 4,
+                 store: ChatStore, *, verdicts: Verdicts | None = None,
+                 reactions: ReactionDesk | None = None, threads: int = 4,
                  block_ms: int = 500, touch_every_s: float = 2.0) -> None:
         self._verdicts = verdicts
+        self._reactions = reactions
         self._jobs = jobs
         self._canceller = canceller
         self._replies = replies
@@ -191,6 +195,8 @@ class ControlDesk:
         except redis.RedisError as error:  # left pending: taken up again once Redis is back
             logger.warning("control job %s (%s in chat %s) postponed: redis unavailable: %s",
                            job.job_id, job.kind, job.chat_id, error)
+        except (RetryableError, *BROKER_ERRORS) as error:  # (a reaction's read or hook task)
+            logger.warning("control job %s (%s) postponed: %s", job.job_id, job.kind, error)
         except Exception:  # the control thread's boundary: log, drop the job, go on
             logger.exception("control job %s (%s in chat %s) failed", job.job_id, job.kind,
                              job.chat_id)
@@ -216,6 +222,10 @@ class ControlDesk:
             begun = self._canceller.begin(job.chat_id, f"click:{job.task}", target=job.target,
                                           debounce=False, sent_ms=job.sent_ms)
             return True if not isinstance(begun, Waiting) else self._park(job, begun)
+        if job.kind == "reaction":  # (a failed read or hook task: postponed, taken again)
+            if self._reactions is not None:
+                self._reactions.perform(job)
+            return True
         message = job.message
         if message is None:
             logger.error("control job %s dropped: its message cannot be read", job.job_id)

@@ -38,8 +38,10 @@ from gateway.feishu.inbound.events import (
     parse_command,
     parse_message,
 )
+from gateway.feishu.inbound.reactions import REACTION_EVENTS
 from gateway.listener.batch import Batch, Outcome, redis_failure
 from gateway.listener.changes import ChatChanges
+from gateway.listener.feedback import ReactionIntake
 from gateway.listener.outbox import Coalescing, Outbox
 from gateway.listener.refused import Refused, chat_of_payload, first, kept_of
 from gateway.publisher import Publisher
@@ -90,6 +92,7 @@ class Intake:
         self.stops = stops
         self.rules = rules or Rules(require_mention=False)
         self.refusal_notice_every_s = refusal_notice_every_s
+        self.reactions = ReactionIntake(store)
         self.changes = ChatChanges(store, self._publish, self._greeting, self._tag,
                                    self.bot_open_ids, max_text_chars, welcome_group, welcome_dm,
                                    self.rules)
@@ -117,6 +120,9 @@ class Intake:
                 return None
             if event_type in CHANGES:
                 self.changes.handle(event_type, event, app_id)
+                return None
+            if event_type in REACTION_EVENTS:
+                metrics.changed("reaction", self.reactions.handle(event_type, event, app_id))
                 return None
             handlers = [h for h in (self.stops, self.cards) if h is not None]
             if event_type == CARD_EVENT and handlers:  # a card's Stop button, an approval's

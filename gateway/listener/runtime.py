@@ -25,6 +25,7 @@ from gateway.listener.catchup.book import CatchupBook
 from gateway.listener.catchup.pages import ChatPages
 from gateway.listener.catchup.runner import CatchUpRunner, Limits
 from gateway.listener.desk import ControlDesk
+from gateway.listener.feedback import ReactionDesk
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
 from gateway.listener.stop_button import StopButton
@@ -58,7 +59,9 @@ class ListenerRuntime(Runtime):
     @cached_property
     def desk(self) -> ControlDesk:
         return ControlDesk(self.control_jobs, self.canceller, self.replies, self.store,
-                           verdicts=self.verdicts)
+                           verdicts=self.verdicts, reactions=ReactionDesk(
+                               self.store, self.replies, self.publisher.publish_reaction,
+                               primary_app_id=self.settings.primary_app_id))
 
     @cached_property
     def outbox(self) -> Outbox:

@@ -1,6 +1,6 @@
 """What a person does on the fake Feishu after a message went out, and to the bot's
-membership: recall or edit a message, add the bot to a group or remove it, open its direct
-chat. Each changes the platform as Feishu does and delivers Feishu's event for it.
+membership: recall or edit a message, react to one, add the bot to a group or remove it,
+open its direct chat. Each changes the platform as Feishu does and delivers Feishu's event for it.
 
 The events are built (pure functions below) in the shapes lark-oapi's models read
 (P2ImMessageRecalledV1, P2ImChatMemberBotAddedV1, P2ImChatMemberBotDeletedV1,
@@ -18,6 +18,37 @@ from gateway.simulator.events import EventDelivery, encode_event
 
 
 class ChatEventDelivery(EventDelivery):
+    def react(self, message_id: str, emoji: str, *, operator_open_id: str = "ou_user_1",
+              operator_type: str = "user") -> str:
+        """A person (or, `operator_type` "app", an app) adds reaction `emoji` to a message:
+        it stands on the message (`reactions`) and im.message.reaction.created_v1 goes to
+        the app of the message's chat; returns the reaction id."""
+        app_id = self._reacted(message_id)
+        reaction_id = p.new_id("rc_")
+        self.state.add_reaction(message_id, reaction_id, emoji)
+        self._deliver(encode_event(reaction_event(
+            message_id, emoji, True, operator_open_id, operator_type, app_id=app_id)),
+            parts=1, frame_type="event", message_id=None, app_id=app_id)
+        return reaction_id
+
+    def unreact(self, message_id: str, reaction_id: str, *,
+                operator_open_id: str = "ou_user_1") -> None:
+        """The person takes reaction `reaction_id` back: im.message.reaction.deleted_v1."""
+        app_id = self._reacted(message_id)
+        emoji = self.state.delete_reaction(message_id, reaction_id)
+        if emoji is None:
+            raise KeyError(f"simulator: no reaction {reaction_id!r} on {message_id!r}")
+        self._deliver(encode_event(reaction_event(
+            message_id, emoji, False, operator_open_id, "user", app_id=app_id)),
+            parts=1, frame_type="event", message_id=None, app_id=app_id)
+
+    def _reacted(self, message_id: str) -> str:
+        """The app whose chat the message is in."""
+        rec = self.state.get_message(message_id)
+        if rec is None:
+            raise KeyError(f"simulator: no message {message_id!r} to react to")
+        return self.apps.get(rec.app_id).app_id
+
     def recall(self, message_id: str, *, deliver: bool = True) -> str | None:
         """The user withdraws a message (see `withdraw`: replies to it get 230011 from now
         on) and im.message.recalled_v1 goes to the app it was sent to; returns the frame
@@ -125,4 +156,19 @@ def p2p_entered_event(chat_id: str, *, app_id: str, operator_open_id: str,
         event["last_message_create_time"] = str(last_create_ms)
     return {"schema": "2.0",
             "header": p.event_header("im.chat.access_event.bot_p2p_chat_entered_v1", app_id),
+            "event": event}
+
+
+def reaction_event(message_id: str, emoji: str, added: bool, operator_open_id: str,
+                   operator_type: str, *, app_id: str) -> dict[str, Any]:
+    """im.message.reaction.created_v1 / deleted_v1 (P2ImMessageReactionCreatedV1's shape):
+    the message and who reacted, not the chat."""
+    kind = "created" if added else "deleted"
+    event: dict[str, Any] = {"message_id": message_id, "reaction_type": {"emoji_type": emoji},
+                             "operator_type": operator_type, "action_time": str(p.now_ms())}
+    if operator_type == "user":
+        event["user_id"] = p.user_ids(operator_open_id)
+    else:
+        event["app_id"] = app_id
+    return {"schema": "2.0", "header": p.event_header(f"im.message.reaction.{kind}_v1", app_id),
             "event": event}

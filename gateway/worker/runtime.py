@@ -52,12 +52,17 @@ class WorkerRuntime(Runtime):
         """This process's agents; their figures go to Redis (and the log) every few seconds."""
         return self._build_agents()
 
+    @cached_property
+    def agent_context(self) -> AgentContext:
+        """What the agent factory is handed (its builds, its hooks)."""
+        return AgentContext(settings=self.settings, redis=self.redis,
+                            process_id=self.process_id)
+
     def _build_agents(self) -> AgentCache:
         s = self.settings
         lane = ReleaseLane(self.process_id, self.release_post,
                            fallback_s=s.agent_release_fallback_s)
-        context = AgentContext(settings=s, redis=self.redis, process_id=self.process_id)
-        cache = AgentCache(self.factory, s.agent_cache_cap, context=context,
+        cache = AgentCache(self.factory, s.agent_cache_cap, context=self.agent_context,
                            idle_ttl_s=s.agent_idle_ttl_s, lane=lane)
         report = AgentReport(self.redis, self.process_id, cache.stats)
         self.__dict__["agent_report"] = report

@@ -56,7 +56,7 @@ from gateway.chats.keys import ChatKeys
 from gateway.chats.model import text_of
 from gateway.core.errors import GatewayError
 from gateway.core.media import BadMedia, File, Image
-from gateway.core.model import AgentContext, Reply, Turn
+from gateway.core.model import AgentContext, Reaction, Reply, Turn
 from gateway.core.settings import load_settings
 
 TINY_PNG = bytes.fromhex(
@@ -229,8 +229,23 @@ def _pieces(client: redis.Redis, turn: Turn, count: str, gap_s: str,
             return
 
 
-def scripted(session_key: str, context: AgentContext) -> ScriptedAgent:
-    return ScriptedAgent(session_key, context.redis)
+def reactions_key(chat_id: str) -> str:
+    return f"test:reactions:{chat_id}"
+
+
+class ScriptedFactory:
+    """`tests.support.agents:scripted`: builds ScriptedAgents; its `on_reaction` hook
+    records each reaction it is handed (`reactions_key`: JSON with the worker's pid)."""
+
+    def __call__(self, session_key: str, context: AgentContext) -> ScriptedAgent:
+        return ScriptedAgent(session_key, context.redis)
+
+    def on_reaction(self, reaction: Reaction, context: AgentContext) -> None:
+        context.redis.rpush(reactions_key(reaction.chat_id),
+                            json.dumps({**reaction.to_dict(), "pid": os.getpid()}))
+
+
+scripted = ScriptedFactory()
 
 
 AGENTS_KEY = "test:agents"

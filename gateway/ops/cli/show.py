@@ -74,6 +74,9 @@ def chat(console: Console, view: dict[str, Any]) -> None:
             retryable = " (retryable)" if r["retryable"] else ""
             console.print(f"    {_when(r['at_ms'])} {r['outcome']}{retryable}, attempts "
                           f"{r['attempts']}: {r['turn_id']}", markup=False)
+            if r.get("reactions"):
+                console.print("      reactions: " + ", ".join(
+                    f"{x['emoji']} by {x['by']}" for x in r["reactions"]), markup=False)
     else:
         console.print("  last turns: none on record")
     for u in view["undelivered"]:

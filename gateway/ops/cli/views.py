@@ -61,6 +61,7 @@ def chat_view(store: ChatStore, chat_id: str, *, first: int = 5,
     now_ms = store.server_ms()
     k = store.keys(chat_id)
     pending = store.pending(chat_id)
+    reactions = store.reactions(chat_id)
     generation = store.redis.get(k.generation)
     session_ttl_ms = int(store.redis.pttl(k.generation))
     view: dict[str, Any] = {
@@ -75,7 +76,9 @@ def chat_view(store: ChatStore, chat_id: str, *, first: int = 5,
         "session": {"generation": int(generation or 0),
                     "ttl_s": round(session_ttl_ms / 1000) if session_ttl_ms > 0 else None},
         "history": [{**r.to_dict(), "turn_id": turn_task_id(chat_id, r.message_id,
-                                                             int(r.fence or 0))}
+                                                             int(r.fence or 0)),
+                     "reactions": [{"emoji": e, "by": b}
+                                   for e, b in reactions.get(r.message_id, [])]}
                     for r in read_history(store.redis, k)],
         "undelivered": store.undelivered(chat_id)[:first],
         "topics": topics_view(store, chat_id, now_ms),
