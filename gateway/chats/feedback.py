@@ -1,6 +1,7 @@
-"""Reactions as feedback, in Redis: a reaction event becomes a job for the control desk
-(lua/react.lua, deduped by the event's id), and the desk records it on the turn the answer
-answered (lua/feedback.lua), where `feishu-gateway chat` shows it.
+"""Events with no chat of their own yet, and reactions as feedback, in Redis: a reaction
+or a bot menu click becomes a job for the control desk (lua/note.lua, deduped by the event's
+id), and the desk records a reaction on the turn the answer answered (lua/feedback.lua),
+where `feishu-gateway chat` shows it.
 """
 
 from __future__ import annotations
@@ -16,16 +17,23 @@ recorded (counted and passed to the hook all the same)."""
 
 
 class FeedbackSteps(ChatScripts):
+    def note_event(self, slot: str, token: str, **job: str | int) -> str:
+        """The listener's step for an event the desk finishes: `noted` (a job with the
+        fields `job`, in the control stream of `slot`'s shard) or `duplicate` (the event
+        named `token` came before)."""
+        k = self.keys(slot)
+        fields = [part for name, value in job.items() for part in (name, value)]
+        return text_of(self._scripts["note"](
+            keys=[k.click(f"note:{token}"), k.control],
+            args=[self.config.dedupe_ttl_s, self.config.control_cap, *fields]))
+
     def note_reaction(self, app_id: str, event_id: str, message_id: str, emoji: str,
                       added: bool, by: str, at_ms: int) -> str:
-        """The listener's step for a person's reaction on `message_id`: `noted` (a job for
-        the desk) or `duplicate` (its event came before)."""
-        k = self.keys(message_id)  # (the reacted message's slot: the chat is not known yet)
-        token = event_id or f"{message_id}:{emoji}:{by}:{at_ms}:{int(added)}"
-        return text_of(self._scripts["react"](
-            keys=[k.click(f"react:{token}"), k.control],
-            args=[app_id, message_id, emoji, "added" if added else "removed", by, at_ms,
-                  self.config.dedupe_ttl_s, self.config.control_cap]))
+        """A person's reaction on `message_id` (see `note_event`)."""
+        return self.note_event(  # (the reacted message's slot: the chat is not known yet)
+            message_id, event_id or f"{message_id}:{emoji}:{by}:{at_ms}:{int(added)}",
+            kind="reaction", app=app_id, task=message_id, why=emoji,
+            command="added" if added else "removed", fence=by, sent_ms=at_ms)
 
     def record_reaction(self, chat_id: str, turn_message_id: str, emoji: str, added: bool,
                         by: str, at_ms: int) -> str:

@@ -3,7 +3,7 @@
 Its steps come from one class per part of a turn's life, each over the same registered
 scripts, keys and limits (`ChatScripts`): the listener's (inbox.py), a worker's (turn.py),
 the sweeper's (recovery.py), a stop's (cancel_step.py), the changes users make
-(changes.py) and their reactions (feedback.py). What is defined here reads the
+(changes.py), their reactions and menu clicks (feedback.py). What is defined here reads the
 state for the operator, and keeps the replies that were given up.
 """
 

@@ -94,3 +94,31 @@ def parse_group_rules(raw: str) -> dict[str, GroupRule]:
         rules[str(chat_id)] = GroupRule(policy, mention,
                                         None if allowed is None else frozenset(allowed), busy)
     return rules
+
+
+MENU_KEY_MAX_CHARS = 30
+"""Feishu's longest menu event_key."""
+MENU_TEXT_MAX_CHARS = 4000
+
+
+def parse_menu(raw: str) -> dict[str, str]:
+    """FEISHU_MENU, a JSON object: menu event_key → the text the click stands for (a command
+    such as "/new" or "/stop", or any text the agent receives as if typed). ValueError
+    saying what is wrong."""
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as error:
+        raise ValueError(f"not JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ValueError('expected a JSON object such as {"new_chat": "/new"}')
+    menu = {}
+    for key, text in data.items():
+        if not (key.isprintable() and 0 < len(key) <= MENU_KEY_MAX_CHARS) or "|" in key:
+            raise ValueError(f"{key!r:.40}: a menu key is 1 to {MENU_KEY_MAX_CHARS} printable "
+                             "characters")
+        if not isinstance(text, str) or not text.strip() or len(text) > MENU_TEXT_MAX_CHARS:
+            raise ValueError(f"{key}: expected a text of 1 to {MENU_TEXT_MAX_CHARS} characters")
+        menu[key] = text.strip()
+    return menu

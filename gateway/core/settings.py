@@ -18,6 +18,7 @@ from gateway.core.rules import (
     Rules,
     busy_mode,
     parse_group_rules,
+    parse_menu,
 )
 from gateway.core.webhook_settings import WEBHOOK_SECRETS, WebhookSettings
 
@@ -132,6 +133,10 @@ class Settings(IngestSettings, WebhookSettings, BaseSettings):
     welcome_dm: str = Field("", validation_alias="FEISHU_WELCOME_DM")
     """What the bot says once to a user who opens its direct chat for the first time
     (empty: nothing)."""
+    menu: str = Field("", validation_alias="FEISHU_MENU")
+    """The bot menu's items, JSON: {"<event_key>": "/new" | "/stop" | "<text>"}: a click
+    runs the command, or the text as if typed, in the person's direct chat with the bot
+    (docs/replies-and-access.md#the-bot-menu). A key not listed is one log line."""
     typing: bool = Field(True, validation_alias="FEISHU_TYPING")
     """A reaction on the user's message while its turn runs (and a mark when it failed)."""
     typing_emoji: str = Field("Typing", validation_alias="FEISHU_TYPING_EMOJI", min_length=1)
@@ -331,6 +336,12 @@ class Settings(IngestSettings, WebhookSettings, BaseSettings):
         parse_group_rules(value)
         return value
 
+    @field_validator("menu")
+    @classmethod
+    def _check_menu(cls, value: str) -> str:
+        parse_menu(value)
+        return value
+
     @field_validator("admins", "allowed_users")
     @classmethod
     def _check_ids(cls, value: str) -> str:
@@ -390,6 +401,11 @@ class Settings(IngestSettings, WebhookSettings, BaseSettings):
     @property
     def allowed_user_ids(self) -> frozenset[str]:
         return frozenset(id_list(self.allowed_users))
+
+    @property
+    def menu_items(self) -> dict[str, str]:
+        """FEISHU_MENU, read: event_key → the command or text a click stands for."""
+        return parse_menu(self.menu)
 
     @property
     def admission_rules(self) -> Rules:

@@ -32,6 +32,7 @@ from gateway.core.loops import describe
 from gateway.core.model import Message
 from gateway.feishu.outbound.delivery import Abandoned, Replies, reply_uuid
 from gateway.listener.feedback import ReactionDesk
+from gateway.listener.menu import MenuDesk
 from gateway.publisher import BROKER_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -59,10 +60,12 @@ def full_inbox_notice(waiting: int) -> str:
 class ControlDesk:
     def __init__(self, jobs: ControlJobs, canceller: Canceller, replies: Replies,
                  store: ChatStore, *, verdicts: Verdicts | None = None,
-                 reactions: ReactionDesk | None = None, threads: int = 4,
+                 reactions: ReactionDesk | None = None, menu: MenuDesk | None = None,
+                 threads: int = 4,
                  block_ms: int = 500, touch_every_s: float = 2.0) -> None:
         self._verdicts = verdicts
         self._reactions = reactions
+        self._menu = menu
         self._jobs = jobs
         self._canceller = canceller
         self._replies = replies
@@ -195,7 +198,7 @@ class ControlDesk:
         except redis.RedisError as error:  # left pending: taken up again once Redis is back
             logger.warning("control job %s (%s in chat %s) postponed: redis unavailable: %s",
                            job.job_id, job.kind, job.chat_id, error)
-        except (RetryableError, *BROKER_ERRORS) as error:  # (a reaction's read or hook task)
+        except (RetryableError, *BROKER_ERRORS) as error:  # (a reaction's, a menu click's)
             logger.warning("control job %s (%s) postponed: %s", job.job_id, job.kind, error)
         except Exception:  # the control thread's boundary: log, drop the job, go on
             logger.exception("control job %s (%s in chat %s) failed", job.job_id, job.kind,
@@ -225,6 +228,10 @@ class ControlDesk:
         if job.kind == "reaction":  # (a failed read or hook task: postponed, taken again)
             if self._reactions is not None:
                 self._reactions.perform(job)
+            return True
+        if job.kind == "menu":  # (a failed echo or intake step: postponed, taken again)
+            if self._menu is not None:
+                self._menu.perform(job)
             return True
         message = job.message
         if message is None:

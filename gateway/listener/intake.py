@@ -38,10 +38,12 @@ from gateway.feishu.inbound.events import (
     parse_command,
     parse_message,
 )
+from gateway.feishu.inbound.menu import MENU_EVENT
 from gateway.feishu.inbound.reactions import REACTION_EVENTS
 from gateway.listener.batch import Batch, Outcome, redis_failure
 from gateway.listener.changes import ChatChanges
 from gateway.listener.feedback import ReactionIntake
+from gateway.listener.menu import MenuIntake
 from gateway.listener.outbox import Coalescing, Outbox
 from gateway.listener.refused import Refused, chat_of_payload, first, kept_of
 from gateway.publisher import Publisher
@@ -71,7 +73,7 @@ class Intake:
                  rules: Rules | None = None,
                  refusal_notice_every_s: int = 86_400, welcome_group: str = "",
                  welcome_dm: str = "", batch_budget_s: float = 0.0, later_cap: int = 0,
-                 later_at_once: int = 64) -> None:
+                 later_at_once: int = 64, menu: Mapping[str, str] | None = None) -> None:
         self._store = store
         self.batch_budget_s = batch_budget_s
         """A batch's steps begin within this (FEISHU_INGEST_WAIT_MAX_MS; 0: no bound)."""
@@ -93,6 +95,7 @@ class Intake:
         self.rules = rules or Rules(require_mention=False)
         self.refusal_notice_every_s = refusal_notice_every_s
         self.reactions = ReactionIntake(store)
+        self.menu = MenuIntake(store, menu or {})
         self.changes = ChatChanges(store, self._publish, self._greeting, self._tag,
                                    self.bot_open_ids, max_text_chars, welcome_group, welcome_dm,
                                    self.rules)
@@ -123,6 +126,9 @@ class Intake:
                 return None
             if event_type in REACTION_EVENTS:
                 metrics.changed("reaction", self.reactions.handle(event_type, event, app_id))
+                return None
+            if event_type == MENU_EVENT:
+                metrics.changed("menu", self.menu.handle(event, app_id))
                 return None
             handlers = [h for h in (self.stops, self.cards) if h is not None]
             if event_type == CARD_EVENT and handlers:  # a card's Stop button, an approval's

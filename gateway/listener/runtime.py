@@ -27,6 +27,7 @@ from gateway.listener.catchup.runner import CatchUpRunner, Limits
 from gateway.listener.desk import ControlDesk
 from gateway.listener.feedback import ReactionDesk
 from gateway.listener.intake import Intake
+from gateway.listener.menu import MenuDesk
 from gateway.listener.outbox import Outbox
 from gateway.listener.stop_button import StopButton
 from gateway.runtime import Runtime
@@ -61,7 +62,9 @@ class ListenerRuntime(Runtime):
         return ControlDesk(self.control_jobs, self.canceller, self.replies, self.store,
                            verdicts=self.verdicts, reactions=ReactionDesk(
                                self.store, self.replies, self.publisher.publish_reaction,
-                               primary_app_id=self.settings.primary_app_id))
+                               primary_app_id=self.settings.primary_app_id),
+                           menu=MenuDesk(self.replies, lambda payload, app_id:
+                                         self.intake.receive(payload, app_id=app_id)))
 
     @cached_property
     def outbox(self) -> Outbox:
@@ -78,7 +81,8 @@ class ListenerRuntime(Runtime):
                       refusal_notice_every_s=s.refusal_notice_every_s,
                       welcome_group=s.welcome_group, welcome_dm=s.welcome_dm,
                       batch_budget_s=s.ingest_wait_max_ms / 1000,
-                      later_cap=s.ingest_later_cap, later_at_once=s.ingest_group_max)
+                      later_cap=s.ingest_later_cap, later_at_once=s.ingest_group_max,
+                      menu=s.menu_items)
 
     @cached_property
     def sweeper(self) -> Sweeper:

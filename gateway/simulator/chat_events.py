@@ -42,6 +42,14 @@ class ChatEventDelivery(EventDelivery):
             message_id, emoji, False, operator_open_id, "user", app_id=app_id)),
             parts=1, frame_type="event", message_id=None, app_id=app_id)
 
+    def click_menu(self, event_key: str, *, operator_open_id: str = "ou_user_1",
+                   app_id: str | None = None) -> str:
+        """A person clicks an item of the bot's menu (in their direct chat with it):
+        application.bot.menu_v6 goes to the app; returns the frame id."""
+        app = self.apps.get(app_id).app_id
+        return self._deliver(encode_event(menu_event(event_key, operator_open_id, app_id=app)),
+                             parts=1, frame_type="event", message_id=None, app_id=app)
+
     def _reacted(self, message_id: str) -> str:
         """The app whose chat the message is in."""
         rec = self.state.get_message(message_id)
@@ -172,3 +180,12 @@ def reaction_event(message_id: str, emoji: str, added: bool, operator_open_id: s
         event["app_id"] = app_id
     return {"schema": "2.0", "header": p.event_header(f"im.message.reaction.{kind}_v1", app_id),
             "event": event}
+
+
+def menu_event(event_key: str, operator_open_id: str, *, app_id: str) -> dict[str, Any]:
+    """application.bot.menu_v6 (P2ApplicationBotMenuV6's shape): who clicked which key, and
+    when (a timestamp in seconds, as Feishu's example); no chat."""
+    return {"schema": "2.0", "header": p.event_header("application.bot.menu_v6", app_id),
+            "event": {"operator": {"operator_name": operator_open_id,
+                                   "operator_id": p.user_ids(operator_open_id)},
+                      "event_key": event_key, "timestamp": str(p.now_ms() // 1000)}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gateway.simulator.apps import AppRegistry
 from gateway.simulator.records import Ack, CardResponse, SentMessage, card_response
 from gateway.simulator.redelivery import MISSED, REDELIVERIES, WATCHED
 from gateway.simulator.state import SimState
@@ -11,6 +12,7 @@ class Observations:
     """What happened on the simulator; every wait polls the state with a deadline."""
 
     state: SimState
+    apps: AppRegistry
     card_answer_limit_ms: float
 
     @property
@@ -53,6 +55,11 @@ class Observations:
         None when unknown or withdrawn."""
         rec = self.state.get_message(message_id)
         return None if rec is None else self.state.view(rec)
+
+    def p2p_chat_of(self, open_id: str, app_id: str | None = None) -> str | None:
+        """The direct chat between a person and the bot of `app_id` (None: the primary
+        app's), once one exists."""
+        return self.state.p2p_chat(self.apps.get(app_id).app_id, open_id)
 
     def reactions(self, message_id: str) -> list[str]:
         return self.state.reactions(message_id)

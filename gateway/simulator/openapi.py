@@ -198,9 +198,10 @@ class OpenApi:
         known = self.state.p2p_chat(app.app_id, open_id)
         if known is not None:
             return known
-        if app.app_id == self.apps.primary.app_id:
-            return f"oc_p2p_{open_id}"
-        return f"oc_p2p_{app.app_id}_{open_id}"
+        made = f"oc_p2p_{open_id}" if app.app_id == self.apps.primary.app_id \
+            else f"oc_p2p_{app.app_id}_{open_id}"
+        self.state.remember_p2p_chat(app.app_id, open_id, made)  # (Feishu makes the chat)
+        return made
 
     async def create_message(self, request: web.Request) -> web.Response:
         app = self._authorize(request)

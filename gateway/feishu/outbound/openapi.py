@@ -188,6 +188,17 @@ class OpenApi:
                                 body=body, params={"receive_id_type": "chat_id"})
         return str((data.get("data") or {}).get("message_id", ""))
 
+    def send_to_user(self, open_id: str, *, msg_type: str, content: dict[str, Any],
+                     uuid: str) -> dict[str, Any]:
+        """Send a message to a person's direct chat with the bot (one attempt; at most one
+        per uuid): the message object Feishu answers (message_id, chat_id, create_time)."""
+        body = {"receive_id": open_id, "msg_type": msg_type, "uuid": uuid,
+                "content": json.dumps(content, ensure_ascii=False)}
+        data = self._authorized("POST", "/open-apis/im/v1/messages", "message to a person",
+                                body=body, params={"receive_id_type": "open_id"})
+        found = data.get("data")
+        return found if isinstance(found, dict) else {}
+
     def create_card(self, card: dict[str, Any]) -> str:
         """Create a CardKit card entity (JSON 2.0) from `card`; its card_id."""
         data = self._authorized("POST", "/open-apis/cardkit/v1/cards", "card entity", body={
