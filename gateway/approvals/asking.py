@@ -1,4 +1,5 @@
-"""A turn asks for approval: a card in reply to its message, then a durable wait.
+"""A turn asks for approval, or asks a form: a card in reply to its message, then a durable
+wait.
 
 The request lives in Redis, so the click may reach any listener; the turn polls its state
 while its heartbeat keeps the lease, and gives up at the timeout (the card then says
@@ -10,19 +11,27 @@ it: a turn run again after its worker died waits on the same request and card.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import redis
 
 from gateway.approvals.book import ApprovalBook, Opened
 from gateway.approvals.card import pending_card, resolved_card
+from gateway.approvals.forms import (
+    FORM_KEY,
+    form_spec,
+    pending_form_card,
+    read_spec,
+    resolved_form_card,
+)
 from gateway.approvals.policy import Outcome, parse_decision
 from gateway.core.errors import GatewayError
-from gateway.core.model import Message
+from gateway.core.model import FormAnswer, FormField, FormValue, Message
 from gateway.feishu.outbound.delivery import Replies, reply_uuid
 
 logger = logging.getLogger(__name__)
@@ -41,6 +50,12 @@ def request_id_of(chat_id: str, turn_key: str, index: int, question: str) -> str
                           ).hexdigest()[:20]
 
 
+CardOf = Callable[[], dict[str, Any]]
+"""The pending request's card."""
+EndCard = Callable[[str, str], dict[str, Any]]
+"""(state, by) → the card once the request ended."""
+
+
 class Asker:
     def __init__(self, book: ApprovalBook, replies: Replies, *, poll_s: float = POLL_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -54,37 +69,85 @@ class Asker:
         """Ask the chat the turn's `index`-th question; the decision, "expired" at the
         timeout, "deny" when the turn is stopped (`stopped` set; the request stays pending
         when `handed_back()`: its worker is leaving and its re-run asks again). A turn run
-        again asks
-        the same request: it waits on the same card, for what is left of the timeout, and a
-        decision made meanwhile answers at once. Redis failures while waiting are waited
-        out until the timeout; one when asking raises (the turn fails, as for any Redis
-        failure)."""
+        again asks the same request: it waits on the same card, for what is left of the
+        timeout, and a decision made meanwhile answers at once. Redis failures while
+        waiting are waited out until the timeout; one when asking raises (the turn fails,
+        as for any Redis failure)."""
         remember = key or hashlib.sha256(prompt.encode()).hexdigest()[:24]
         request_id = request_id_of(message.chat_id, message.reply_key, index,
                                    f"{remember}\n{prompt}")
+        ended = self._request(
+            message, request_id, remember, prompt, timeout_s, stopped, handed_back,
+            lambda: pending_card(request_id, prompt, message.chat_id, message.thread_id),
+            lambda state, by: resolved_card(prompt, state, by))
+        if ended is None:
+            return "deny"
+        if ended[0] in ("always", "session") and ended[2] == "remembered":
+            return "always" if ended[0] == "always" else "session"
+        decision = parse_decision(ended[0])
+        if decision is not None:
+            return decision
+        return "deny" if ended[0] == "stopped" else "expired"
+
+    def ask_form(self, message: Message, title: str, fields: Sequence[FormField],
+                 timeout_s: float, stopped: threading.Event, index: int = 0, *,
+                 handed_back: Callable[[], bool] = lambda: False) -> FormAnswer:
+        """Ask the chat the turn's `index`-th form (`Turn.ask`), as `ask` asks a question:
+        its values once submitted, or how it ended (expired, stopped)."""
+        spec_json = form_spec(title, fields)  # (ValueError: the agent's fields make no form)
+        spec = read_spec(spec_json)
+        request_id = request_id_of(message.chat_id, message.reply_key, index,
+                                   f"{FORM_KEY}\n{spec_json}")
+        state = self.book.chat_of(message)
+        submitted: dict[str, FormValue] = {}
+
+        def values() -> dict[str, FormValue]:
+            if not submitted:
+                request = self._try(lambda: self.book.get(state, request_id))
+                read = json.loads(request.values) if request and request.values else {}
+                submitted.update(read if isinstance(read, dict) else {})
+            return submitted
+
+        ended = self._request(
+            message, request_id, FORM_KEY, spec_json, timeout_s, stopped, handed_back,
+            lambda: pending_form_card(request_id, spec, message.chat_id, message.thread_id),
+            lambda state, by: resolved_form_card(spec, state, by, values()))
+        if ended is None:
+            return FormAnswer("stopped")
+        if ended[0] == "submitted":
+            return FormAnswer("submitted", values(), ended[1])
+        return FormAnswer("stopped" if ended[0] == "stopped" else "expired", by=ended[1])
+
+    def _request(self, message: Message, request_id: str, key: str, prompt: str,
+                 timeout_s: float, stopped: threading.Event, handed_back: Callable[[], bool],
+                 card: CardOf, end_card: EndCard) -> tuple[str, str, str] | None:
+        """Open or find the request and wait for its end: (state, by, via); ('always' or
+        'session', '', 'remembered') when an earlier decision answers it; None when the
+        turn was stopped because its worker is leaving (nothing settled: the re-run asks
+        again)."""
         state = self.book.chat_of(message)  # this bot's state of the chat
-        opened = self.book.open(message, request_id, remember, prompt,
+        opened = self.book.open(message, request_id, key, prompt,
                                 max(int(timeout_s * 1000), 1))
         if opened.kind == "remembered":
             logger.info("approval in chat %s: %s allowed earlier (%s)", message.chat_id,
-                        remember, opened.state)
-            return "always" if opened.state == "always" else "session"
+                        key, opened.state)
+            return opened.state, "", "remembered"
         meanwhile = self._meanwhile(state, request_id, opened)
         if meanwhile is not None:
-            return self._end(message, request_id, prompt, opened.card, meanwhile)
+            return self._end(message, request_id, opened.card, meanwhile, end_card)
         if stopped.is_set() and handed_back():
-            return "deny"  # (nothing shown nor settled: the re-run asks)
-        card_id = self._show(message, request_id, prompt, opened, stopped)
+            return None  # (nothing shown nor settled: the re-run asks)
+        card_id = self._show(message, request_id, card, opened, stopped)
         if card_id is None:
-            return "deny"
+            return "expired", "", ""
         left_s = opened.left_ms / 1000
-        logger.info("approval %s asked in chat %s (turn %s, %.0fs left%s)", request_id,
-                    message.chat_id, message.message_id, left_s,
-                    ", again" if opened.kind == "again" else "")
+        logger.info("%s %s asked in chat %s (turn %s, %.0fs left%s)",
+                    "form" if key == FORM_KEY else "approval", request_id, message.chat_id,
+                    message.message_id, left_s, ", again" if opened.kind == "again" else "")
         ended = self._wait(state, request_id, left_s, stopped, handed_back)
         if ended is None:  # the worker is leaving: the request waits on for the re-run
-            return "deny"
-        return self._end(message, request_id, prompt, card_id, ended)
+            return None
+        return self._end(message, request_id, card_id, ended, end_card)
 
     def _meanwhile(self, chat_id: str, request_id: str,
                    opened: Opened) -> tuple[str, str, str] | None:
@@ -96,13 +159,13 @@ class Asker:
             return self._settle(chat_id, request_id, "expired")
         return None
 
-    def _show(self, message: Message, request_id: str, prompt: str, opened: Opened,
+    def _show(self, message: Message, request_id: str, card_of: CardOf, opened: Opened,
               stopped: threading.Event) -> str | None:
         """The pending request's card: the one it has, else sent (Feishu sends one card per
         uuid, so a resend after a crash between sending and recording finds the first);
         rewritten when the request asks another question now. None (the request expired)
         when it cannot be sent."""
-        card = pending_card(request_id, prompt, message.chat_id, message.thread_id)
+        card = card_of()
         card_id = opened.card
         try:
             if not card_id:
@@ -116,7 +179,7 @@ class Asker:
                 self.replies.update_card(card_id, card, app_id=message.app_id,
                                          budget_s=UPDATE_BUDGET_S)
         except GatewayError as error:
-            logger.error("approval card for %s not sent (%s): denied", message.message_id,
+            logger.error("request card for %s not sent (%s): it expires", message.message_id,
                          error)
             self._settle(self.book.chat_of(message), request_id, "expired")
             return None
@@ -125,23 +188,19 @@ class Asker:
                                                  card_id))
         return card_id
 
-    def _end(self, message: Message, request_id: str, prompt: str, card_id: str,
-             ended: tuple[str, str, str]) -> Outcome:
-        """The answer for how the request `ended`; its card says so (a click's answer
-        already did)."""
+    def _end(self, message: Message, request_id: str, card_id: str,
+             ended: tuple[str, str, str], end_card: EndCard) -> tuple[str, str, str]:
+        """How the request `ended`; its card says so (a click's answer already did)."""
         state, by, via = ended
         if via != "card" and card_id:
             try:
-                self.replies.update_card(card_id, resolved_card(prompt, state, by),
+                self.replies.update_card(card_id, end_card(state, by),
                                          app_id=message.app_id, budget_s=UPDATE_BUDGET_S)
             except GatewayError as error:
-                logger.warning("approval card %s not updated: %s", card_id, error)
-        logger.info("approval %s in chat %s: %s%s", request_id, message.chat_id, state,
+                logger.warning("request card %s not updated: %s", card_id, error)
+        logger.info("request %s in chat %s: %s%s", request_id, message.chat_id, state,
                     f" by {by}" if by else "")
-        decision = parse_decision(state)
-        if decision is not None:
-            return decision
-        return "deny" if state == "stopped" else "expired"
+        return ended
 
     def _wait(self, chat_id: str, request_id: str, timeout_s: float,
               stopped: threading.Event,

@@ -1,5 +1,7 @@
-"""Approval requests in Redis: opened by a turn, decided by any listener, settled by the
-turn (approvals/lua/: ask.lua, decide.lua, settle.lua; keys in gateway/chats/keys.py).
+"""Approval requests and forms in Redis: opened by a turn, decided (or a form submitted) by
+any listener, settled by the turn (approvals/lua/: ask.lua, decide.lua, submit.lua,
+settle.lua; keys in gateway/chats/keys.py). A form is a request whose `key` is FORM_KEY and
+whose `prompt` is its spec (forms.py).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from typing import Any
 
 import redis
 
+from gateway.approvals.forms import FORM_KEY
 from gateway.chats.keys import Keyspace
 from gateway.core.model import Message
 from gateway.core.scripts import pack, register
@@ -36,6 +39,13 @@ class Request:
     by: str = ""
     via: str = ""
     card: str = ""
+    key: str = ""
+    values: str = ""
+    """A submitted form's values (JSON)."""
+
+    @property
+    def is_form(self) -> bool:
+        return self.key == FORM_KEY
 
     @classmethod
     def from_hash(cls, request_id: str, chat_id: str, raw: dict[Any, Any]) -> Request:
@@ -43,7 +53,8 @@ class Request:
         return cls(request_id, chat_id, data.get("state", ""), data.get("prompt", ""),
                    data.get("requester", ""), data.get("chat_type", ""),
                    data.get("message_id", ""), data.get("app_id", ""), data.get("by", ""),
-                   data.get("via", ""), data.get("card", ""))
+                   data.get("via", ""), data.get("card", ""), data.get("key", ""),
+                   data.get("values", ""))
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,16 @@ class ApprovalBook:
         reply = [_text(x) for x in self._scripts["decide"](
             keys=[k.ask(request_id), k.asking, k.allow, k.click(token)],
             args=[request_id, decision, by, via, self.keep_s, self.remember_s])]
+        reply += [""] * (3 - len(reply))
+        return reply[0], reply[1], reply[2]
+
+    def submit(self, chat_id: str, request_id: str, values: str, by: str,
+               token: str) -> tuple[str, str, str]:
+        """(outcome, state, by): submitted | duplicate | already | expired | unknown."""
+        k = self.keyspace.chat(chat_id)
+        reply = [_text(x) for x in self._scripts["submit"](
+            keys=[k.ask(request_id), k.asking, k.click(token)],
+            args=[request_id, values, by, self.keep_s])]
         reply += [""] * (3 - len(reply))
         return reply[0], reply[1], reply[2]
 

@@ -55,7 +55,7 @@ class Verdicts:
             chat_id, app_id, text_field(value.get("thread_id")))
         token = text_field(event.get("token") or _mapping(payload.get("header")).get("event_id"))
         request = self.book.get(state, request_id) if chat_id else None
-        if request is None or (bound_to and bound_to != chat_id):
+        if request is None or request.is_form or (bound_to and bound_to != chat_id):
             logger.warning("card click by %s on unknown approval %s (chat %s)", shown(clicker),
                            shown(request_id), shown(chat_id or "?"))
             return {"toast": _toast("error", "This approval request is unknown or too old.")}
@@ -85,6 +85,8 @@ class Verdicts:
         request = self.book.pending(chat)
         if request is None:
             return "There is no pending approval request in this chat."
+        if request.is_form:
+            return "What is pending here is a form: fill it in on its card."
         if not self._may(message.sender_open_id, request):
             logger.warning("approval %s in chat %s: %s may not decide it; refused",
                            request.request_id, message.chat_id, shown(message.sender_open_id))

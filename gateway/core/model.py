@@ -191,6 +191,57 @@ Sender = Callable[["Image | File"], str]
 
 
 
+FIELD_KINDS = ("text", "select", "multi_select", "date", "checkbox")
+"""What a form field may be: a line of text, one of its options, several of them, a date
+(`YYYY-MM-DD`), a box to tick."""
+
+
+@dataclass(frozen=True, slots=True)
+class FormField:
+    """One field of a form `Turn.ask` shows (docs/agents.md#forms)."""
+
+    name: str
+    """The key its value has in `FormAnswer.values`."""
+    label: str
+    kind: str = "text"
+    """One of FIELD_KINDS."""
+    required: bool = False
+    options: tuple[str, ...] = ()
+    """A select's or multi_select's choices (each its own value)."""
+    placeholder: str = ""
+    max_chars: int = 1000
+    """A text field's longest value."""
+
+
+FormValue = str | bool | list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class FormAnswer:
+    """What a form `Turn.ask` showed came to."""
+
+    state: str
+    """`submitted`, `expired` (nobody submitted it in time) or `stopped` (the turn was)."""
+    values: dict[str, FormValue] = field(default_factory=dict)
+    """The submitted values by field name: a text, an option or a date (`YYYY-MM-DD`) as a
+    str, a multi_select's options as a list, a checkbox as a bool; a field left empty is
+    absent."""
+    by: str = ""
+    """Who submitted it (an open_id)."""
+
+    @property
+    def submitted(self) -> bool:
+        return self.state == "submitted"
+
+
+FormAsker = Callable[[str, "Sequence[FormField]", float], FormAnswer]
+"""(title, fields, timeout_s) → what the form came to."""
+
+
+def _no_form(title: str, fields: Sequence[FormField], timeout_s: float) -> FormAnswer:
+    return FormAnswer("stopped")
+
+
 Recent = Callable[[int], tuple[ChatLine, ...]]
 """(n) → the chat's last n messages before the turn's, oldest first."""
 
@@ -242,6 +293,7 @@ class Turn:
     reporter: Progress = field(default=no_progress)
     sender: Sender = field(default=_no_sender)
     reader: Recent = field(default=_no_recent)
+    former: FormAsker = field(default=_no_form)
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -279,6 +331,18 @@ class Turn:
         A "session" or "always" answer is remembered for `key` (default: the prompt), so
         the next ask of this session (or chat) returns it at once."""
         return self.approver(prompt, timeout_s, key)
+
+    def ask(self, title: str, fields: Sequence[FormField], *,
+            timeout_s: float = 300.0) -> FormAnswer:
+        """Ask the chat to fill in a form (an interactive card in reply to this turn's
+        message: text, selects, dates, checkboxes) and wait up to `timeout_s`: its values,
+        or `expired`, or `stopped` when the turn is stopped meanwhile. Who may submit
+        follows the approvals' rules; a submit is checked against the fields (a required
+        one missing, a value not among the options, one too long: refused on the card with
+        a toast, never returned). Durable as approvals are: a turn run again waits on the
+        same card, and a submit made meanwhile answers at once. ValueError for fields that
+        make no form (no field, a name twice, an unknown kind, a select without options)."""
+        return self.former(title, tuple(fields), timeout_s)
 
     def recent(self, count: int = 20) -> tuple[ChatLine, ...]:
         """The chat's last `count` messages (at most 50) before this turn's, oldest first:

@@ -70,6 +70,7 @@ class Intake:
     def __init__(self, store: ChatStore, publisher: Publisher, outbox: Outbox, *,
                  max_text_chars: int, primary_app_id: str = "", several_apps: bool = False,
                  cards: CardHandler | None = None, stops: CardHandler | None = None,
+                 forms: CardHandler | None = None,
                  rules: Rules | None = None,
                  refusal_notice_every_s: int = 86_400, welcome_group: str = "",
                  welcome_dm: str = "", batch_budget_s: float = 0.0, later_cap: int = 0,
@@ -92,6 +93,7 @@ class Intake:
         self.bot_open_ids: dict[str, str] = {}
         self.cards = cards
         self.stops = stops
+        self.forms = forms
         self.rules = rules or Rules(require_mention=False)
         self.refusal_notice_every_s = refusal_notice_every_s
         self.reactions = ReactionIntake(store)
@@ -130,8 +132,8 @@ class Intake:
             if event_type == MENU_EVENT:
                 metrics.changed("menu", self.menu.handle(event, app_id))
                 return None
-            handlers = [h for h in (self.stops, self.cards) if h is not None]
-            if event_type == CARD_EVENT and handlers:  # a card's Stop button, an approval's
+            handlers = [h for h in (self.stops, self.forms, self.cards) if h is not None]
+            if event_type == CARD_EVENT and handlers:  # a card's Stop, a form's, an approval's
                 for handler in handlers:  # (the approvals' handler says what it ignored)
                     answer = handler(app_id, event)
                     if answer is not None:

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gateway.approvals.submits import FormSubmits
 from gateway.approvals.verdicts import Verdicts
 from gateway.chats.active import ActiveChats
 from gateway.chats.clients import keyspace
@@ -75,7 +76,9 @@ class ListenerRuntime(Runtime):
         s = self.settings
         return Intake(self.store, self.publisher, self.outbox, max_text_chars=s.max_text_chars,
                       primary_app_id=s.primary_app_id, several_apps=len(s.apps) > 1,
-                      cards=self.verdicts.on_click, stops=StopButton(
+                      cards=self.verdicts.on_click, forms=FormSubmits(
+                          self.approvals, admins=s.admin_ids,
+                          allowed=s.allowed_user_ids).on_click, stops=StopButton(
                           self.store, admins=s.admin_ids, allowed=s.allowed_user_ids).on_click,
                       rules=s.admission_rules,
                       refusal_notice_every_s=s.refusal_notice_every_s,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import redis
@@ -30,6 +30,8 @@ from gateway.core.model import (
     GREETING,
     OUTBOUND,
     OUTBOUND_CARD,
+    FormAnswer,
+    FormField,
     Message,
     Reply,
     Turn,
@@ -120,6 +122,14 @@ class TurnRunner:
             cancelled()  # (a wait the stop cut short: what the agent makes of it is no answer)
             return decision
 
+        def ask(title: str, fields: Sequence[FormField], timeout_s: float) -> FormAnswer:
+            if asker is None:
+                return FormAnswer("stopped")
+            answer = asker.ask_form(message, title, fields, timeout_s, stopped, next(asks),
+                                    handed_back=lambda: handle.reason == SHUTDOWN)
+            cancelled()
+            return answer
+
         def cancelled() -> bool:
             """`Turn.cancelled`: the agent that sees the stop answers in part."""
             if stopped.is_set():
@@ -133,7 +143,7 @@ class TurnRunner:
         return Turn(message, fence, cancelled, approve, fetch, merged,
                     reporter=stream.progress if stream is not None else no_progress,
                     sender=MediaSender(self.replies).direct(message, stopped),
-                    reader=RecentReader(self.replies, message))
+                    reader=RecentReader(self.replies, message), former=ask)
 
     def run(self, turn: TurnRef, *, task_id: str, worker: str) -> str:
         """Run `turn`, then the chat's next ones while they are already waiting (up to

@@ -7,6 +7,8 @@
 - `whoami`       replies with its session key and how many turns this agent object saw
 - `long N`       replies N characters that start with a nonce new on every run (an LLM
                  never answers the same twice): a stitched answer shows two nonces
+- `form S`       asks TEST_FORM (timeout S s) and replies
+                 `form: <state> <values as sorted JSON> by <who or ->`
 - `approve S K P` asks the chat to approve prompt P (timeout S s, remembered under key K)
                  and replies `decision: <outcome>`
 - `stream N D [K]` answers in N pieces `w<i> `, D seconds apart (returning early once the
@@ -56,13 +58,23 @@ from gateway.chats.keys import ChatKeys
 from gateway.chats.model import text_of
 from gateway.core.errors import GatewayError
 from gateway.core.media import BadMedia, File, Image
-from gateway.core.model import AgentContext, Reaction, Reply, Turn
+from gateway.core.model import AgentContext, FormField, Reaction, Reply, Turn
 from gateway.core.settings import load_settings
 
 TINY_PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082")
 """A 1x1 PNG."""
+
+
+TEST_FORM = (
+    FormField("name", "Your name", required=True, max_chars=40),
+    FormField("level", "Level", "select", required=True, options=("low", "medium", "high")),
+    FormField("tags", "Tags", "multi_select", options=("a", "b", "c")),
+    FormField("due", "Due", "date"),
+    FormField("notify", "Notify me", "checkbox"),
+)
+"""The form `form S` asks."""
 
 
 def context_for_tests(client: redis.Redis | None = None) -> AgentContext:
@@ -132,6 +144,10 @@ class ScriptedAgent:
             if word == "crash" or word == "crashonce" and self.redis.set(
                     f"test:crashonce:{rest}", "1", nx=True, ex=600):
                 os.kill(os.getpid(), signal.SIGKILL)
+            if word == "form":
+                answer = turn.ask("Book a review", TEST_FORM, timeout_s=float(rest.split()[0]))
+                return (f"form: {answer.state} "
+                        f"{json.dumps(answer.values, sort_keys=True)} by {answer.by or '-'}")
             if word == "approve":
                 timeout_s, key, prompt = rest.split(" ", 2)
                 return f"decision: {turn.approve(prompt, float(timeout_s), key=key)}"
