@@ -7,18 +7,24 @@ that streams, asks and takes its time, with no model, no credentials and no netw
 - "slow" streams for about SLOW_S seconds, checking `Turn.cancelled()` often, so /stop can
   be tried (and the "Typing" reaction on the message is seen meanwhile).
 - "chart" answers with a picture: a bar chart drawn on the spot (an `Image` part).
+- "book" asks a form (`Turn.ask`: a card with a text, a select, a date and a checkbox) and
+  answers with what was filled in.
+- A reaction on one of its answers is logged by the factory's `on_reaction` hook.
 - The first answer of a session says what to try.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterator
 
 from gateway.agents.chart import bar_chart
 from gateway.core.media import Image
-from gateway.core.model import AgentContext, Turn
+from gateway.core.model import AgentContext, FormField, Reaction, Turn
+
+logger = logging.getLogger(__name__)
 
 WORD_DELAY_S = 0.04
 """Between two streamed words: an answer visibly grows, yet a short one ends in a second."""
@@ -38,8 +44,15 @@ INTRO = ("Hi, I am the showcase agent (nothing here calls a model or the network
          "- **slow**: a {slow_s:.0f} s answer; /stop stops it, and a Typing reaction shows "
          "on your message meanwhile\n"
          "- **chart**: I answer with a picture\n"
+         "- **book**: I ask you to fill in a form\n"
          "- anything else: I stream it back word by word\n"
          "- /new starts a new conversation, /stop stops what runs\n\n")
+BOOKING = (FormField("topic", "What to review", required=True, max_chars=200,
+                     placeholder="e.g. the release notes"),
+           FormField("length", "How long", "select", required=True,
+                     options=("15 minutes", "30 minutes", "an hour")),
+           FormField("day", "Which day", "date"),
+           FormField("remind", "Remind me the day before", "checkbox"))
 DELETE = re.compile(r"\b(?:delete|remove|rm)\s+(\S+)", re.IGNORECASE)
 ALLOWED = frozenset({"once", "session", "always"})
 
@@ -67,6 +80,8 @@ class ShowcaseAgent:
             yield from self._delete(turn, target.group(1))
         elif text.lower() == "slow":
             yield from self._slow(turn)
+        elif text.lower() == "book":
+            yield from self._book(turn)
         elif text.lower() == "chart":
             yield from self._say(turn, "Messages per hour today, drawn just now:")
             yield Image(bar_chart(CHART_VALUES), name="chart.png")
@@ -94,6 +109,21 @@ class ShowcaseAgent:
         else:
             yield from self._say(turn, f"`{target}` stays.")
 
+    def _book(self, turn: Turn) -> Iterator[str]:
+        yield from self._say(turn, "Let us book a review; a form follows. ")
+        _pause(turn, SHOWN_S)
+        yield ""  # (the text so far shows before the form)
+        answer = turn.ask("Book a review", BOOKING, timeout_s=APPROVE_TIMEOUT_S)
+        if not answer.submitted:
+            yield from self._say(turn, "No booking: the form "
+                                 f"{'expired' if answer.state == 'expired' else 'was stopped'}.")
+            return
+        v = answer.values
+        day = v.get("day") or "a day to be agreed"
+        remind = ", with a reminder." if v.get("remind") else "."
+        yield from self._say(turn, f"Booked **{v.get('topic')}** ({v.get('length')}) on "
+                                   f"{day}{remind}")
+
     def _slow(self, turn: Turn) -> Iterator[str]:
         yield from self._say(turn, f"Taking my time (about {self.slow_s:.0f} s; /stop "
                                    "stops me):")
@@ -117,6 +147,11 @@ def _pause(turn: Turn, seconds: float) -> bool:
 class ShowcaseFactory:
     def __call__(self, session_key: str, context: AgentContext) -> ShowcaseAgent:
         return ShowcaseAgent()
+
+    def on_reaction(self, reaction: Reaction, context: AgentContext) -> None:
+        """A reaction on one of its answers: logged (a real agent would learn from it)."""
+        logger.info("showcase: %s %s on the answer to %s", reaction.emoji,
+                    "added" if reaction.added else "taken back", reaction.turn_message_id)
 
 
 factory = ShowcaseFactory()

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import pytest
 
 from gateway.agents import load_factory
 from gateway.agents.showcase import ShowcaseAgent, words
 from gateway.core.media import Image
-from gateway.core.model import Message, Turn
+from gateway.core.model import FormAnswer, FormField, Message, Turn
 from tests.support.agents import context_for_tests
 
 
@@ -83,3 +84,22 @@ def test_chart_answers_with_a_picture_after_its_text() -> None:
     assert "Messages per hour" in joined(text)
     assert isinstance(picture, Image) and picture.name == "chart.png"
     assert picture.data.startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_book_asks_a_form_and_answers_with_what_was_filled_in() -> None:
+    asked: list[tuple[str, tuple[FormField, ...]]] = []
+
+    def former(title: str, fields: Sequence[FormField], timeout_s: float) -> FormAnswer:
+        asked.append((title, tuple(fields)))
+        return FormAnswer("submitted", {"topic": "the notes", "length": "an hour",
+                                        "remind": True}, "ou_1")
+
+    agent = fast_agent()
+    agent.greeted = True
+    booked = joined(agent.run(replace(turn("book"), former=former)))
+    assert asked and asked[0][0] == "Book a review"
+    assert {f.kind for f in asked[0][1]} == {"text", "select", "date", "checkbox"}
+    assert booked.endswith("Booked **the notes** (an hour) on a day to be agreed, with a "
+                           "reminder.")
+    stopped = joined(agent.run(replace(turn("book"), former=lambda *_: FormAnswer("expired"))))
+    assert stopped.endswith("No booking: the form expired.")
