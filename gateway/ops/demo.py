@@ -11,6 +11,7 @@ process fails to start, the tail of its log is printed and the logs are kept.
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import signal
 import sys
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 __all__ = ["gather", "run_demo", "script"]
 
 DEMO_AGENT = "showcase"
+DEMO_MENU = {"book": ("Book a review", "book"), "chart": ("A chart", "chart"),
+             "new": ("New conversation", "/new"), "stop": ("Stop", "/stop")}
+"""The simulated bot's menu when FEISHU_MENU is not set: key → (label, what it sends)."""
 START_TIMEOUT_S = 60.0
 CONNECT_TIMEOUT_S = 30.0
 REDIS_CHECK_TIMEOUT_S = 2.0
@@ -149,6 +153,11 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
                                    "--port 0 picks a free one") from None
             env.update(FEISHU_APP_ID=sim.app_id, FEISHU_APP_SECRET=sim.app_secret,
                        FEISHU_DOMAIN=sim.url, NO_PROXY="127.0.0.1,localhost")
+            if "menu" not in settings.model_fields_set:
+                env["FEISHU_MENU"] = json.dumps({k: v for k, (_, v) in DEMO_MENU.items()})
+                sim.menu = [(k, label) for k, (label, _) in DEMO_MENU.items()]
+            else:
+                sim.menu = list(settings.menu_items.items())
             out.write(f"feishu simulator on {sim.url}\n")
         try:
             with _waiting(out, "starting a Celery worker and a listener"):

@@ -55,6 +55,9 @@ class SimulatorCore(Observations):
         self.faults = FaultPlan()
         self.listing = Listing()
         self._outage: set[str] = set()  # apps whose pushes are lost (set_outage)
+        self.menu: list[tuple[str, str]] = []
+        """The bot menu as the developer console sets it up: (event_key, label) of each
+        item "push event" (the web chat shows it; `click_menu` clicks one)."""
         self._held: dict[str, tuple[bytes, str]] = {}  # message_id -> (event, app_id)
         self._worker: LoopThread | None = None
         self._runner: web.AppRunner | None = None

@@ -358,6 +358,12 @@ class SimState:
             self._notify()
             return emoji
 
+    def reaction_of(self, message_id: str, emoji_type: str) -> str | None:
+        """The id of a reaction of this emoji on the message, if one stands."""
+        with self._cond:
+            return next((rid for rid, e in self._reactions.get(message_id, {}).items()
+                         if e == emoji_type), None)
+
     def reactions(self, message_id: str) -> list[str]:
         with self._cond:
             return list(self._reactions.get(message_id, {}).values())

@@ -191,7 +191,7 @@ def user_routes(sim: ChatEventDelivery) -> list[web.RouteDef]:
         items = [asdict(m) for m in sim.sent_messages(chat_id)]
         users = [_user_message(sim, r) for r in sim.state.user_records(chat_id)]
         asked = [i for i in request.query.get("reactions_of", "").split(",") if i][:200]
-        asked += [m["message_id"] for m in users]
+        asked += [m["message_id"] for m in users] + [m["message_id"] for m in items]
         return web.json_response({"items": items, "user_messages": users,
                                   "reactions": {i: sim.reactions(i) for i in asked}},
                                  dumps=_dumps)
@@ -228,10 +228,54 @@ def user_routes(sim: ChatEventDelivery) -> list[web.RouteDef]:
         value = body.get("value")
         if not isinstance(value, dict):
             raise _bad("value must be a JSON object")
+        form_value = body.get("form_value")
+        if form_value is not None and not isinstance(form_value, dict):
+            raise _bad("form_value must be a JSON object")
         frame_id = await _off_loop(sim, functools.partial(
             sim.send_card_action, _text(body, "chat_id"), _text(body, "message_id"),
-            _text(body, "operator_open_id", "ou_user_1"), value))
+            _text(body, "operator_open_id", "ou_user_1"), value, form_value=form_value))
+        try:  # (the toast the bot answers with, for the page to show)
+            answered = await _off_loop(sim, functools.partial(sim.card_response, frame_id, 5))
+        except TimeoutError:
+            return web.json_response({"frame_id": frame_id, "toast": None})
+        return web.json_response({"frame_id": frame_id, "toast": answered.toast})
+
+    async def menu(request: web.Request) -> web.Response:
+        """GET: the bot menu's items; POST {event_key, chat_id}: the page's person clicks
+        one, in their direct chat `chat_id` (where the bot's echo and answer then show)."""
+        if request.method == "GET":
+            return web.json_response({"items": [{"key": k, "label": v} for k, v in sim.menu]})
+        body = await _body(request)
+        key, me = _text(body, "event_key"), _text(body, "operator_open_id", "ou_user_1")
+        if key not in {k for k, _ in sim.menu}:
+            raise _bad(f"no menu item {key!r}")
+        app = sim.apps.get(None).app_id
+        if sim.state.p2p_chat(app, me) is None:
+            sim.state.remember_p2p_chat(app, me, _text(body, "chat_id"))
+        frame_id = await _off_loop(sim, functools.partial(sim.click_menu, key,
+                                                          operator_open_id=me))
         return web.json_response({"frame_id": frame_id})
+
+    async def react(request: web.Request) -> web.Response:
+        """{message_id, emoji, action: add | remove}: the page's person reacts to a message
+        (takes their reaction back)."""
+        body = await _body(request)
+        message_id, emoji = _text(body, "message_id"), _text(body, "emoji")
+        me = _text(body, "operator_open_id", "ou_user_1")
+        call: Callable[[], object]
+        if _text(body, "action", "add") == "remove":
+            reaction_id = sim.state.reaction_of(message_id, emoji)
+            if reaction_id is None:
+                raise web.HTTPNotFound(text="no such reaction")
+            call = functools.partial(sim.unreact, message_id, reaction_id,
+                                     operator_open_id=me)
+        else:
+            call = functools.partial(sim.react, message_id, emoji, operator_open_id=me)
+        try:
+            await _off_loop(sim, call)
+        except KeyError as error:
+            raise web.HTTPNotFound(text=str(error)) from None
+        return web.json_response({"ok": True})
 
     async def change(request: web.Request) -> web.Response:
         body, what = await _body(request), request.match_info["what"]
@@ -260,6 +304,8 @@ def user_routes(sim: ChatEventDelivery) -> list[web.RouteDef]:
 
     return [web.post(f"{PREFIX}/messages", local(send)), web.get(f"{PREFIX}/messages", local(read)),
             web.post(f"{PREFIX}/card_actions", local(click)),
+            web.get(f"{PREFIX}/menu", local(menu)), web.post(f"{PREFIX}/menu", local(menu)),
+            web.post(f"{PREFIX}/reactions", local(react)),
             web.post(PREFIX + "/{what:recall|edit|membership|p2p_entered}", local(change)),
             web.get(PREFIX + "/resources/{message_id}", local(resource)),
             web.get(PREFIX + "/uploads/{key}", local(upload)),

@@ -3,21 +3,29 @@
 /stop (real listener, real workers, the simulator serving the page), then a reload that
 shows the same conversation, with no error in the browser's console. Saves a screenshot.
 A message no bot can take is shown as not sent, with what to start, and given back in the
-input box."""
+input box. The bot's menu opened and clicked, a form refused with a toast then filled in and
+submitted, and a +1 on the bot's answer."""
 
 from __future__ import annotations
 
+import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator
+from tests.support.agents import reactions_key
+from tests.support.rig import Rig, rig_up
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.chromium.webdriver import ChromiumDriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -249,3 +257,58 @@ def test_a_person_edits_and_withdraws_waiting_messages_in_the_browser(
     shown = conversation(browser)
     assert ("you", "to be withdrawn") not in shown and ("you", "edited in the browser") in shown
     assert not any(who == "bot" and "to be withdrawn" in t for who, t in shown), shown
+
+
+@pytest.fixture
+def menu_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """A gateway whose bot has a menu (FEISHU_MENU, and the simulator's console menu)."""
+    with rig_up(tmp_path_factory, FEISHU_MENU=json.dumps({"hi": "menu says hi"})) as rig:
+        rig.sim.menu = [("hi", "Say hi")]
+        yield rig
+
+
+def fill(driver: WebDriver, selector: str, act: Callable[[Any], None]) -> bool:
+    """`act` on the field `selector` finds (False when the page redrew it meanwhile)."""
+    try:
+        act(driver.find_element(By.CSS_SELECTOR, selector))
+    except (StaleElementReferenceException, NoSuchElementException):
+        return False
+    return True
+
+
+def test_a_person_opens_the_menu_fills_a_form_and_reacts_in_the_browser(
+        menu_rig: Rig, browser: WebDriver) -> None:
+    sim, form = menu_rig.sim, ".card form.fields"
+    browser.get(sim.url + "/")
+    browser.find_element(By.ID, "menu-button").click()
+    item = "#menu button[data-key='hi']"
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, item), 10, "the menu's items")
+    browser.find_element(By.CSS_SELECTOR, item).click()
+    bot_says(browser, "☰ menu says hi")
+    bot_says(browser, "echo: menu says hi")
+
+    say(browser, "form 120")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, f"{form} input[name='name']"),
+               30, "the form drawn")
+    wait_until(lambda: click_button(browser, "Submit"), 10, "an empty form submitted")
+    wait_until(lambda: browser.find_element(By.ID, "toast").text == "Please fill in: Your name",
+               10, "the refusal's toast")
+    wait_until(lambda: fill(browser, f"{form} input[name='name']", lambda e: e.send_keys("Ann")),
+               10, "the name typed")
+    wait_until(lambda: fill(browser, f"{form} select[name='level']",
+                            lambda e: Select(e).select_by_value("medium")), 10, "a level chosen")
+    wait_until(lambda: fill(browser, f"{form} input[name='notify']", lambda e: e.click()), 10,
+               "the box ticked")
+    wait_until(lambda: click_button(browser, "Submit"), 10, "the form submitted")
+    bot_says(browser, 'form: submitted {"level": "medium", "name": "Ann", "notify": true}')
+
+    dm = sim.p2p_chat_of("ou_user_1")
+    assert dm == "oc_web_dm", "the menu's echo went to the page's direct chat"
+    plus_one = "#log .msg.bot .feedback button[data-emoji='THUMBSUP']"
+    wait_until(lambda: fill(browser, plus_one, lambda e: e.click()), 10, "+1 clicked")
+    wait_until(lambda: menu_rig.client().llen(reactions_key(dm)) == 1, 30,
+               "the reaction handed to the agent's hook")
+    wait_until(lambda: any("+1" in t for t in texts(browser, "#log .msg.bot .reactions")), 10,
+               "the +1 drawn under the bot's message")
+    assert texts(browser, "#log .unknown") == []
+    assert console_errors(browser) == []
