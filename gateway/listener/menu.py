@@ -19,7 +19,7 @@ from typing import Any
 
 from gateway.chats.jobs import ControlJob
 from gateway.chats.store import ChatStore
-from gateway.core.errors import MalformedEvent
+from gateway.core.errors import MalformedEvent, RejectedError
 from gateway.core.logs import shown
 from gateway.feishu.inbound.menu import ECHO_MARK, menu_message_event, parse_menu_click
 from gateway.feishu.outbound.delivery import Replies, reply_uuid
@@ -63,12 +63,17 @@ class MenuDesk:
         """A `menu` job: echo the click in the person's direct chat, then take the echo in
         as their message. A failed send or step raises (the job is taken again)."""
         open_id, text = job.target, job.why
-        echo = self._replies.call(
-            f"menu echo to {shown(open_id)}",
-            lambda api: api.send_to_user(open_id, msg_type="text",
-                                         content={"text": ECHO_MARK + text},
-                                         uuid=reply_uuid(f"menu:{job.task or job.job_id}")),
-            app_id=job.app)
+        try:
+            echo = self._replies.call(
+                f"menu echo to {shown(open_id)}",
+                lambda api: api.send_to_user(open_id, msg_type="text",
+                                             content={"text": ECHO_MARK + text},
+                                             uuid=reply_uuid(f"menu:{job.task or job.job_id}")),
+                app_id=job.app)
+        except RejectedError as error:  # (the person cannot be written to: nothing to answer)
+            logger.warning("menu click by %s dropped: its echo was refused: %s",
+                           shown(open_id), error)
+            return
         outcome = self._receive(menu_message_event(echo, open_id, text), job.app)
         logger.info("menu click by %s in chat %s taken as %r: %s", shown(open_id),
                     shown(str(echo.get("chat_id") or "?")), text[:40], outcome)

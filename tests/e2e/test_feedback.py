@@ -87,8 +87,9 @@ def test_reactions_that_are_not_feedback_on_an_answer_are_ignored(rig: Rig) -> N
     sim.react(answer, "Typing", operator_type="app")  # the bot's own mark
     sim.send_event({"schema": "2.0", "header": {"event_id": "ev_forged", "event_type":
                     "im.message.reaction.created_v1"}, "event": {"reaction_type": {}}})
-    heart = reaction_event(answer, "HEART", True, "ou_user_1", "user",
-                           app_id=sim.apps.get(None).app_id)
+    app = sim.apps.get(None).app_id
+    sim.send_event(reaction_event("om_never_sent", "OK", True, "ou_user_1", "user", app_id=app))
+    heart = reaction_event(answer, "HEART", True, "ou_user_1", "user", app_id=app)
     sim.send_event(heart)
     sim.send_event(heart)  # delivered again (the same event id): counted once
     assert [h["emoji"] for h in hooked(rig, dm, 1)] == ["HEART"]
@@ -96,6 +97,8 @@ def test_reactions_that_are_not_feedback_on_an_answer_are_ignored(rig: Rig) -> N
         {"emoji": "HEART", "by": "ou_user_1"}], 20, "only the heart recorded")
     wait_until(lambda: "not a message this bot sent" in rig.fleet.logs("listener"), 20,
                "the reaction on the person's message named")
+    wait_until(lambda: "on om_never_sent ignored: the message cannot be read" in
+               rig.fleet.logs("listener"), 20, "the reaction on an unknown message named")
     assert "reaction event dropped: reaction event without a usable message_id" in \
         rig.fleet.logs("listener")
     assert reply_of(sim, dm, sim.send_text(dm, "then")) == "echo: then"
