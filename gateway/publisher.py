@@ -13,10 +13,10 @@ from kombu.exceptions import ChannelError, KombuError
 
 from gateway.chats.model import Completion, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.core.low_queue import LowQueue
 from gateway.core.model import Reaction
 from gateway.core.names import (
     ON_REACTION,
-    RELEASE_QUEUE,
     RUN_TURN,
     TURNS_QUEUE,
     TaskSender,
@@ -50,6 +50,7 @@ class Publisher:
     def __init__(self, sender: TaskSender, store: ChatStore) -> None:
         self._sender = sender
         self._store = store
+        self._low = LowQueue(sender, expires_s=REACTION_EXPIRES_S)
 
     def _send_task(self, turn: TurnRef, producer: Any = None) -> str:
         """Publish `run_turn` (on `producer`, if given); its task id. Raises on a broker
@@ -120,10 +121,9 @@ class Publisher:
             return None
 
     def publish_reaction(self, reaction: Reaction) -> None:
-        """Send the `on_reaction` task (low-priority queue, of use for REACTION_EXPIRES_S);
-        raises on a broker failure."""
-        self._sender.send_task(ON_REACTION, queue=RELEASE_QUEUE, expires=REACTION_EXPIRES_S,
-                               kwargs={"reaction": reaction.to_dict()})
+        """Send the `on_reaction` task (the bounded low-priority queue, of use for
+        REACTION_EXPIRES_S); raises on a broker failure."""
+        self._low.send(ON_REACTION, {"reaction": reaction.to_dict()})
 
     def publish(self, turn: TurnRef) -> bool:
         """Publish `run_turn`, then mark the turn queued.

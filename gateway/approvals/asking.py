@@ -50,6 +50,8 @@ def request_id_of(chat_id: str, turn_key: str, index: int, question: str) -> str
                           ).hexdigest()[:20]
 
 
+UNSENT = "unsent"
+"""How `_request` says its card could not be sent (the request was settled expired)."""
 CardOf = Callable[[], dict[str, Any]]
 """The pending request's card."""
 EndCard = Callable[[str, str], dict[str, Any]]
@@ -74,13 +76,15 @@ class Asker:
         waiting are waited out until the timeout; one when asking raises (the turn fails,
         as for any Redis failure)."""
         remember = key or hashlib.sha256(prompt.encode()).hexdigest()[:24]
+        if remember == FORM_KEY:  # (a form's key: never a remembered approval's)
+            remember = f"approval:{FORM_KEY}"
         request_id = request_id_of(message.chat_id, message.reply_key, index,
                                    f"{remember}\n{prompt}")
         ended = self._request(
             message, request_id, remember, prompt, timeout_s, stopped, handed_back,
             lambda: pending_card(request_id, prompt, message.chat_id, message.thread_id),
             lambda state, by: resolved_card(prompt, state, by))
-        if ended is None:
+        if ended is None or ended[0] == UNSENT:
             return "deny"
         if ended[0] in ("always", "session") and ended[2] == "remembered":
             return "always" if ended[0] == "always" else "session"
@@ -102,8 +106,10 @@ class Asker:
         submitted: dict[str, FormValue] = {}
 
         def values() -> dict[str, FormValue]:
+            """The submitted values (read once; a Redis failure raises: the turn fails and
+            its run again finds them, never a submitted form without its values)."""
             if not submitted:
-                request = self._try(lambda: self.book.get(state, request_id))
+                request = self.book.get(state, request_id)
                 read = json.loads(request.values) if request and request.values else {}
                 submitted.update(read if isinstance(read, dict) else {})
             return submitted
@@ -114,6 +120,8 @@ class Asker:
             lambda state, by: resolved_form_card(spec, state, by, values()))
         if ended is None:
             return FormAnswer("stopped")
+        if ended[0] == UNSENT:
+            return FormAnswer("stopped" if stopped.is_set() else "expired")
         if ended[0] == "submitted":
             return FormAnswer("submitted", values(), ended[1])
         return FormAnswer("stopped" if ended[0] == "stopped" else "expired", by=ended[1])
@@ -139,7 +147,7 @@ class Asker:
             return None  # (nothing shown nor settled: the re-run asks)
         card_id = self._show(message, request_id, card, opened, stopped)
         if card_id is None:
-            return "expired", "", ""
+            return UNSENT, "", ""
         left_s = opened.left_ms / 1000
         logger.info("%s %s asked in chat %s (turn %s, %.0fs left%s)",
                     "form" if key == FORM_KEY else "approval", request_id, message.chat_id,

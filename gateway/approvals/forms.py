@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from datetime import date
 from typing import Any
 
 from gateway.core.model import FIELD_KINDS, FormField, FormValue
+from gateway.feishu.inbound.events import clean_text
 
 FORM_KEY = "form"
 """The `key` a form's request is stored under (approvals' ask.lua): never remembered."""
@@ -20,7 +22,7 @@ OPTIONS_MAX = 50
 TITLE_MAX_CHARS = 200
 SUBMIT_MAX_BYTES = 16_384
 """A submit whose values are larger in all is refused."""
-DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
+DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:$|[ T])", re.ASCII)
 SUBMIT_NAME = "submit"
 STATE_TITLES = {"submitted": "Form submitted", "expired": "Form expired",
                 "stopped": "Form stopped"}
@@ -69,6 +71,7 @@ def check_submit(spec: Mapping[str, Any], form_value: Any) -> dict[str, FormValu
     toast's text)."""
     if not isinstance(form_value, Mapping):
         form_value = {}
+    form_value = {k: _clean(v) for k, v in form_value.items() if isinstance(k, str)}
     if len(json.dumps(form_value, ensure_ascii=False, default=str).encode()) > SUBMIT_MAX_BYTES:
         return "That is too much text for this form."
     values: dict[str, FormValue] = {}
@@ -95,6 +98,15 @@ def check_submit(spec: Mapping[str, Any], form_value: Any) -> dict[str, FormValu
 _REFUSED = object()
 
 
+def _clean(value: Any) -> Any:
+    """A submitted value as text Redis can carry (a lone surrogate as U+FFFD)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [clean_text(x) if isinstance(x, str) else x for x in value]
+    return value
+
+
 def _value(f: Mapping[str, Any], raw: Any) -> object:
     """One field's value (None: left empty; _REFUSED: not a value it takes)."""
     kind = f["kind"]
@@ -110,8 +122,13 @@ def _value(f: Mapping[str, Any], raw: Any) -> object:
     if kind == "select":
         return raw if raw in f["options"] else _REFUSED
     if kind == "date":
-        match = DATE.match(raw)
-        return match.group(1) if match else _REFUSED
+        match = DATE.match(raw.strip())
+        if match is None:
+            return _REFUSED
+        try:
+            return date.fromisoformat(match.group(1)).isoformat()
+        except ValueError:
+            return _REFUSED
     return raw.strip() if len(raw) <= int(f["max_chars"]) else _REFUSED
 
 
@@ -185,9 +202,9 @@ def resolved_form_card(spec: Mapping[str, Any], state: str, by: str,
     if state != "submitted":
         return _card(title, "grey", [{"tag": "markdown", "content":
                                       f"**{STATE_TITLES.get(state, state)}**"}])
-    lines = [f"**{f['label']}**: {shown_value(values[f['name']])}"
-             for f in spec.get("fields", []) if f["name"] in values]
+    lines = [{"tag": "div", "text": _text(f"{f['label']}: {shown_value(values[f['name']])}")}
+             for f in spec.get("fields", []) if f["name"] in values]  # (plain: what was typed)
     who = f" by <at id={by}></at>" if by else ""
-    return _card(title, "green", [{"tag": "markdown", "content": "\n".join(
-        lines or ["(nothing filled in)"])},
-        {"tag": "markdown", "content": f"**Submitted**{who}", "text_size": "notation"}])
+    return _card(title, "green", [*(lines or [{"tag": "div", "text": _text(
+        "(nothing filled in)")}]), {"tag": "markdown", "content": f"**Submitted**{who}",
+                                    "text_size": "notation"}])

@@ -36,9 +36,10 @@ class ControlJob:
     `inbox-full`, `late`, `refused`, `stopping` (a running turn whose message was
     withdrawn, or whose chat the bot left, was flagged: end it), `click-stop` (a
     streaming card's Stop button: stop the turn of `target` as /stop does; `task` is the
-    click's token, `why` who clicked), or `reaction` (a person reacted to message `task`
+    click's token, `why` who clicked), `reaction` (a person reacted to message `task`
     of app `app`, as a bot's answer: emoji `why`, `command` added or removed, `target` who,
-    `sent_ms` when)."""
+    `sent_ms` when) or `menu` (person `target` clicked a bot menu item of app `app` that
+    stands for text `why`; `task` the event's id, `sent_ms` when)."""
     chat_id: str
     message: Message | None
     command: str = ""

@@ -27,8 +27,9 @@ from gateway.feishu.outbound.delivery import Replies
 
 logger = logging.getLogger(__name__)
 
-READ_BUDGET_S = 30.0
-"""The desk reads the reacted message within this (retried), then leaves the job for later."""
+READ_BUDGET_S = 5.0
+"""The desk reads the reacted message within this (retried), then leaves the job for later
+(taken again some 10 s on): a desk thread is never held long by feedback."""
 
 
 class ReactionIntake:

@@ -250,6 +250,14 @@ class Intake:
                     metrics.event(outcome)
         waiting.clear()
 
+    def receive_in_order(self, payload: Mapping[str, Any], app_id: str) -> str:
+        """`receive`, for a message made after the fact (a menu click's echo): TakeLater
+        while an event of its chat is kept to take later, so it never overtakes it."""
+        chat = chat_of(payload)
+        if chat is not None and self.refused.holds(app_id, chat):
+            raise TakeLater(f"behind a message of chat {shown(chat)} kept to take later")
+        return self.receive(payload, app_id=app_id)
+
     def receive(self, payload: Mapping[str, Any], *, app_id: str = "",
                 caught_up: bool = False) -> str:
         """One `im.message.receive_v1` payload: judged by admission, then ingested; returns

@@ -65,7 +65,7 @@ class ListenerRuntime(Runtime):
                                self.store, self.replies, self.publisher.publish_reaction,
                                primary_app_id=self.settings.primary_app_id),
                            menu=MenuDesk(self.replies, lambda payload, app_id:
-                                         self.intake.receive(payload, app_id=app_id)))
+                                         self.intake.receive_in_order(payload, app_id)))
 
     @cached_property
     def outbox(self) -> Outbox:

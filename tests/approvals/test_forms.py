@@ -54,5 +54,14 @@ def test_the_cards_name_the_request_and_show_the_values() -> None:
     assert form["elements"][-1]["behaviors"][0]["value"] == {
         "form_request": "req1", "chat_id": "oc_1", "thread_id": "omt_1"}
     done = str(resolved_form_card(SPEC, "submitted", "ou_a", {"name": "Ann", "ok": True}))
-    assert "**Name**: Ann" in done and "**Agree**: yes" in done and "ou_a" in done
+    assert "Name: Ann" in done and "Agree: yes" in done and "ou_a" in done
     assert "Form expired" in str(resolved_form_card(SPEC, "expired", "", {}))
+
+
+def test_dates_are_real_ascii_dates_and_text_is_what_redis_can_carry() -> None:
+    spec = read_spec(form_spec("T", (FormField("d", "D", "date"), FormField("t", "T"))))
+    assert check_submit(spec, {"d": "2024-02-29 +0800", "t": "a\ud800b"}) == {
+        "d": "2024-02-29", "t": "a\ufffdb"}
+    for bad in ("2024-99-99", "2023-02-29", "\u0662\u0660\u0662\u0664-\u0660\u0661-\u0660\u0661",
+                "2024-01-01xyz"):
+        assert check_submit(spec, {"d": bad}) == "Not a date: D", bad
