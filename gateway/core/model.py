@@ -113,7 +113,7 @@ class Message:
     """The text of the parent message, filled in by the worker before the agent reads it."""
     quote_chain: tuple[ChatLine, ...] = ()
     """The message this one replied to, then the one that replied to, and so on up to
-    QUOTE_DEPTH (gateway/feishu/inbound/enrich.py), nearest first: each with its sender,
+    QUOTE_DEPTH (gateway/worker/enricher.py), nearest first: each with its sender,
     time and attachments. Filled in by the worker like `quote`; never stored."""
     retry: int = 0
     """How many times an operator re-ran this message (`feishu-gateway retry`)."""

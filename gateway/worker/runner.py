@@ -38,14 +38,14 @@ from gateway.core.model import (
     no_progress,
 )
 from gateway.core.names import turn_task_id
-from gateway.feishu.inbound.enrich import Enricher
-from gateway.feishu.inbound.recent import RecentReader
 from gateway.feishu.outbound.delivery import Replies
 from gateway.feishu.outbound.reactions import Typist
 from gateway.publisher import Publisher
+from gateway.worker.enricher import Enricher
 from gateway.worker.handles import SHUTDOWN, TIME_LIMIT, LockRegistry, TurnHandle
 from gateway.worker.heartbeat import Heartbeater
 from gateway.worker.media import MediaSender, Said, said
+from gateway.worker.recent_reader import RecentReader
 from gateway.worker.sending import FAILURE_REPLY, AnswerSender, gave_up_reply
 from gateway.worker.streaming import Stream
 

@@ -14,9 +14,9 @@ from gateway.chats.streams import StreamCards
 from gateway.core.lazy import cached_property, locked_cached_property
 from gateway.core.loops import Periodic
 from gateway.core.model import AgentContext, AgentFactory
-from gateway.feishu.inbound.enrich import Enricher
 from gateway.feishu.outbound.reactions import Typist
 from gateway.runtime import Runtime
+from gateway.worker.enricher import Enricher
 from gateway.worker.handles import LockRegistry
 from gateway.worker.heartbeat import Heartbeater
 from gateway.worker.runner import TurnRunner

@@ -89,3 +89,25 @@ def test_the_layout_names_every_module_and_folder() -> None:
     assert not missing, f"docs/design.md's layout does not name {missing}"
     for folder in ("tasks/", "bench/", "docker/", "tests/", "docs/"):
         assert folder in layout
+
+
+def test_the_layout_names_every_module_in_its_folders_entry() -> None:
+    """Each module of a gateway/ folder (its subfolders' too) is named, as a word, in the
+    Layout's entry for that folder."""
+    layout = (DOCS / "design.md").read_text().split("## Layout", 1)[1].split("```")[1]
+    entries: dict[str, str] = {}
+    current = ""
+    for line in layout.splitlines():
+        if line.startswith("gateway/"):
+            current = line.split()[0]
+        if current:
+            entries[current] = entries.get(current, "") + " " + line
+    missing = []
+    for module in sorted((REPO / "gateway").rglob("*.py")):
+        relative = module.relative_to(REPO / "gateway")
+        if len(relative.parts) < 2 or module.name == "__init__.py":
+            continue
+        entry = entries.get(f"gateway/{relative.parts[0]}/", "")
+        if not re.search(rf"\b{re.escape(module.stem)}\b", entry):
+            missing.append(str(relative))
+    assert not missing, f"docs/design.md's layout does not name {missing}"

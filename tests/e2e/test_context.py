@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.feishu.inbound.enrich import QUOTE_DEPTH
+from gateway.worker.enricher import QUOTE_DEPTH
 from tests.support.agents import TINY_PNG
 from tests.support.replies import replies_to, reply_of
 from tests.support.rig import Rig, rig_up
