@@ -130,10 +130,6 @@ class ChatKeys:
         return f"{self.prefix}:stop"
 
     @property
-    def answer(self) -> str:
-        return f"{self.prefix}:answer"
-
-    @property
     def generation(self) -> str:
         return f"{self.prefix}:gen"
 
@@ -205,8 +201,8 @@ class ChatKeys:
 
     @property
     def all(self) -> list[str]:
-        """KEYS 1-9 of every per-chat script."""
-        return [self.lease, self.inbox, self.fence, self.tries, self.stop, self.answer,
+        """KEYS 1-8 of every per-chat script (lua/include/chat.lua)."""
+        return [self.lease, self.inbox, self.fence, self.tries, self.stop,
                 self.generation, self.index, self.control]
 
 

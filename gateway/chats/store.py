@@ -20,7 +20,6 @@ from gateway.chats.inbox import InboxSteps
 from gateway.chats.keys import UNDELIVERED_KEY
 from gateway.chats.model import entry_message, entry_parts, text_of
 from gateway.chats.recovery import RecoverySteps
-from gateway.chats.routing import route
 from gateway.chats.stop_clicks import StopClickSteps
 from gateway.chats.turn import TurnSteps
 from gateway.core import metrics
@@ -33,15 +32,6 @@ UNDELIVERED_TTL_S = 7 * 86_400
 class ChatStore(InboxSteps, TurnSteps, RecoverySteps, CancelSteps, ChangeSteps,
                 StopClickSteps, FeedbackSteps):
     # reading, for the operator
-    def active_chats(self, limit: int) -> list[str]:
-        """Chats with pending messages, soonest sweeper deadline first."""
-        with self.redis.pipeline(transaction=False) as pipe:
-            for index in self.keyspace.indexes:
-                pipe.execute_command("ZRANGE", index, 0, limit - 1, "WITHSCORES",  # type: ignore[no-untyped-call]
-                                     withscores=True, **route(self.redis, index))
-            found = [(score, text_of(c)) for chats in pipe.execute() for c, score in chats]
-        return [chat for _, chat in sorted(found)[:limit]]
-
     def pending(self, chat_id: str) -> list[tuple[str, Message | None]]:
         """Waiting messages in the order they will run (the running one included)."""
         return [(entry_parts(e)[0], entry_message(e)) for e in self.pending_entries(chat_id)]
@@ -49,9 +39,6 @@ class ChatStore(InboxSteps, TurnSteps, RecoverySteps, CancelSteps, ChangeSteps,
     def pending_entries(self, chat_id: str) -> list[str]:
         """The chat's raw inbox entries in the order they will run (see lua/include/chat.lua)."""
         return [text_of(e) for e in self.redis.zrange(self.keys(chat_id).inbox, 0, -1)]
-
-    def pending_count(self, chat_id: str) -> int:
-        return int(self.redis.zcard(self.keys(chat_id).inbox))
 
     def lease(self, chat_id: str) -> dict[str, str]:
         raw = self.redis.hgetall(self.keys(chat_id).lease)

@@ -329,7 +329,7 @@ def test_an_answer_is_kept_for_a_rerun_and_attempts_are_counted(
     assert rerun is not None and rerun.attempt == 2
     assert rerun.answer == Answer("reply", ("part 1", "part 2"))
     assert store.complete(found[1]).outcome == "idle"
-    assert not redis_client.exists(ChatKeys(chat_id).answer)
+    assert not redis_client.hexists(ChatKeys(chat_id).tries, "chunks"), "the kept answer went"
 
 
 def test_attempts_are_exhausted_after_the_cap(redis_client: redis.Redis, chat_id: str) -> None:

@@ -12,7 +12,7 @@
 -- KEYS: 1 ask:<id> (hash: state key prompt requester chat_type message_id chat_id app_id
 --       expires_ms gen; later by via card)  2 asking (string: the chat's pending request id)
 --       3 allow (hash: 'a:<requester>:<key>' always, 's:<gen>:<requester>:<key>' this
---       session)  4 gen (the chat's session generation, chat.lua's KEYS[7])
+--       session)  4 gen (the chat's session generation, chat.lua's KEYS[6])
 -- ARGV: 1 id  2 key  3 prompt  4 timeout_ms
 --       5 the asking turn (JSON): requester chat_type message_id app_id chat_id
 --         keep_s (how long the request is remembered)

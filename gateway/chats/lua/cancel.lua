@@ -2,7 +2,7 @@
 --!include history.lua
 -- cancel: the state change of /stop, /new, `feishu-gateway stop`, in one step, recorded under
 -- the command's id so that running it again (its listener died) finishes it, never repeats it.
--- KEYS: chat.lua's, then 10 cmd:<command_id> (the record), 11 done (history.lua)
+-- KEYS: chat.lua's, then 9 cmd:<command_id> (the record), 10 done (history.lua)
 -- ARGV: 1 command_id  2 chat_id
 --       3 target: the fence the command is about ('' none held the chat, '*' the current)
 --       4 options (JSON): debounce_ms record_ttl_ms
@@ -29,7 +29,7 @@
 --                 waiting one, see start.lua) and the next one claimed
 --   'running'     the flag is up: the turn sees it, stops extending its lease and ends; the
 --                 canceller completes it after the timeout if it does not
-local rec = redis.call('HMGET', KEYS[10], 'how', 'fence', 'task_id', 'waiting')
+local rec = redis.call('HMGET', KEYS[9], 'how', 'fence', 'task_id', 'waiting')
 if rec[1] then return {'again', rec[1], rec[2] or '', rec[3] or '', rec[4] or '0'} end
 local now_us, now_ms = clock()
 local opts = cjson.decode(ARGV[4])
@@ -40,9 +40,9 @@ local fence, state, task_id, entry = lease[1], lease[2], lease[3] or '', lease[4
 local behind = redis.call('ZCARD', K.inbox)
 if fence then behind = behind - 1 end
 local function record(how, f, t)
-  redis.call('HSET', KEYS[10], 'how', how, 'fence', f, 'task_id', t, 'waiting',
+  redis.call('HSET', KEYS[9], 'how', how, 'fence', f, 'task_id', t, 'waiting',
              tostring(behind))
-  redis.call('PEXPIRE', KEYS[10], ttl)
+  redis.call('PEXPIRE', KEYS[9], ttl)
   return {how, f, t, tostring(behind)}
 end
 local debounce_ms = opts.debounce_ms
@@ -110,7 +110,7 @@ if entry then
   end
   for _, e in ipairs(dropped) do
     redis.call('ZREM', K.inbox, e)
-    remember(KEYS[11], e, 'stopped', task_id, fence, n, opts.history_cap,
+    remember(KEYS[10], e, 'stopped', task_id, fence, n, opts.history_cap,
              opts.history_ttl_ms, now_ms)
   end
   behind = redis.call('ZCARD', K.inbox)

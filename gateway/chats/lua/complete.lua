@@ -2,7 +2,7 @@
 --!include history.lua
 -- complete: the turn of `fence` is done: drop its message and claim the next one; given a
 -- task_id and a worker, the caller goes straight on with it (same task), so it starts here too.
--- KEYS: chat.lua's, then 10 done (history.lua)
+-- KEYS: chat.lua's, then 9 done (history.lua)
 -- ARGV: 1 fence  2 chat_id  3 outcome (how the turn ended, for the chat's history; ''
 --       records nothing)  4 options (JSON): claim_ttl_ms running_ttl_ms max_attempts
 --       session_ttl_ms history_cap history_ttl_ms legacy_before_ms mixed (upgrade.py)
@@ -35,11 +35,11 @@ if lease[2] then
   for _, e in ipairs(turn_entries(lease[2], tries[2])) do
     if not kept then
       if redis.call('ZREM', K.inbox, e) == 1 then  -- (not one dropped and recorded before)
-        remember(KEYS[10], e, outcome, lease[3], lease[1], tries[1], opts.history_cap,
+        remember(KEYS[9], e, outcome, lease[3], lease[1], tries[1], opts.history_cap,
                  opts.history_ttl_ms, now_ms)
       end
     elseif redis.call('ZSCORE', K.inbox, e) then  -- (not one withdrawn meanwhile)
-      remember(KEYS[10], e, 'interrupted', lease[3], lease[1], tries[1], opts.history_cap,
+      remember(KEYS[9], e, 'interrupted', lease[3], lease[1], tries[1], opts.history_cap,
                opts.history_ttl_ms, now_ms)
     end
   end

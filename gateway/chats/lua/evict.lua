@@ -7,7 +7,7 @@
 -- `left` mark keeps the time of the removal (GATEWAY_DEDUPE_TTL_S): a message sent before it
 -- that arrives late is not admitted (one sent after it means the bot is back). Running it
 -- again changes nothing more.
--- KEYS: chat.lua's, then 10 left  11 done (history.lua)
+-- KEYS: chat.lua's, then 9 left  10 done (history.lua)
 -- ARGV: 1 chat_id  2 the removal's time (ms, Feishu's clock; '0' unknown: now)
 --       3 options (JSON): dedupe_ttl_s claim_ttl_ms control_cap history_cap history_ttl_ms
 --         flag_ttl_ms stop_hold_ms
@@ -18,14 +18,14 @@ local opts = cjson.decode(ARGV[3])
 local now_us, now_ms = clock()
 local at = tonumber(ARGV[2]) or 0
 if at <= 0 then at = now_ms end
-redis.call('SET', KEYS[10], str(math.max(at, tonumber(redis.call('GET', KEYS[10]) or '0') or 0)),
+redis.call('SET', KEYS[9], str(math.max(at, tonumber(redis.call('GET', KEYS[9]) or '0') or 0)),
            'EX', opts.dedupe_ttl_s)
 local lease = redis.call('HMGET', K.lease, 'fence', 'state', 'entry')
 local dropped = 0
 for _, e in ipairs(redis.call('ZRANGEBYSCORE', K.inbox, '-inf', str(at))) do
   if not running(e) then
     redis.call('ZREM', K.inbox, e)
-    remember(KEYS[11], e, 'removed', '', lease[1] or '', redis.call('HGET', K.tries, 'n'),
+    remember(KEYS[10], e, 'removed', '', lease[1] or '', redis.call('HGET', K.tries, 'n'),
              opts.history_cap, opts.history_ttl_ms, now_ms)
     dropped = dropped + 1
   end

@@ -1,11 +1,11 @@
 --!include chat.lua
 --!include marks.lua
 -- ingest: dedupe + admit one message, atomically.
--- KEYS: chat.lua's, then 10 the dedupe marks of the message's day (marks.lua)  11 done
---       (history.lua)  12 edit:<message_id> (the edit that came first, read only then)  13 left (when the bot was removed, evict.lua)
---       14 active (the shard's recently active chats of the app, read by catch-up: keys.py
---          active_key)  15 seen:<message_id> (a mark of the layout before marks by day)
---       16 latenote (the chat was told of its late messages within LATE_NOTE_EVERY_MS)
+-- KEYS: chat.lua's, then 9 the dedupe marks of the message's day (marks.lua)  10 done
+--       (history.lua)  11 edit:<message_id> (the edit that came first, read only then)  12 left (when the bot was removed, evict.lua)
+--       13 active (the shard's recently active chats of the app, read by catch-up: keys.py
+--          active_key)  14 seen:<message_id> (a mark of the layout before marks by day)
+--       15 latenote (the chat was told of its late messages within LATE_NOTE_EVERY_MS)
 -- ARGV: 1 message_id  2 chat_id  3 create_ms  4 command ('' for a message)  5 message json
 --       6 options (JSON): dedupe_ttl_s inbox_cap claim_ttl_ms control_cap (the control
 --         stream's) session_ttl_ms history_cap history_ttl_ms late_after_ms (0: never late)
@@ -42,48 +42,48 @@ local opts = cjson.decode(ARGV[6])
 local created = tonumber(ARGV[3]) or 0
 local now_us, now_ms = clock()
 local mark, edited = false, false
-if redis.call('HSETNX', KEYS[10], ARGV[8], '1') == 0 then
-  mark = redis.call('HGET', KEYS[10], ARGV[8])
+if redis.call('HSETNX', KEYS[9], ARGV[8], '1') == 0 then
+  mark = redis.call('HGET', KEYS[9], ARGV[8])
 else
-  keep_marks(KEYS[10], ARGV[9], opts.dedupe_ttl_s, math.floor(now_ms / 1000))
+  keep_marks(KEYS[9], ARGV[9], opts.dedupe_ttl_s, math.floor(now_ms / 1000))
   -- the version before kept a key per message (gateway/chats/upgrade.py): while it may
   -- still run, both are checked and written; after, a message older than this version
   -- may still have one
   local legacy = opts.mixed or created < (opts.legacy_before_ms or 0)
   if opts.mixed then
-    mark = redis.call('SET', KEYS[15], '1', 'NX', 'EX', opts.dedupe_ttl_s, 'GET')
+    mark = redis.call('SET', KEYS[14], '1', 'NX', 'EX', opts.dedupe_ttl_s, 'GET')
   elseif legacy then
-    mark = redis.call('GET', KEYS[15])
+    mark = redis.call('GET', KEYS[14])
   end
   if mark then
-    redis.call('HSET', KEYS[10], ARGV[8], mark)
+    redis.call('HSET', KEYS[9], ARGV[8], mark)
   elseif legacy then  -- ('edited' was no mark then: an edit that came first is in its hash)
-    edited = redis.call('HGET', KEYS[12], 'json')
+    edited = redis.call('HGET', KEYS[11], 'json')
   end
 end
 if mark then
   if mark == 'withdrawn' then return {'withdrawn'} end
   if mark ~= 'edited' then return {'duplicate'} end
-  redis.call('HSET', KEYS[10], ARGV[8], '1')
-  edited = redis.call('HGET', KEYS[12], 'json')
+  redis.call('HSET', KEYS[9], ARGV[8], '1')
+  edited = redis.call('HGET', KEYS[11], 'json')
 end
 if (opts.active_cap or 0) > 0 and ARGV[7] and ARGV[7] ~= '' then
   -- (the TTL is the longest catch-up window; the set grows only by a new chat)
-  if redis.call('ZADD', KEYS[14], str(now_ms), ARGV[7]) == 1
-     and redis.call('ZCARD', KEYS[14]) > opts.active_cap + 64 then  -- trimmed in batches
-    redis.call('ZREMRANGEBYRANK', KEYS[14], 0, -(opts.active_cap + 1))
+  if redis.call('ZADD', KEYS[13], str(now_ms), ARGV[7]) == 1
+     and redis.call('ZCARD', KEYS[13]) > opts.active_cap + 64 then  -- trimmed in batches
+    redis.call('ZREMRANGEBYRANK', KEYS[13], 0, -(opts.active_cap + 1))
   end
-  redis.call('PEXPIRE', KEYS[14], 86400000)
+  redis.call('PEXPIRE', KEYS[13], 86400000)
 end
 local late_after = opts.late_after_ms
-local left = tonumber(redis.call('GET', KEYS[13]) or '')
+local left = tonumber(redis.call('GET', KEYS[12]) or '')
 if left and created > 0 and created <= left then return {'left'} end
 local stored = ARGV[5]
 if edited and edited ~= '' then stored = keep_caught_up(edited, opts.caught_up) end
 local stale_command = opts.caught_up and ARGV[4] ~= ''
 if stale_command or (late_after > 0 and created > 0 and now_ms - created > late_after) then
   if opts.late_events ~= 'drop'
-     and redis.call('SET', KEYS[16], '1', 'NX', 'PX', LATE_NOTE_EVERY_MS) then
+     and redis.call('SET', KEYS[15], '1', 'NX', 'PX', LATE_NOTE_EVERY_MS) then
     redis.call('XADD', K.control, 'MAXLEN', '~', opts.control_cap, '*', 'kind', 'late', 'chat',
                ARGV[2], 'message', ARGV[5])
   end
@@ -139,6 +139,6 @@ if lease[1] then  -- (a lease always has its sweeper deadline)
   return {'queued', waiting}
 end
 local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, false, nil,
-                {KEYS[11], opts.history_cap, opts.history_ttl_ms}, {busy = busy})
+                {KEYS[10], opts.history_cap, opts.history_ttl_ms}, {busy = busy})
 mark_busy()
 return {'claimed', waiting, c[1], c[2]}

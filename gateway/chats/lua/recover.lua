@@ -1,6 +1,6 @@
 --!include chat.lua
 -- recover: the sweeper looks at a chat whose deadline passed.
--- KEYS: chat.lua's, then 10 done (history.lua)
+-- KEYS: chat.lua's, then 9 done (history.lua)
 -- ARGV: 1 chat_id
 --       2 may_requeue ('1': nothing waits in the broker's turns queue, so a queued turn that
 --         was not picked up is not there; '0': a backlog, the turn may still wait in it)
@@ -58,6 +58,6 @@ end
 -- The lease is gone: its holder died, or a stopped turn's lease ran out (then `claim` drops
 -- its message: the flag outlives the lease).
 local c = claim(ARGV[1], now_us, now_ms, opts.claim_ttl_ms, false, nil,
-                {KEYS[10], opts.history_cap, opts.history_ttl_ms})
+                {KEYS[9], opts.history_cap, opts.history_ttl_ms})
 if not c then return {'empty'} end
 return {'claimed', c[1], c[2]}

@@ -7,32 +7,32 @@
 -- the message as edited. Only a newer edit (by
 -- Feishu's update_time) replaces an older one, so a redelivered or late edit changes
 -- nothing.
--- KEYS: chat.lua's, then 10 edit:<message_id>  11 seen:<message_id> (a mark of the layout
---       before marks by day)  12... the dedupe marks the message's may be in: its day's, or
+-- KEYS: chat.lua's, then 9 edit:<message_id>  10 seen:<message_id> (a mark of the layout
+--       before marks by day)  11... the dedupe marks the message's may be in: its day's, or
 --       (an edit without its message's create time) every day's that may still be kept
 -- ARGV: 1 message_id  2 update_ms  3 the edited message json  4 dedupe_ttl_s
 --       5 the message's field in its marks  6 JSON: when each of those marks expires
 -- → {'revised'} | {'kept'} (before its message) | {'started'} (it runs or ran: unchanged)
 --   | {'answered'} (it waits no more) | {'older'} (a newer edit was applied already)
 local at = tonumber(ARGV[2]) or 0
-local prior = tonumber(redis.call('HGET', KEYS[10], 'at') or '')
+local prior = tonumber(redis.call('HGET', KEYS[9], 'at') or '')
 if prior and prior >= at then return {'older'} end
 local function record(json)
-  redis.call('HSET', KEYS[10], 'at', str(at), 'json', json)
-  redis.call('EXPIRE', KEYS[10], ARGV[4])
+  redis.call('HSET', KEYS[9], 'at', str(at), 'json', json)
+  redis.call('EXPIRE', KEYS[9], ARGV[4])
 end
 local found = find_entry(ARGV[1])
 if not found then
   local expiries = cjson.decode(ARGV[6])
-  local mark = redis.call('GET', KEYS[11])
+  local mark = redis.call('GET', KEYS[10])
   for n = 1, #expiries do
-    mark = mark or redis.call('HGET', KEYS[11 + n], ARGV[5])
+    mark = mark or redis.call('HGET', KEYS[10 + n], ARGV[5])
   end
   if mark and mark ~= 'edited' then return {'answered'} end
   record(ARGV[3])
   local _, now_ms = clock()
   for n, expire_at in ipairs(expiries) do
-    set_mark(KEYS[11 + n], ARGV[5], 'edited', expire_at, ARGV[4], math.floor(now_ms / 1000))
+    set_mark(KEYS[10 + n], ARGV[5], 'edited', expire_at, ARGV[4], math.floor(now_ms / 1000))
   end
   return {'kept'}
 end

@@ -2,7 +2,7 @@
 -- stopclick: a Stop button clicked on the card streaming the answer of the turn of message
 -- ARGV[2]: a stop job for the control desk, which ends the turn as /stop does (the same
 -- cancel step, debounce and records), in one step with the click's dedupe.
--- KEYS: chat.lua's, then 10 click:<token> (a click Feishu delivers again counts once)
+-- KEYS: chat.lua's, then 9 click:<token> (a click Feishu delivers again counts once)
 -- ARGV: 1 chat_id  2 the turn's message id (the lease's message_id)  3 the clicker's open_id
 --       4 token  5 options (JSON): dedupe_ttl_s control_cap record_ttl_ms sent_ms (when the
 --         click was made, Feishu's clock; 0: unknown, now on this server's)
@@ -13,7 +13,7 @@
 -- turn that did not start yet (merging, in its window: an interrupted turn's messages and
 -- the new one) drops what was sent up to the click, never what was sent after it.
 local opts = cjson.decode(ARGV[5])
-if not redis.call('SET', KEYS[10], '1', 'NX', 'EX', opts.dedupe_ttl_s) then
+if not redis.call('SET', KEYS[9], '1', 'NX', 'EX', opts.dedupe_ttl_s) then
   return {'duplicate'}
 end
 local lease = redis.call('HMGET', K.lease, 'fence', 'message_id')

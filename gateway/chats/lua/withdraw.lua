@@ -9,8 +9,8 @@
 -- when the message was created: the tombstone goes into the marks of every day whose marks
 -- may still be kept (the candidates: dedupe_ttl_s and two days back, a day ahead, by the
 -- writer's clock). Running it again changes nothing more.
--- KEYS: chat.lua's, then 10 seen:<message_id> (the layout before marks by day)  11 done
---       (history.lua)  12... the candidate marks (marks.lua), the last one the message's
+-- KEYS: chat.lua's, then 9 seen:<message_id> (the layout before marks by day)  10 done
+--       (history.lua)  11... the candidate marks (marks.lua), the last one the message's
 --       own (a message without a create time)
 -- ARGV: 1 message_id  2 chat_id
 --       3 options (JSON): dedupe_ttl_s claim_ttl_ms control_cap history_cap history_ttl_ms
@@ -19,10 +19,10 @@
 -- → {'unknown'} (not waiting: not admitted yet, or answered already; the tombstone is set)
 --   | drop_waiting's or stop_running's reply (drop.lua)
 local opts = cjson.decode(ARGV[3])
-redis.call('SET', KEYS[10], 'withdrawn', 'EX', opts.dedupe_ttl_s)
+redis.call('SET', KEYS[9], 'withdrawn', 'EX', opts.dedupe_ttl_s)
 local now_us, now_ms = clock()
 for n, expire_at in ipairs(cjson.decode(ARGV[5])) do
-  set_mark(KEYS[11 + n], ARGV[4], 'withdrawn', expire_at, opts.dedupe_ttl_s,
+  set_mark(KEYS[10 + n], ARGV[4], 'withdrawn', expire_at, opts.dedupe_ttl_s,
            math.floor(now_ms / 1000))
 end
 local entry = find_entry(ARGV[1])
@@ -33,9 +33,9 @@ if held and running(held[1]) then
   -- one message of a running merged turn: the turn stops, the next answers the others;
   -- once the turn's answer is written (being sent) it is not unsaid: the turn ends as is
   redis.call('ZREM', K.inbox, entry)
-  remember(KEYS[11], entry, 'withdrawn', '', redis.call('HGET', K.lease, 'fence') or '',
+  remember(KEYS[10], entry, 'withdrawn', '', redis.call('HGET', K.lease, 'fence') or '',
            redis.call('HGET', K.tries, 'n'), opts.history_cap, opts.history_ttl_ms, now_ms)
   if (redis.call('HGET', K.tries, 'aid') or '') ~= '' then return {'dropped'} end
   return stop_running(ARGV[2], 'withdrawn', opts, true)
 end
-return drop_waiting(ARGV[2], entry, 'withdrawn', opts, KEYS[11], now_us, now_ms, held)
+return drop_waiting(ARGV[2], entry, 'withdrawn', opts, KEYS[10], now_us, now_ms, held)

@@ -20,12 +20,11 @@
 --              (the flag of a running turn that was asked to stop, and why: stopped,
 --              withdrawn, removed); keep ('1': an interrupt stopped it, its messages go
 --              into the next turn)
---   6 answer   (older versions kept the answer here; only deleted now)
---   7 gen      string: the session generation (/new)
---   8 index    zset gw:chats: chat -> when (server ms) the sweeper should look at it next
---   9 control  stream gw:control: commands and notices for the listeners' control desks
+--   6 gen      string: the session generation (/new)
+--   7 index    zset gw:chats: chat -> when (server ms) the sweeper should look at it next
+--   8 control  stream gw:control: commands and notices for the listeners' control desks
 local K = {lease = KEYS[1], inbox = KEYS[2], fence = KEYS[3], tries = KEYS[4], stop = KEYS[5],
-           answer = KEYS[6], gen = KEYS[7], index = KEYS[8], control = KEYS[9]}
+           gen = KEYS[6], index = KEYS[7], control = KEYS[8]}
 local KEEP_MS = 86400000  -- fence and tries outlive any lease by this much
 
 -- The last fence issued for the chat (0 if none is remembered). `known`: tries' `fence` as
@@ -174,7 +173,7 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history, known)
   if fresh then first = redis.call('ZRANGE', K.inbox, 0, 0)[1] end
   if not first then
     redis.call('SET', K.fence, str(fence_now()), 'PX', KEEP_MS)
-    redis.call('DEL', K.lease, K.answer, K.tries)
+    redis.call('DEL', K.lease, K.tries)
     redis.call('ZREM', K.index, chat)
     return nil
   end
