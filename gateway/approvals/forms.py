@@ -13,7 +13,7 @@ from datetime import date
 from typing import Any
 
 from gateway.core.model import FIELD_KINDS, FormField, FormValue
-from gateway.feishu.inbound.events import clean_text
+from gateway.feishu.inbound.fields import clean_text
 
 FORM_KEY = "form"
 """The `key` a form's request is stored under (approvals' ask.lua): never remembered."""

@@ -15,13 +15,9 @@ from gateway.approvals.book import ApprovalBook, Request
 from gateway.approvals.forms import check_submit, read_spec, resolved_form_card
 from gateway.approvals.policy import may_decide
 from gateway.core.logs import shown
-from gateway.feishu.inbound.events import clean_text, text_field
+from gateway.feishu.inbound.fields import clean_text, mapping, text_field
 
 logger = logging.getLogger(__name__)
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _toast(kind: str, text: str) -> dict[str, Any]:
@@ -45,18 +41,18 @@ class FormSubmits:
     def on_click(self, app_id: str, payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """A `card.action.trigger` event → the callback's answer (None: not a form's
         submit)."""
-        event = _mapping(payload.get("event"))
-        action = _mapping(event.get("action"))
-        value = _mapping(action.get("value"))
+        event = mapping(payload.get("event"))
+        action = mapping(event.get("action"))
+        value = mapping(action.get("value"))
         request_id = value.get("form_request")
         if not isinstance(request_id, str):
             return None
         request_id = clean_text(request_id)
-        clicker = text_field(_mapping(event.get("operator")).get("open_id"))
+        clicker = text_field(mapping(event.get("operator")).get("open_id"))
         bound_to = text_field(value.get("chat_id"))
-        chat_id = text_field(_mapping(event.get("context")).get("open_chat_id")) or bound_to
+        chat_id = text_field(mapping(event.get("context")).get("open_chat_id")) or bound_to
         state = self.book.keyspace.scope.of(chat_id, app_id, text_field(value.get("thread_id")))
-        token = text_field(event.get("token") or _mapping(payload.get("header")).get("event_id"))
+        token = text_field(event.get("token") or mapping(payload.get("header")).get("event_id"))
         request = self.book.get(state, request_id) if chat_id else None
         if request is None or not request.is_form or (bound_to and bound_to != chat_id):
             logger.warning("form submit by %s on unknown form %s (chat %s)", shown(clicker),

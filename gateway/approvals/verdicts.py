@@ -14,17 +14,13 @@ from gateway.approvals.card import resolved_card
 from gateway.approvals.policy import DONE_LABELS, may_decide, parse_decision
 from gateway.core.logs import shown
 from gateway.core.model import Message
-from gateway.feishu.inbound.events import clean_text, text_field
+from gateway.feishu.inbound.fields import clean_text, mapping, text_field
 
 logger = logging.getLogger(__name__)
 
 
 def _toast(kind: str, text: str) -> dict[str, Any]:
     return {"type": kind, "content": text}
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 class Verdicts:
@@ -40,20 +36,20 @@ class Verdicts:
 
     def on_click(self, app_id: str, payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """A `card.action.trigger` event → the callback's answer (None: not our card)."""
-        event = _mapping(payload.get("event"))
-        value = _mapping(_mapping(event.get("action")).get("value"))
+        event = mapping(payload.get("event"))
+        value = mapping(mapping(event.get("action")).get("value"))
         request_id, decision = value.get("request_id"), parse_decision(value.get("decision"))
         if not isinstance(request_id, str) or decision is None:
             logger.info("card click ignored: not an approval button")
             return None
         request_id = clean_text(request_id)  # (what Redis cannot carry is no id of ours)
-        clicker = text_field(_mapping(event.get("operator")).get("open_id"))
-        context = _mapping(event.get("context"))
+        clicker = text_field(mapping(event.get("operator")).get("open_id"))
+        context = mapping(event.get("context"))
         bound_to = text_field(value.get("chat_id"))
         chat_id = text_field(context.get("open_chat_id")) or bound_to
         state = self.book.keyspace.scope.of(  # the clicked bot's requests (in its topic)
             chat_id, app_id, text_field(value.get("thread_id")))
-        token = text_field(event.get("token") or _mapping(payload.get("header")).get("event_id"))
+        token = text_field(event.get("token") or mapping(payload.get("header")).get("event_id"))
         request = self.book.get(state, request_id) if chat_id else None
         if request is None or request.is_form or (bound_to and bound_to != chat_id):
             logger.warning("card click by %s on unknown approval %s (chat %s)", shown(clicker),

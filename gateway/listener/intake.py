@@ -24,22 +24,16 @@ from gateway.chats.inbox import Entry
 from gateway.chats.model import Admission, NotDurable, TurnRef
 from gateway.chats.store import ChatStore
 from gateway.core import metrics
-from gateway.core.errors import MalformedEvent, RetryableError, TakeLater
+from gateway.core.errors import RetryableError, TakeLater
 from gateway.core.logs import shown, turn_context
 from gateway.core.model import Message
 from gateway.core.rules import Rules
 from gateway.feishu.gate import answer_or_error
-from gateway.feishu.inbound.admission import Arrival, admit
 from gateway.feishu.inbound.changes import CHANGES
-from gateway.feishu.inbound.events import (
-    arrival_of,
-    chat_of,
-    decode_event,
-    parse_command,
-    parse_message,
-)
+from gateway.feishu.inbound.events import chat_of, decode_event, parse_command
 from gateway.feishu.inbound.menu import MENU_EVENT
 from gateway.feishu.inbound.reactions import REACTION_EVENTS
+from gateway.feishu.inbound.read import MALFORMED, UNJUDGED, Refusal, read
 from gateway.listener.batch import Batch, Outcome, redis_failure
 from gateway.listener.changes import ChatChanges
 from gateway.listener.feedback import ReactionIntake
@@ -277,24 +271,19 @@ class Intake:
         """The message to ingest (tagged with its app), or what happened to it instead
         (refused, malformed); NotYetJudged while the bot's identity is unknown."""
         event_id = shown((payload.get("header") or {}).get("event_id", "?"))  # for logs
-        bot_open_id = self.bot_open_ids.get(app_id, "")
-        arrival = arrival_of(payload)
-        verdict = admit(arrival, self.rules, bot_open_id)
-        if verdict.code == "identity-unknown":
-            raise NotYetJudged(f"event {event_id} in chat {shown(arrival.chat_id or '?')} "
-                               f"waits: {shown(verdict.reason)}")
-        if not verdict.admitted:
-            metrics.refused(verdict.code or "other")
-            return self._refused(payload, event_id, arrival, verdict.reason, verdict.tell,
-                                 bot_open_id, app_id)
-        try:
-            message = parse_message(payload, bot_open_id=bot_open_id,
-                                    max_text_chars=self.max_text_chars)
-        except MalformedEvent as error:
-            logger.warning("event %s dropped: %s", event_id, error)
+        reading = read(payload, self.rules, self.bot_open_ids.get(app_id, ""),
+                       max_text_chars=self.max_text_chars)
+        if isinstance(reading, Message):
+            message = self._tag(reading, app_id)
+            return replace(message, caught_up=True) if caught_up else message
+        if reading.code == UNJUDGED:
+            raise NotYetJudged(f"event {event_id} in chat {shown(reading.arrival.chat_id or '?')}"
+                               f" waits: {shown(reading.reason)}")
+        if reading.code == MALFORMED:
+            logger.warning("event %s dropped: %s", event_id, reading.reason)
             return "malformed"
-        message = self._tag(message, app_id)
-        return replace(message, caught_up=True) if caught_up else message
+        metrics.refused(reading.code)
+        return self._refused(event_id, reading, app_id)
 
     def _tag(self, message: Message, app_id: str) -> Message:
         """The message tagged with the app it came to, when a worker needs to know it."""
@@ -349,23 +338,19 @@ class Intake:
             self._publish(admission.claimed)
         return admission.outcome
 
-    def _refused(self, payload: Mapping[str, Any], event_id: str, arrival: Arrival,
-                 reason: str, tell: bool, bot_open_id: str, app_id: str) -> str:
+    def _refused(self, event_id: str, refusal: Refusal, app_id: str) -> str:
         """One line (DEBUG for group chatter that did not address the bot, INFO else);
         a refused person in a DM is told so, at most once per `refusal_notice_every_s`."""
+        arrival, reason = refusal.arrival, refusal.reason
         level = logging.DEBUG if "without an @mention" in reason or arrival.sender_type != \
             "user" else logging.INFO
         logger.log(level, "event %s in chat %s from %s refused: %s", event_id,
                    shown(arrival.chat_id or "?"), shown(arrival.sender_open_id or "?"),
                    shown(reason, max_chars=200))
-        if tell and self.refusal_notice_every_s > 0:
-            try:
-                message = parse_message(payload, bot_open_id=bot_open_id,
-                                        max_text_chars=self.max_text_chars)
-            except MalformedEvent:
-                return "refused"
+        if refusal.tell and refusal.message is not None and self.refusal_notice_every_s > 0:
             # told by the bot it was sent to, once per that bot's state of the chat
-            self._store.refuse(self._tag(message, app_id), reason, self.refusal_notice_every_s)
+            self._store.refuse(self._tag(refusal.message, app_id), reason,
+                               self.refusal_notice_every_s)
         return "refused"
 
     def _publish(self, turn: TurnRef) -> None:

@@ -20,14 +20,10 @@ from gateway.approvals.policy import may_decide
 from gateway.chats.scope import chat_of
 from gateway.chats.store import ChatStore
 from gateway.core.logs import shown
-from gateway.feishu.inbound.events import text_field
+from gateway.feishu.inbound.fields import mapping, text_field
 from gateway.feishu.outbound.stream_card import STOP_ACTION
 
 logger = logging.getLogger(__name__)
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _when(header: Mapping[str, Any]) -> int:
@@ -50,19 +46,19 @@ class StopButton:
 
     def on_click(self, app_id: str, payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """A `card.action.trigger` event → the callback's answer (None: not a Stop button)."""
-        event = _mapping(payload.get("event"))
-        value = _mapping(_mapping(event.get("action")).get("value"))
+        event = mapping(payload.get("event"))
+        value = mapping(mapping(event.get("action")).get("value"))
         if value.get("action") != STOP_ACTION:
             return None
         chat, turn = text_field(value.get("chat")), text_field(value.get("turn"))
         requester = text_field(value.get("requester"))
         chat_type = text_field(value.get("chat_type"))
-        clicker = text_field(_mapping(event.get("operator")).get("open_id"))
-        token = text_field(event.get("token") or _mapping(payload.get("header")).get("event_id"))
+        clicker = text_field(mapping(event.get("operator")).get("open_id"))
+        token = text_field(event.get("token") or mapping(payload.get("header")).get("event_id"))
         if not chat or not turn or not token:
             logger.warning("stop click by %s ignored: the button names no turn", shown(clicker))
             return _toast("error", "This button names no answer to stop.")
-        shown_in = text_field(_mapping(event.get("context")).get("open_chat_id"))
+        shown_in = text_field(mapping(event.get("context")).get("open_chat_id"))
         if shown_in and shown_in != chat_of(chat):  # (a state id: chat@app/topic)
             logger.warning("stop click by %s refused: a button of chat %s clicked in %s",
                            shown(clicker), shown(chat), shown(shown_in))
@@ -74,7 +70,7 @@ class StopButton:
                            "or allowed", shown(chat), shown(clicker or "?"))
             return _toast("error", "You may not stop this answer.")
         click = self._store.click_stop(chat, turn, clicker, token,
-                                       _when(_mapping(payload.get("header"))))
+                                       _when(mapping(payload.get("header"))))
         logger.info("stop click in chat %s on the turn of %s by %s: %s", shown(chat),
                     shown(turn), shown(clicker), click.outcome)
         if click.outcome == "over":

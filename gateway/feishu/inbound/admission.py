@@ -5,9 +5,12 @@ and the bot's own messages.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.core.rules import GroupRule, Rules
+from gateway.feishu.inbound.fields import mapping
 
 
 @dataclass(frozen=True)
@@ -94,3 +97,29 @@ def may_greet(rules: Rules, chat_type: str, chat_id: str, open_id: str) -> bool:
         return _dm(Arrival(chat_id, "p2p", open_id, "user"), rules,
                    open_id in rules.admins).admitted
     return (rules.groups.get(chat_id, GroupRule()).policy or rules.group_policy) != "disabled"
+
+def arrival_of(payload: Mapping[str, Any]) -> Arrival:
+    """What admission looks at, read leniently from a message event (missing parts are
+    empty: admission then refuses what it cannot tell apart)."""
+    event = mapping(payload.get("event", payload))
+    message, sender = mapping(event.get("message")), mapping(event.get("sender"))
+    sender_id = mapping(sender.get("sender_id"))
+    ids, everyone = [], False
+    for mention in _items(message.get("mentions")):
+        if not isinstance(mention, Mapping):
+            continue
+        everyone = everyone or mention.get("key") == "@_all"
+        ident = mention.get("id")
+        if isinstance(ident, Mapping) and ident.get("open_id"):
+            ids.append(str(ident["open_id"]))
+    content = message.get("content")
+    everyone = everyone or (isinstance(content, str) and "@_all" in content)
+    return Arrival(chat_id=str(message.get("chat_id") or ""),
+                   chat_type=str(message.get("chat_type") or "p2p"),
+                   sender_open_id=str(sender_id.get("open_id") or ""),
+                   sender_type=str(sender.get("sender_type") or "user"),
+                   mentioned_open_ids=tuple(ids), mentions_all=everyone)
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.core.errors import MalformedEvent
 from gateway.core.model import GREETING, Message
-from gateway.feishu.inbound.events import clean_text, parse_message, usable_id
+from gateway.feishu.inbound.events import parse_message
+from gateway.feishu.inbound.fields import clean_text, required_id, required_mapping
 
 RECALLED = "im.message.recalled_v1"
 UPDATED = "im.message.updated_v1"
@@ -42,19 +42,6 @@ class ChatEvent:
     """A direct chat opened: the last message in it ('' when there is none: a first visit)."""
 
 
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise MalformedEvent(f"event without an object at {where}")
-    return value
-
-
-def _id(obj: Mapping[str, Any], key: str, where: str) -> str:
-    value = obj.get(key)
-    if not usable_id(value):
-        raise MalformedEvent(f"event without a usable {where}.{key}")
-    return str(value)
-
-
 def _ms(value: Any) -> int:
     try:
         return max(int(value or 0), 0)
@@ -65,14 +52,15 @@ def _ms(value: Any) -> int:
 def parse_chat_event(payload: Mapping[str, Any]) -> ChatEvent:
     """A recall or a membership event; MalformedEvent when it names no chat (or, for a
     recall, no message)."""
-    header = _mapping(payload.get("header"), "header")
-    event = _mapping(payload.get("event"), "event")
+    header = required_mapping(payload.get("header"), "header")
+    event = required_mapping(payload.get("event"), "event")
     operator = event.get("operator_id")
     open_id = operator.get("open_id") if isinstance(operator, Mapping) else None
     recalled = header.get("event_type") == RECALLED
     return ChatEvent(
-        event_id=_id(header, "event_id", "header"), chat_id=_id(event, "chat_id", "event"),
-        message_id=_id(event, "message_id", "event") if recalled else "",
+        event_id=required_id(header, "event_id", "header"),
+        chat_id=required_id(event, "chat_id", "event"),
+        message_id=required_id(event, "message_id", "event") if recalled else "",
         operator_open_id=clean_text(open_id) if isinstance(open_id, str) else "",
         at_ms=_ms(event.get("recall_time") if recalled else header.get("create_time")),
         last_message_id=str(event.get("last_message_id") or ""))
@@ -81,8 +69,8 @@ def parse_chat_event(payload: Mapping[str, Any]) -> ChatEvent:
 def parse_edit(payload: Mapping[str, Any], *, bot_open_id: str = "",
                max_text_chars: int = 16_000) -> tuple[Message, int]:
     """An edit: the message as it reads now, and its update_time (ms)."""
-    event = _mapping(payload.get("event"), "event")
-    message = _mapping(event.get("message"), "event.message")
+    event = required_mapping(payload.get("event"), "event")
+    message = required_mapping(event.get("message"), "event.message")
     edited = parse_message(payload, bot_open_id=bot_open_id, max_text_chars=max_text_chars)
     return edited, _ms(message.get("update_time"))
 

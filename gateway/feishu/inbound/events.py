@@ -8,8 +8,13 @@ from typing import Any
 
 from gateway.core.errors import MalformedEvent
 from gateway.core.model import Attachment, Message
-from gateway.feishu.inbound.admission import Arrival
 from gateway.feishu.inbound.content import attachments_of, other_text, post_text
+from gateway.feishu.inbound.fields import (
+    clean_text,
+    required_id,
+    required_mapping,
+    text_field,
+)
 
 TRUNCATION_MARK = " …[truncated]"
 
@@ -19,41 +24,6 @@ def _field(obj: Mapping[str, Any], key: str, where: str) -> Any:
     if value is None or value == "":
         raise MalformedEvent(f"event without {where}.{key}")
     return value
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise MalformedEvent(f"event without an object at {where}")
-    return value
-
-
-def usable_id(value: object) -> bool:
-    """Whether `value` can be an id the state keys, inbox entries and log lines are made
-    of: a non-empty string, printable (no line break, no bidi control, no lone surrogate,
-    which UTF-8, so Redis, cannot carry), and no '|' (the inbox entry's separator)."""
-    return isinstance(value, str) and value.isprintable() and bool(value) and "|" not in value
-
-
-def _id(obj: Mapping[str, Any], key: str, where: str) -> str:
-    value = _field(obj, key, where)
-    if not usable_id(value):
-        raise MalformedEvent(f"event with an unusable {where}.{key} ({value!r:.40})")
-    return str(value)
-
-
-def clean_text(text: str) -> str:
-    """`text` with each lone surrogate (JSON may escape one, "\\ud800"; UTF-8, so Redis,
-    cannot carry it) as U+FFFD."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
-
-
-def text_field(value: object) -> str:
-    """An optional field of an event as text Redis can carry ("" when absent)."""
-    return clean_text(str(value or ""))
 
 
 def _list(value: Any) -> list[Any]:
@@ -121,10 +91,10 @@ def parse_message(
     payload: Mapping[str, Any], *, bot_open_id: str = "", max_text_chars: int = 16_000
 ) -> Message:
     """Normalise an `im.message.receive_v1` payload (schema 2.0, or its `event` part)."""
-    event = _mapping(payload.get("event", payload), "event")
-    message = _mapping(event.get("message"), "event.message")
-    sender = _mapping(event.get("sender"), "event.sender")
-    sender_id = _mapping(sender.get("sender_id") or {}, "event.sender.sender_id")
+    event = required_mapping(payload.get("event", payload), "event")
+    message = required_mapping(event.get("message"), "event.message")
+    sender = required_mapping(event.get("sender"), "event.sender")
+    sender_id = required_mapping(sender.get("sender_id") or {}, "event.sender.sender_id")
     message_type = str(_field(message, "message_type", "message"))
     text, attachments = message_content(message_type, _field(message, "content", "message"))
     text, mentioned = _resolve_mentions(text, _list(message.get("mentions")), bot_open_id)
@@ -138,8 +108,8 @@ def parse_message(
     except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity
         create_time_ms = 0
     return Message(
-        message_id=_id(message, "message_id", "message"),
-        chat_id=_id(message, "chat_id", "message"),
+        message_id=required_id(message, "message_id", "message"),
+        chat_id=required_id(message, "chat_id", "message"),
         chat_type=text_field(message.get("chat_type")) or "p2p",
         sender_open_id=text_field(sender_id.get("open_id")),
         message_type=clean_text(message_type),
@@ -153,33 +123,6 @@ def parse_message(
                                      clean_text(a.name), a.size, a.duration_ms)
                           for a in attachments),
     )
-
-
-def _loose(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def arrival_of(payload: Mapping[str, Any]) -> Arrival:
-    """What admission looks at, read leniently from a message event (missing parts are
-    empty: admission then refuses what it cannot tell apart)."""
-    event = _loose(payload.get("event", payload))
-    message, sender = _loose(event.get("message")), _loose(event.get("sender"))
-    sender_id = _loose(sender.get("sender_id"))
-    ids, everyone = [], False
-    for mention in _list(message.get("mentions")):
-        if not isinstance(mention, Mapping):
-            continue
-        everyone = everyone or mention.get("key") == "@_all"
-        ident = mention.get("id")
-        if isinstance(ident, Mapping) and ident.get("open_id"):
-            ids.append(str(ident["open_id"]))
-    content = message.get("content")
-    everyone = everyone or (isinstance(content, str) and "@_all" in content)
-    return Arrival(chat_id=str(message.get("chat_id") or ""),
-                   chat_type=str(message.get("chat_type") or "p2p"),
-                   sender_open_id=str(sender_id.get("open_id") or ""),
-                   sender_type=str(sender.get("sender_type") or "user"),
-                   mentioned_open_ids=tuple(ids), mentions_all=everyone)
 
 
 COMMANDS = {"/stop": "stop", "/new": "new", "/reset": "new", "/approve": "approve",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.errors import MalformedEvent
-from gateway.feishu.inbound.events import text_field, usable_id
+from gateway.feishu.inbound.fields import mapping, text_field, usable_id
 
 MENU_EVENT = "application.bot.menu_v6"
 ECHO_MARK = "☰ "
@@ -28,17 +28,13 @@ class MenuClick:
     at_ms: int
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def parse_menu_click(payload: Mapping[str, Any]) -> MenuClick:
     """A menu event (schema 2.0); MalformedEvent when it names no key or person."""
-    event = _mapping(payload.get("event"))
+    event = mapping(payload.get("event"))
     key = event.get("event_key")
     if not usable_id(key):
         raise MalformedEvent(f"menu event without a usable event_key ({key!r:.40})")
-    open_id = _mapping(_mapping(event.get("operator")).get("operator_id")).get("open_id")
+    open_id = mapping(mapping(event.get("operator")).get("operator_id")).get("open_id")
     if not usable_id(open_id):
         raise MalformedEvent("menu event without the operator's open_id")
     try:
@@ -46,7 +42,7 @@ def parse_menu_click(payload: Mapping[str, Any]) -> MenuClick:
     except (TypeError, ValueError, OverflowError):
         at = 0
     at_ms = at * 1000 if 0 < at < 10**11 else at  # (seconds or milliseconds)
-    return MenuClick(text_field(_mapping(payload.get("header")).get("event_id")), str(key),
+    return MenuClick(text_field(mapping(payload.get("header")).get("event_id")), str(key),
                      str(open_id), max(at_ms, 0))
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.errors import MalformedEvent
-from gateway.feishu.inbound.events import text_field, usable_id
+from gateway.feishu.inbound.fields import mapping, text_field, usable_id
 
 ADDED = "im.message.reaction.created_v1"
 REMOVED = "im.message.reaction.deleted_v1"
@@ -39,10 +39,6 @@ class ReactionEvent:
     at_ms: int
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def emoji_label(emoji: str) -> str:
     """The metric label of an emoji type (bounded: see EMOJI_LABELS)."""
     return emoji if emoji in EMOJI_LABELS else "other"
@@ -50,11 +46,11 @@ def emoji_label(emoji: str) -> str:
 
 def parse_reaction(event_type: str, payload: Mapping[str, Any]) -> ReactionEvent:
     """A reaction event (schema 2.0); MalformedEvent when it names no message or emoji."""
-    event = _mapping(payload.get("event"))
+    event = mapping(payload.get("event"))
     message_id = event.get("message_id")
     if not usable_id(message_id):
         raise MalformedEvent(f"reaction event without a usable message_id ({message_id!r:.40})")
-    emoji = _mapping(event.get("reaction_type")).get("emoji_type")
+    emoji = mapping(event.get("reaction_type")).get("emoji_type")
     if not usable_id(emoji) or len(str(emoji)) > 64:
         raise MalformedEvent(f"reaction event without a usable emoji_type ({emoji!r:.40})")
     try:
@@ -62,8 +58,8 @@ def parse_reaction(event_type: str, payload: Mapping[str, Any]) -> ReactionEvent
     except (TypeError, ValueError, OverflowError):
         at_ms = 0
     by_user = event.get("operator_type", "user") == "user"
-    header = _mapping(payload.get("header"))
+    header = mapping(payload.get("header"))
     return ReactionEvent(text_field(header.get("event_id")), str(message_id), str(emoji),
                          event_type == ADDED, by_user,
-                         text_field(_mapping(event.get("user_id")).get("open_id"))
+                         text_field(mapping(event.get("user_id")).get("open_id"))
                          if by_user else "", max(at_ms, 0))

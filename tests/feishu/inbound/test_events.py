@@ -9,7 +9,8 @@ import pytest
 
 from gateway.core.errors import MalformedEvent
 from gateway.core.model import Attachment, Message, Turn
-from gateway.feishu.inbound.events import TRUNCATION_MARK, arrival_of, parse_message
+from gateway.feishu.inbound.admission import arrival_of
+from gateway.feishu.inbound.events import TRUNCATION_MARK, parse_message
 
 
 def payload(content: Any, message_type: str = "text", **message: Any) -> dict[str, Any]:

@@ -32,9 +32,9 @@ from gateway.core.errors import MalformedEvent
 from gateway.core.logs import shown
 from gateway.core.model import Message
 from gateway.core.rules import DM_POLICIES, GROUP_POLICIES, GroupRule, Rules
-from gateway.feishu.inbound.admission import Arrival, admit
+from gateway.feishu.inbound.admission import Arrival, admit, arrival_of
 from gateway.feishu.inbound.changes import CHANGES, parse_chat_event
-from gateway.feishu.inbound.events import arrival_of, message_text, parse_command, parse_message
+from gateway.feishu.inbound.events import message_text, parse_command, parse_message
 from gateway.listener.intake import CARD_EVENT, MESSAGE_EVENT, Intake
 from gateway.listener.outbox import Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis

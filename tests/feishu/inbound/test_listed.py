@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from gateway.core.rules import Rules
-from gateway.feishu.inbound.admission import admit
-from gateway.feishu.inbound.events import arrival_of, parse_message
+from gateway.feishu.inbound.admission import admit, arrival_of
+from gateway.feishu.inbound.events import parse_message
 from gateway.feishu.inbound.listed import event_of, page_of, query_window, skipped
 
 BOT = "ou_bot"
