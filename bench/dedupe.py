@@ -20,8 +20,8 @@ from typing import Any
 
 import redis
 
-from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import StoreConfig
 from gateway.core.model import Message
 
 TTL_S = 172_800

@@ -13,12 +13,12 @@ import sys
 
 from gateway.agents import load_factory
 from gateway.agents.cache import AgentCache, session_key
-from gateway.chats.model import TurnRef
+from gateway.chats.store_types import TurnRef
 from gateway.core.model import AgentContext
 from gateway.core.redis_client import redis_client
 from gateway.core.settings import load_settings
 from gateway.feishu.inbound.events import parse_command, parse_message
-from gateway.worker.handles import LockRegistry
+from gateway.worker.handles import ChatHandles
 
 MARKS = (10_000, 1_000_000)
 
@@ -42,7 +42,7 @@ def payload(n: int) -> dict[str, object]:
 
 def main(role: str) -> None:
     settings = load_settings()
-    locks = LockRegistry(settings.lock_registry_cap)
+    locks = ChatHandles(settings.lock_registry_cap)
     context = AgentContext(settings, redis_client(settings.redis_url), "bench:memory")
     agents = AgentCache(load_factory("echo"), settings.agent_cache_cap, context=context)
     out = {}

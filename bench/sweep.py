@@ -13,8 +13,8 @@ import time
 import redis
 
 from bench.stack import Stack
-from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import StoreConfig
 from gateway.core.model import Message
 from gateway.ops.processes import wait_until
 

@@ -18,9 +18,9 @@ from typing import Any
 import redis
 
 from gateway.chats.keys import Keyspace
-from gateway.chats.model import StoreConfig
 from gateway.chats.scope import ChatScope
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import StoreConfig
 from gateway.core.model import Message
 
 CHATS = 20

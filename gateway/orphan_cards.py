@@ -20,8 +20,8 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Executor
 
-from gateway.chats.model import TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import TurnRef
 from gateway.chats.streams import LiveCard, StreamCards
 from gateway.core.errors import GatewayError
 from gateway.feishu.outbound.delivery import Replies, derived_uuid, reply_uuid

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 import redis
 from kombu.exceptions import ChannelError, KombuError
 
-from gateway.chats.model import Completion, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import TurnRef
 from gateway.core.low_queue import LowQueue
 from gateway.core.model import Reaction
 from gateway.core.names import (
@@ -137,18 +137,3 @@ class Publisher:
             return False
         self._store.confirm(turn, task_id)
         return True
-
-    def finish(self, turn: TurnRef, run_next: tuple[str, str] | None = None,
-               outcome: str = "") -> Completion:
-        """End `turn` and claim the next one without publishing it: the caller publishes
-        it, or (with `run_next` = (task_id, worker)) it is started for the caller to run.
-        `outcome` goes into the chat's history."""
-        return self._store.complete(turn, run_next, outcome=outcome)
-
-    def hand_over(self, turn: TurnRef, outcome: str = "") -> Completion:
-        """End `turn` (drop its message, claim the next) and publish the next turn, if any.
-        Returns what `ChatStore.complete` did."""
-        completion = self._store.complete(turn, outcome=outcome)
-        if completion.following is not None:
-            self.publish(completion.following)
-        return completion

@@ -1,7 +1,7 @@
 """The composition root: builds the collaborators every process shares (Redis, the chat store,
 the publisher, replies, approvals, cancelling) from the settings, once. The CLI uses it as it
-is; the listener adds its own in gateway/listener/runtime.py, a worker in
-gateway/worker/runtime.py."""
+is; the listener adds its own in gateway/listener/listener_runtime.py, a worker in
+gateway/worker/worker_runtime.py."""
 
 from __future__ import annotations
 
@@ -9,16 +9,15 @@ import logging
 import os
 import socket
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Literal
 
 import redis
 
-from gateway.approvals.book import ApprovalBook
+from gateway.approvals.approval_book import ApprovalBook
 from gateway.chats.cancel import Canceller
-from gateway.chats.clients import keyspace, store_config
 from gateway.chats.store import ChatStore
+from gateway.chats.store_settings import keyspace, store_config
 from gateway.chats.streams import StreamCards
 from gateway.core.lazy import cached_property
 from gateway.core.names import TaskSender
@@ -32,23 +31,26 @@ from gateway.publisher import BROKER_ERRORS, Publisher
 
 logger = logging.getLogger(__name__)
 
-Role = Literal["worker", "listener", "cli"]
-
-
 @dataclass
 class Runtime:
+    """What every process shares; the CLI uses it as it is, the listener and the worker
+    through their subclasses (gateway/listener/listener_runtime.py,
+    gateway/worker/worker_runtime.py)."""
+
     settings: Settings
     sender: TaskSender
-    role: Role = "worker"
 
     @cached_property
     def redis(self) -> redis.Redis:
-        """Listeners and the CLI answer fast (a dead Redis means ACK 500 now, Feishu retries);
-        workers wait a little longer."""
+        """Listeners and the CLI answer fast (a dead Redis means ACK 500 now, Feishu
+        retries); a worker's waits a little longer (WorkerRuntime)."""
         s = self.settings
-        if self.role == "worker":
-            return redis_client(s.redis_url, cluster=s.redis_cluster)
         return redis_client(s.redis_url, s.redis_timeout_s, retries=0, cluster=s.redis_cluster)
+
+    def card_closer(self) -> Executor | None:
+        """Where the cards of gone turns are closed: at once here (None); the listener has a
+        thread of its own, never holding up its control desk."""
+        return None
 
     @cached_property
     def process_id(self) -> str:
@@ -99,18 +101,15 @@ class Runtime:
 
     @cached_property
     def orphan_cards(self) -> OrphanCards:
-        """Closes the cards of turns a stop found gone; in the listener on a thread of its
-        own (never holding up the control desk), elsewhere at once."""
-        executor = ThreadPoolExecutor(1, thread_name_prefix="gateway-card-closer") \
-            if self.role == "listener" else None
+        """Closes the cards of turns a stop found gone (`card_closer`)."""
         return OrphanCards(self.store, StreamCards(self.redis, keyspace(self.settings)),
-                           self.replies, executor=executor)
+                           self.replies, executor=self.card_closer())
 
     @cached_property
     def canceller(self) -> Canceller:
         s = self.settings
-        return Canceller(self.store, self.publisher.publish, self.publisher.hand_over,
-                         self.revoke, timeout_s=s.cancel_timeout_s, lease_ttl_ms=s.lease_ttl_ms,
+        return Canceller(self.store, self.publisher.publish, self.revoke,
+                         timeout_s=s.cancel_timeout_s, lease_ttl_ms=s.lease_ttl_ms,
                          debounce_s=s.stop_debounce_s, terminate=s.cancel_terminate,
                          settle=self.orphan_cards.settle)
 

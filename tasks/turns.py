@@ -10,12 +10,12 @@ from typing import Any
 from celery import Task
 from celery.signals import task_revoked
 
-from gateway.chats.model import TurnRef
+from gateway.chats.store_types import TurnRef
 from gateway.core import metrics
 from gateway.core.names import ON_REACTION, POST_MESSAGE, RELEASE_AGENT, RUN_TURN
-from gateway.worker.process import WorkerProcess
 from gateway.worker.revokes import RevokeLane
 from gateway.worker.shutdown import ShutdownNotice
+from gateway.worker.worker_process import WorkerProcess
 from tasks import app
 
 process = WorkerProcess(app).connect()
@@ -46,7 +46,7 @@ def post_message(self: Task, chat_id: str, text: str = "", *, key: str = "",
     posts once). Returns what posting did (gateway/chats/outbound.py); a message that
     cannot be sent fails the task with one clear line."""
     from gateway.chats.outbound import Outbound, post
-    from gateway.worker.media import upload_at
+    from gateway.worker.media_sender import upload_at
 
     rt = process.runtime()
     primary = rt.settings.primary_app_id
@@ -75,8 +75,8 @@ def release_agent(owner: str, token: str, cause: str, session: str = "") -> str:
 @app.task(name=ON_REACTION)
 def on_reaction(reaction: dict[str, Any]) -> str:
     """Hand a reaction on one of the bot's answers to the agent factory's `on_reaction`
-    hook, if it has one (low-priority queue; gateway/worker/reactions.py)."""
-    from gateway.worker.reactions import deliver
+    hook, if it has one (low-priority queue; gateway/worker/reaction_hook.py)."""
+    from gateway.worker.reaction_hook import deliver
 
     rt = process.runtime()
     return deliver(rt.factory, rt.agent_context, reaction)

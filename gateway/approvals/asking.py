@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import redis
 
-from gateway.approvals.book import ApprovalBook, Opened
+from gateway.approvals.approval_book import ApprovalBook, Opened
 from gateway.approvals.card import pending_card, resolved_card
 from gateway.approvals.forms import (
     FORM_KEY,

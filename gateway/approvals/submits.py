@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.approvals.book import ApprovalBook, Request
+from gateway.approvals.approval_book import ApprovalBook, Request
 from gateway.approvals.forms import check_submit, read_spec, resolved_form_card
 from gateway.approvals.policy import may_decide
 from gateway.core.logs import shown

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.approvals.book import ApprovalBook, Request
+from gateway.approvals.approval_book import ApprovalBook, Request
 from gateway.approvals.card import resolved_card
 from gateway.approvals.policy import DONE_LABELS, may_decide, parse_decision
 from gateway.core.logs import shown

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.chats.keys import Keyspace
-from gateway.chats.model import text_of
 from gateway.chats.routing import route
+from gateway.chats.store_types import text_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.chats.history import find_turn, read_history
-from gateway.chats.model import TurnRef, claimed_turn, text_of
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import TurnRef, claimed_turn, text_of
 
 RetryHow = Literal["unknown", "answered", "waiting", "full", "unreadable", "queued",
                    "claimed"]

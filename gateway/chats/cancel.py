@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.chats.model import Completion, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import TurnRef
 from gateway.core import metrics
 
 logger = logging.getLogger(__name__)
@@ -31,8 +31,6 @@ logger = logging.getLogger(__name__)
 How = Literal["nothing", "not-started", "cooperative", "timeout-fenced", "debounced"]
 Revoke = Callable[[str, bool], None]
 """revoke(task_id, terminate): Celery's revoke broadcast."""
-HandOver = Callable[[TurnRef, str], Completion]
-"""hand_over(turn, outcome): end the turn, recording `outcome` in the chat's history."""
 Settle = Callable[[str, str, int], None]
 """settle(chat_id, outcome, fence): after a stop ended the turn of `fence` in the chat
 (gateway/orphan_cards.py: the cards its gone turns left streaming are closed)."""
@@ -89,7 +87,7 @@ class CancelResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Waiting:
+class Stopping:
     """A running turn that was asked to stop: ended by `Canceller.end`."""
 
     turn: TurnRef
@@ -105,13 +103,12 @@ class Waiting:
 
 class Canceller:
     def __init__(self, store: ChatStore, publish: Callable[[TurnRef], object],
-                 hand_over: HandOver, revoke: Revoke, *, timeout_s: float, lease_ttl_ms: int,
+                 revoke: Revoke, *, timeout_s: float, lease_ttl_ms: int,
                  debounce_s: float, terminate: bool = False, poll_s: float = 0.02,
                  settle: Settle = _settled) -> None:
         self._store = store
         self._settle = settle
         self._publish = publish
-        self._hand_over = hand_over
         self._revoke = revoke
         self.timeout_s = timeout_s
         self.lease_ttl_ms = lease_ttl_ms
@@ -136,7 +133,7 @@ class Canceller:
     def begin(self, chat_id: str, command_id: str, *, new_session: bool = False,
               target: str = "*", debounce: bool = True, renewed: bool = False,
               only_queued: bool = False, sent_ms: int = 0,
-              interrupt: str = "") -> CancelResult | Waiting:
+              interrupt: str = "") -> CancelResult | Stopping:
         """The stop's first part, which never waits: the result, or the running turn that
         was flagged, to be ended with `end` once it stopped or its deadline passed (the
         control desk watches many of them at once). `renewed`: the /new's session was
@@ -173,23 +170,31 @@ class Canceller:
                 self._settle(chat_id, "stopped", step.fence)
         else:
             assert step.fence is not None
-            return Waiting(TurnRef(chat_id, "", step.fence), step.task_id, step.waiting,
+            return Stopping(TurnRef(chat_id, "", step.fence), step.task_id, step.waiting,
                            new_session, clock, clock + self.timeout_s)
         return self._result(chat_id, how, step.task_id, clock, step.waiting, new_session)
 
-    def watch(self, chat_id: str, fence: int, task_id: str, outcome: str) -> Waiting:
+    def watch(self, chat_id: str, fence: int, task_id: str, outcome: str) -> Stopping:
         """A running turn whose flag a step already raised (its message withdrawn, the bot
-        removed from its chat: gateway/chats/changes.py), to be ended with `end` like a
+        removed from its chat: gateway/chats/change_steps.py), to be ended with `end` like a
         stop's; `outcome` goes into the chat's history."""
         clock = time.monotonic()
-        return Waiting(TurnRef(chat_id, "", fence), task_id, 0, False, clock,
+        return Stopping(TurnRef(chat_id, "", fence), task_id, 0, False, clock,
                        clock + self.timeout_s, outcome)
 
-    def end(self, waiting: Waiting, *, ended: bool) -> CancelResult:
+    def _fence_off(self, turn: TurnRef, outcome: str) -> str:
+        """End the turn that did not stop in time (its message dropped, `outcome` in the
+        chat's history) and publish the next one; what `complete` did."""
+        completion = self._store.complete(turn, outcome=outcome)
+        if completion.following is not None:
+            self._publish(completion.following)
+        return completion.outcome
+
+    def end(self, waiting: Stopping, *, ended: bool) -> CancelResult:
         """The running turn's stop, finished: it ended by itself (`ended`), or the timeout
         passed and it is fenced off here (its message dropped, the next one dispatched)."""
         how: How = "cooperative"
-        if not ended and self._hand_over(waiting.turn, waiting.outcome).outcome != "stale":
+        if not ended and self._fence_off(waiting.turn, waiting.outcome) != "stale":
             how = "timeout-fenced"  # (stale: it completed by itself just as time ran out)
             if self.terminate and waiting.task_id:
                 self._revoke(waiting.task_id, True)
@@ -219,7 +224,7 @@ class Canceller:
         kind = "terminated" if terminated else "revoked"
         began = quiet.begin(chat_id, f"{kind}:{task_id}:{held}", target=held, debounce=False,
                             only_queued=not terminated)
-        if isinstance(began, Waiting):
+        if isinstance(began, Stopping):
             began = quiet.end(began, ended=False)
         if began.how == "nothing" and not terminated:
             return ("a copy of a turn that runs (or ran) was discarded; the turn goes on "

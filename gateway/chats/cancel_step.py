@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.chats.chat_scripts import ChatScripts
-from gateway.chats.model import TurnRef, claimed_turn, text_of
+from gateway.chats.store_types import TurnRef, claimed_turn, text_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from typing import Any
 import redis
 
 from gateway.chats.keys import KEYSPACE_KEY, ChatKeys, Keyspace
-from gateway.chats.model import StoreConfig, text_of
 from gateway.chats.routing import route
+from gateway.chats.store_types import StoreConfig, text_of
 from gateway.chats.upgrade import Compat, Upgrade
 from gateway.core.errors import SettingsError
 from gateway.core.scripts import pack, register

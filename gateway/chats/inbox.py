@@ -13,7 +13,7 @@ import redis
 
 from gateway.chats.chat_scripts import ChatScripts
 from gateway.chats.keys import day_of, mark_field, marks_expire_at
-from gateway.chats.model import Admission, NotDurable, TurnRef, claimed_turn, text_of
+from gateway.chats.store_types import Admission, NotDurable, TurnRef, claimed_turn, text_of
 from gateway.core.model import OUTBOUND, OUTBOUND_CARD, Message
 from gateway.core.redis_client import refused_outright
 

@@ -19,8 +19,8 @@ from typing import Any
 import redis
 
 from gateway.chats.keys import CONTROL_KEY
-from gateway.chats.model import text_of
 from gateway.chats.routing import route
+from gateway.chats.store_types import text_of
 from gateway.core.model import Message
 
 logger = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.chats.model import TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import TurnRef
 from gateway.core.errors import Refused
 from gateway.core.model import OUTBOUND, OUTBOUND_CARD, Message
 

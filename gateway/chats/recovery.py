@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from gateway.chats.chat_scripts import ChatScripts
 from gateway.chats.keys import clock_key
-from gateway.chats.model import TurnRef, claimed_turn, text_of
+from gateway.chats.store_types import TurnRef, claimed_turn, text_of
 
 Recovered = tuple[Literal["claimed", "requeue"], TurnRef]
 """A turn to publish: newly claimed, or the same one again."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.chats.chat_scripts import ChatScripts
-from gateway.chats.model import text_of
+from gateway.chats.store_types import text_of
 from gateway.core.scripts import pack
 
 RECORD_TTL_MS = 300_000

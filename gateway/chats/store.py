@@ -14,13 +14,13 @@ import time
 from typing import Any
 
 from gateway.chats.cancel_step import CancelSteps
-from gateway.chats.changes import ChangeSteps
-from gateway.chats.feedback import FeedbackSteps
+from gateway.chats.change_steps import ChangeSteps
+from gateway.chats.feedback_steps import FeedbackSteps
 from gateway.chats.inbox import InboxSteps
 from gateway.chats.keys import UNDELIVERED_KEY
-from gateway.chats.model import entry_message, entry_parts, text_of
 from gateway.chats.recovery import RecoverySteps
 from gateway.chats.stop_clicks import StopClickSteps
+from gateway.chats.store_types import entry_message, entry_parts, text_of
 from gateway.chats.turn import TurnSteps
 from gateway.core import metrics
 from gateway.core.model import Message

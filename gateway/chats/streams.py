@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import redis
 
 from gateway.chats.keys import Keyspace
-from gateway.chats.model import TurnRef, text_of
+from gateway.chats.store_types import TurnRef, text_of
 from gateway.core.model import Message
 
 TTL_S = 86_400

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Protocol
 
-from gateway.chats.model import TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import TurnRef
 from gateway.core.forks import ForkGate
 from gateway.core.loops import Periodic
 

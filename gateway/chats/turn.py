@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from gateway.chats.chat_scripts import ChatScripts
-from gateway.chats.model import (
+from gateway.chats.store_types import (
     Answer,
     Completion,
+    MergeWait,
     Started,
     TurnRef,
-    Waiting,
     claimed_turn,
     entry_message,
     entry_parts,
@@ -49,20 +49,20 @@ class TurnSteps(ChatScripts):
         may merge (busy modes merge, interrupt) use `start_or_wait`: here a wait is an
         error."""
         started = self.start_or_wait(turn, task_id, worker)
-        if isinstance(started, Waiting):
+        if isinstance(started, MergeWait):
             raise RuntimeError(f"turn of chat {turn.chat_id} waits {started.ms} ms to merge")
         return started
 
     def start_or_wait(self, turn: TurnRef, task_id: str,
-                      worker: str) -> Started | Waiting | None:
-        """`start`; under busy modes merge and interrupt, `Waiting` while the chat's newest
+                      worker: str) -> Started | MergeWait | None:
+        """`start`; under busy modes merge and interrupt, `MergeWait` while the chat's newest
         message is younger than the merge window (call again after it: nothing changed),
         then every waiting message as one turn (`Started.merged`), fixed for its re-runs."""
         reply = self._run("start", turn.chat_id, turn.fence, turn.chat_id, task_id, worker,
                           self.options("start"))
         how = text_of(reply[0])
         if how == "wait":
-            return Waiting(int(reply[1]))
+            return MergeWait(int(reply[1]))
         return None if how == "stale" else _started(reply)
 
     def mark_runner(self, chat_id: str, session: str) -> str:

@@ -6,7 +6,7 @@ oldest tasks go past RELEASE_QUEUE_CAP_MESSAGES; from the oldest end, the tasks 
 deadline (DEADLINE_HEADER) has passed go; and the list expires that long after the last
 publish, when every task in it is past its deadline (only ever lengthened: a producer with
 a longer deadline keeps its tasks). RabbitMQ enforces `expires` as the message TTL itself.
-gateway/agents/post.py says why at length.
+gateway/agents/release_post.py says why at length.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from typing import Any, Protocol
 RUN_TURN = "gateway.run_turn"
 RELEASE_AGENT = "gateway.release_agent"
 ON_REACTION = "gateway.on_reaction"
-"""A reaction on an answer, for the agent factory's hook (gateway/worker/reactions.py)."""
+"""A reaction on an answer, for the agent factory's hook (gateway/worker/reaction_hook.py)."""
 POST_MESSAGE = "gateway.post_message"
 """A message the bot starts (gateway/chats/outbound.py), for code and schedulers."""
 

@@ -22,7 +22,7 @@ from typing import Any
 import redis
 
 CONNECTIONS_KEY = "gw:connections"
-"""Each listener's long connections, by `process|app_id` (gateway/feishu/ws/listener.py)."""
+"""Each listener's long connections, by `process|app_id` (gateway/feishu/ws/connections.py)."""
 CONNECTIONS_STALE_S = 30.0
 CONNECTION_TIMES = ("since", "last_frame_at", "last_event_at")
 """The host-clock times a connection's record carries."""

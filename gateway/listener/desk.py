@@ -24,7 +24,7 @@ from functools import partial
 import redis
 
 from gateway.approvals.verdicts import Verdicts
-from gateway.chats.cancel import Canceller, Waiting
+from gateway.chats.cancel import Canceller, Stopping
 from gateway.chats.jobs import ControlJob, ControlJobs
 from gateway.chats.store import ChatStore
 from gateway.core.errors import GatewayError, RetryableError
@@ -76,7 +76,7 @@ class ControlDesk:
         self._queue: queue.SimpleQueue[tuple[ControlJob, Callable[[], bool]]] = \
             queue.SimpleQueue()
         self._in_flight: set[str] = set()
-        self._parked: dict[str, tuple[ControlJob, Waiting]] = {}
+        self._parked: dict[str, tuple[ControlJob, Stopping]] = {}
         self._idle = threading.Condition()
         self._guard = threading.Lock()
         self._stopping = threading.Event()
@@ -224,7 +224,7 @@ class ControlDesk:
             # just after another turn's /stop)
             begun = self._canceller.begin(job.chat_id, f"click:{job.task}", target=job.target,
                                           debounce=False, sent_ms=job.sent_ms)
-            return True if not isinstance(begun, Waiting) else self._park(job, begun)
+            return True if not isinstance(begun, Stopping) else self._park(job, begun)
         if job.kind == "reaction":  # (a failed read or hook task: postponed, taken again)
             if self._reactions is not None:
                 self._reactions.perform(job)
@@ -249,14 +249,14 @@ class ControlDesk:
                                           new_session=job.command == "new", target=job.target,
                                           renewed=job.renewed,
                                           sent_ms=message.create_time_ms)
-            if isinstance(begun, Waiting):
+            if isinstance(begun, Stopping):
                 return self._park(job, begun)
             self._say(message, begun.user_reply(), "command")
         elif job.kind == "interrupt":  # busy mode interrupt: stop the turn, say nothing
             begun = self._canceller.begin(job.chat_id, f"interrupt:{message.message_id}",
                                           target=job.target, debounce=False,
                                           interrupt=message.message_id)
-            if isinstance(begun, Waiting):
+            if isinstance(begun, Stopping):
                 with self._guard:
                     self._parked[job.job_id] = (job, begun)
                 return False
@@ -270,13 +270,13 @@ class ControlDesk:
             logger.error("control job %s dropped: unknown kind %r", job.job_id, job.kind)
         return True
 
-    def _park(self, job: ControlJob, waiting: Waiting) -> bool:
+    def _park(self, job: ControlJob, waiting: Stopping) -> bool:
         """Hand the stopping turn to the watcher thread; False: the job is parked."""
         with self._guard:
             self._parked[job.job_id] = (job, waiting)
         return False
 
-    def _finish(self, job: ControlJob, waiting: Waiting, ended: bool) -> bool:
+    def _finish(self, job: ControlJob, waiting: Stopping, ended: bool) -> bool:
         """A parked stop's last step: end the turn (fence it, if it did not end), reply to
         a command."""
         shown = job.kind == "command" and self._store.stop_shown(waiting.turn.chat_id,

@@ -22,7 +22,7 @@ from gateway.core import metrics
 from gateway.core.errors import MalformedEvent, RejectedError
 from gateway.core.logs import shown
 from gateway.core.model import Reaction
-from gateway.feishu.inbound.reactions import emoji_label, parse_reaction
+from gateway.feishu.inbound.reaction_events import emoji_label, parse_reaction
 from gateway.feishu.outbound.delivery import Replies
 
 logger = logging.getLogger(__name__)

@@ -21,21 +21,21 @@ from typing import Any
 import redis
 
 from gateway.chats.inbox import Entry
-from gateway.chats.model import Admission, NotDurable, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import Admission, NotDurable, TurnRef
 from gateway.core import metrics
 from gateway.core.errors import RetryableError, TakeLater
 from gateway.core.logs import shown, turn_context
 from gateway.core.model import Message
 from gateway.core.rules import Rules
 from gateway.feishu.gate import answer_or_error
-from gateway.feishu.inbound.changes import CHANGES
+from gateway.feishu.inbound.change_events import CHANGES
 from gateway.feishu.inbound.events import chat_of, decode_event, parse_command
-from gateway.feishu.inbound.menu import MENU_EVENT
-from gateway.feishu.inbound.reactions import REACTION_EVENTS
+from gateway.feishu.inbound.menu_events import MENU_EVENT
+from gateway.feishu.inbound.reaction_events import REACTION_EVENTS
 from gateway.feishu.inbound.read import MALFORMED, UNJUDGED, Refusal, read
 from gateway.listener.batch import Batch, Outcome, redis_failure
-from gateway.listener.changes import ChatChanges
+from gateway.listener.chat_changes import ChatChanges
 from gateway.listener.feedback import ReactionIntake
 from gateway.listener.menu import MenuIntake
 from gateway.listener.outbox import Coalescing, Outbox

@@ -21,7 +21,7 @@ from gateway.chats.jobs import ControlJob
 from gateway.chats.store import ChatStore
 from gateway.core.errors import MalformedEvent, RejectedError
 from gateway.core.logs import shown
-from gateway.feishu.inbound.menu import ECHO_MARK, menu_message_event, parse_menu_click
+from gateway.feishu.inbound.menu_events import ECHO_MARK, menu_message_event, parse_menu_click
 from gateway.feishu.outbound.delivery import Replies, reply_uuid
 
 logger = logging.getLogger(__name__)

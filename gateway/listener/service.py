@@ -16,10 +16,10 @@ from gateway.core.settings import Settings
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.feishu.webhook.server import WebhookServer
 from gateway.feishu.ws.connection import ConnectionStatus
-from gateway.feishu.ws.listener import Listener, StatusBoard
-from gateway.listener.catchup.runner import CatchUpRunner
+from gateway.feishu.ws.connections import Connections, StatusBoard
+from gateway.listener.catchup.catchup_runner import CatchUpRunner
 from gateway.listener.ingress import Ingress, webhook_server, webhook_url
-from gateway.listener.runtime import ListenerRuntime
+from gateway.listener.listener_runtime import ListenerRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -71,12 +71,12 @@ class ListenerService:
         self.catchup: CatchUpRunner | None = None
         self.clock = RedisClock(rt.redis) if webhook else None
         intake = rt.intake
-        self.listener: Ingress = (
+        self.ingress: Ingress = (
             webhook_server(settings, intake, self.clock.now_s) if self.clock
-            else Listener(settings, intake.on_frame, on_change=self._changed,
+            else Connections(settings, intake.on_frame, on_change=self._changed,
                           batch_handler=intake.on_frames, kept=intake.refused.count,
                           dropped=intake.refused.left_to_feishu))
-        self.board = StatusBoard(rt.redis, rt.process_id, self.listener.statuses)
+        self.board = StatusBoard(rt.redis, rt.process_id, self.ingress.statuses)
         if settings.catchup_max_chats > 0 and not webhook:
             self.catchup = rt.catchup(self._connected_apps)
         self.identity = Periodic("gateway-bot-identity", self._learn_identity,
@@ -104,10 +104,10 @@ class ListenerService:
             self.board.start()
         if self.catchup is not None:
             self.catchup.start()
-        self.listener.start()
+        self.ingress.start()
         apps = ", ".join(app_id for app_id, _ in self.settings.apps)
-        if isinstance(self.listener, WebhookServer):
-            logger.info("listening to %s (webhook mode, app %s)", webhook_url(self.listener),
+        if isinstance(self.ingress, WebhookServer):
+            logger.info("listening to %s (webhook mode, app %s)", webhook_url(self.ingress),
                         apps)
         else:
             logger.info("listening to %s (app %s)", self.settings.feishu_domain, apps)
@@ -130,7 +130,7 @@ class ListenerService:
     def _know(self, app_id: str, open_id: str) -> None:
         """The bot identity of `app_id` ('' while unknown), for admission and the status."""
         self.runtime.intake.bot_open_ids[app_id] = open_id
-        for status in self.listener.statuses():
+        for status in self.ingress.statuses():
             if status.app_id == app_id:
                 status.identity_known = bool(open_id)
                 self._changed(status)
@@ -160,14 +160,14 @@ class ListenerService:
         FEISHU_INGEST_LATER_CAP). A listener that cannot is no listener: once Feishu gave up
         delivering what it could not take, the gap is read back."""
         refused = self.runtime.intake.refused
-        return [s.app_id for s in self.listener.statuses()
+        return [s.app_id for s in self.ingress.statuses()
                 if s.state == "connected" and s.identity_known
                 and not refused.dropping(s.app_id, DROPPING_S)]
 
     def stop(self) -> None:
         """Close the connections first (no new events), take the events kept to take
         later (one last step), then drain the outbox and the desk."""
-        self.listener.stop()
+        self.ingress.stop()
         self._take_kept()
         if self.catchup is not None:
             self.catchup.stop()

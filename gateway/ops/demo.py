@@ -207,8 +207,8 @@ def run_demo(chat_id: str, lines: TextIO = sys.stdin, out: TextIO = sys.stdout, 
 
 def _chat(sim: Simulator, chat_id: str, lines: TextIO, out: TextIO, settings: Settings,
           redis_url: str) -> None:
-    from gateway.chats.clients import keyspace
     from gateway.chats.history import find_turn, read_history
+    from gateway.chats.store_settings import keyspace
     from gateway.core.redis_client import redis_client
 
     client = redis_client(redis_url)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from gateway.chats.model import TurnRef
+from gateway.chats.store_types import TurnRef
 
 TIME_LIMIT = "ran past the time limit"
 SHUTDOWN = "its worker is shutting down"
@@ -66,7 +66,7 @@ class ChatLock:
         return bool(self.turns)
 
 
-class LockRegistry:
+class ChatHandles:
     def __init__(self, cap: int) -> None:
         if cap < 1:
             raise ValueError("cap must be at least 1")

@@ -18,7 +18,7 @@ import redis
 
 from gateway.chats.store import ChatStore
 from gateway.core.loops import Periodic
-from gateway.worker.handles import SHUTDOWN, TIME_LIMIT, LockRegistry
+from gateway.worker.handles import SHUTDOWN, TIME_LIMIT, ChatHandles
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ _REASONS = {"lost": "lost its lease", "stopped": "was cancelled"}
 
 
 class Heartbeater:
-    def __init__(self, store: ChatStore, registry: LockRegistry, *, poll_s: float,
+    def __init__(self, store: ChatStore, registry: ChatHandles, *, poll_s: float,
                  time_limit_s: float, extend_every_s: float = 0.0) -> None:
         self._store = store
         self._registry = registry

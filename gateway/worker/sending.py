@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.chats.model import Answer, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import Answer, TurnRef
 from gateway.chats.streams import StreamCards
 from gateway.core.errors import GatewayError
 from gateway.core.media import parse_media_piece
@@ -30,7 +30,7 @@ from gateway.feishu.outbound.delivery import Abandoned, Leaving, Replies, reply_
 from gateway.feishu.outbound.openapi import BOT_NOT_IN_CHAT
 from gateway.feishu.outbound.stream_card import INTERRUPTED_MARK, stop_value, stopped_mark
 from gateway.worker.handles import SHUTDOWN, TurnHandle
-from gateway.worker.media import content_of
+from gateway.worker.media_sender import content_of
 from gateway.worker.streaming import FAILED_MARK, Stream
 from gateway.worker.surfaces import CardSurface, EditedMessage, Surface
 

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import redis
 
-from gateway.chats.model import TurnRef
+from gateway.chats.store_types import TurnRef
 from gateway.chats.streams import LiveCard, StreamCards
 from gateway.core.errors import GatewayError, Yielded
 from gateway.core.model import Message

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import redis
 
+from gateway.approvals.approval_book import ApprovalBook, Opened
 from gateway.approvals.asking import request_id_of
-from gateway.approvals.book import ApprovalBook, Opened
 from gateway.approvals.card import pending_card
 from gateway.approvals.policy import DECISIONS, may_decide
 from gateway.approvals.verdicts import Verdicts

@@ -14,9 +14,9 @@ from typing import Any
 
 import redis
 
-from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
+from gateway.agents.release_post import RELEASE_QUEUE_CAP_MESSAGES
 from gateway.core.names import RELEASE_QUEUE
-from gateway.listener.catchup.book import job_key
+from gateway.listener.catchup.catchup_book import job_key
 from gateway.simulator import SendFaults, SentMessage
 from gateway.worker.sending import LATE_ANSWER_NOTE
 from tests.support.agents import events_key

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES
-from gateway.listener.catchup.book import job_key
+from gateway.agents.release_post import RELEASE_QUEUE_CAP_MESSAGES
+from gateway.listener.catchup.catchup_book import job_key
 from gateway.ops.processes import wait_until
 from gateway.simulator.config import FEISHU_REDELIVERY_S
 from tests.chaos import pressure

@@ -10,10 +10,10 @@ import pytest
 import redis
 
 from gateway.chats import admin
-from gateway.chats.cancel import Canceller, CancelResult, How, Waiting
+from gateway.chats.cancel import Canceller, CancelResult, How, Stopping
 from gateway.chats.history import read_history
-from gateway.chats.model import Completion, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import TurnRef
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from tests.support.rig import client_of
@@ -190,7 +190,7 @@ def test_a_stop_before_the_start_lets_the_chat_go_on_even_when_the_revoke_fails(
     def broker_down(task_id: str, terminate: bool) -> None:
         raise ConnectionError("broker down")
 
-    canceller = Canceller(store, published.append, lambda t, o: Completion("idle"), broker_down,
+    canceller = Canceller(store, published.append, broker_down,
                           timeout_s=1, lease_ttl_ms=5000, debounce_s=0)
     with pytest.raises(ConnectionError):
         canceller.cancel(chat_id, "cmd-1")
@@ -201,13 +201,13 @@ def test_a_stop_debounced_while_another_turn_runs_says_how_to_stop_that_one(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     first_turn(store, chat_id, 3)
-    canceller = Canceller(store, lambda t: None, lambda t, o: Completion("idle"), lambda t, k: None,
-                          timeout_s=1, lease_ttl_ms=5000, debounce_s=5)
+    canceller = Canceller(store, lambda t: None, lambda t, k: None, timeout_s=1,
+                          lease_ttl_ms=5000, debounce_s=5)
     stopped = canceller.begin(chat_id, "cmd-1")  # om_1's turn had not started: om_2's claimed
-    assert not isinstance(stopped, Waiting) and stopped.how == "not-started"
+    assert not isinstance(stopped, Stopping) and stopped.how == "not-started"
     assert store.lease(chat_id)["entry"].split("|")[1] == "om_2"
     debounced = canceller.begin(chat_id, "cmd-2")
-    assert not isinstance(debounced, Waiting) and debounced.how == "debounced"
+    assert not isinstance(debounced, Stopping) and debounced.how == "debounced"
     assert debounced.user_reply() == (
         "The previous turn was just stopped; send /stop again in 5 s to stop the one now "
         "running. 1 waiting message(s) will be answered next.")
@@ -219,11 +219,11 @@ def test_a_stop_debounced_while_the_stopped_turn_ends_says_already_stopped(
     store = store_for(redis_client)
     turn = first_turn(store, chat_id, 2)
     assert store.start(turn, "task-1", "w") is not None
-    canceller = Canceller(store, lambda t: None, lambda t, o: Completion("idle"), lambda t, k: None,
-                          timeout_s=1, lease_ttl_ms=5000, debounce_s=5)
-    assert isinstance(canceller.begin(chat_id, "cmd-1"), Waiting)  # flagged, still running
+    canceller = Canceller(store, lambda t: None, lambda t, k: None, timeout_s=1,
+                          lease_ttl_ms=5000, debounce_s=5)
+    assert isinstance(canceller.begin(chat_id, "cmd-1"), Stopping)  # flagged, still running
     debounced = canceller.begin(chat_id, "cmd-2")
-    assert not isinstance(debounced, Waiting)
+    assert not isinstance(debounced, Stopping)
     assert debounced.user_reply() == "Already stopped. 1 waiting message(s) will be answered next."
 
 

@@ -12,8 +12,8 @@ import redis
 from gateway.chats.history import read_history
 from gateway.chats.jobs import parse_job
 from gateway.chats.keys import CONTROL_KEY
-from gateway.chats.model import Answer, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import Answer, TurnRef
 from gateway.ops.embedded_redis import EmbeddedRedis
 from tests.support.rig import client_of
 from tests.support.store import lease_gone, msg, pending_ids, started, store_for

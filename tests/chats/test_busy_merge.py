@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from gateway.chats.history import read_history
-from gateway.chats.model import Answer, Started, TurnRef, Waiting
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import Answer, MergeWait, Started, TurnRef
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from tests.support.rig import client_of
@@ -42,9 +42,9 @@ def test_messages_in_quick_succession_become_one_turn_answered_once(
     turn = admit(store, chat_id, 1)
     assert turn is not None
     wait = store.start_or_wait(turn, "task", "w")
-    assert isinstance(wait, Waiting) and 0 < wait.ms <= 300, "a fresh message waits"
+    assert isinstance(wait, MergeWait) and 0 < wait.ms <= 300, "a fresh message waits"
     admit(store, chat_id, 2, 3)
-    assert isinstance(store.start_or_wait(turn, "task", "w"), Waiting)
+    assert isinstance(store.start_or_wait(turn, "task", "w"), MergeWait)
     first = started(store, turn)
     assert first.message_id == "om_1" and first.attempt == 1
     assert first.merged_ids == ("om_1", "om_2", "om_3")
@@ -109,7 +109,7 @@ def test_a_merged_turn_whose_lease_ran_out_before_its_start_still_merges(
     lease_gone(store, chat_id)
     found = store.recover(chat_id)
     assert found is not None and found[0] == "claimed"
-    assert isinstance(store.start_or_wait(found[1], "task", "w"), Waiting)
+    assert isinstance(store.start_or_wait(found[1], "task", "w"), MergeWait)
     assert started(store, found[1]).merged_ids == ("om_1", "om_2")
 
 

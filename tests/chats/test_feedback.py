@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import redis
 
-from gateway.chats.feedback import REACTIONS_CAP
+from gateway.chats.feedback_steps import REACTIONS_CAP
 from tests.support.store import store_for
 
 

@@ -13,11 +13,11 @@ from typing import Any, cast
 import pytest
 import redis
 
-from gateway.chats.clients import keyspace
 from gateway.chats.keys import ChatKeys, Keyspace
-from gateway.chats.model import text_of
 from gateway.chats.scope import ChatScope, chat_of, split_state, state_id
 from gateway.chats.store import ChatStore
+from gateway.chats.store_settings import keyspace
+from gateway.chats.store_types import text_of
 from gateway.core.model import Message
 from gateway.core.settings import load_settings
 from gateway.ops.embedded_redis import EmbeddedRedis

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.chats.cancel import Canceller, Waiting
+from gateway.chats.cancel import Canceller, Stopping
 from gateway.chats.history import read_history
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.keys import CONTROL_KEY, ChatKeys, Keyspace
-from gateway.chats.model import Answer, Completion, StoreConfig, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import Answer, StoreConfig, TurnRef
 from gateway.core.errors import SettingsError
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedRedis
@@ -202,13 +202,7 @@ def test_a_turn_ignoring_its_stop_is_fenced_at_the_timeout_whatever_its_lease_ha
     published: list[TurnRef] = []
     revoked: list[tuple[str, bool]] = []
 
-    def hand_over(ref: TurnRef, outcome: str) -> Completion:
-        completion = store.complete(ref, outcome=outcome)
-        if completion.following is not None:
-            published.append(completion.following)
-        return completion
-
-    canceller = Canceller(store, published.append, hand_over,
+    canceller = Canceller(store, published.append,
                           lambda task_id, terminate: revoked.append((task_id, terminate)),
                           timeout_s=1.0, lease_ttl_ms=300, debounce_s=0, terminate=True)
     result = canceller.cancel(chat_id, "cmd-1")
@@ -225,11 +219,11 @@ def test_a_sweeper_looking_at_a_stopping_chat_leaves_its_canceller_the_timeout(
     turn = store.ingest(msg(chat_id, 1)).claimed
     store.ingest(msg(chat_id, 2))
     assert turn is not None and store.start(turn, "t", "w") is not None
-    canceller = Canceller(store, lambda ref: None, lambda ref, outcome: store.complete(ref),
-                          lambda task_id, terminate: None, timeout_s=1.0, lease_ttl_ms=300,
+    canceller = Canceller(store, lambda ref: None, lambda task_id, terminate: None,
+                          timeout_s=1.0, lease_ttl_ms=300,
                           debounce_s=0)
     waiting = canceller.begin(chat_id, "cmd-1")
-    assert isinstance(waiting, Waiting)
+    assert isinstance(waiting, Stopping)
     assert store.recover(chat_id) is None, "held: nothing to do"
     time.sleep(0.6)  # (past the running TTL, short of the timeout: what is tested)
     assert store.holds(waiting.turn), "the canceller decides, at its timeout"

@@ -11,11 +11,11 @@ import zlib
 
 import redis
 
-from gateway.chats.clients import keyspace
 from gateway.chats.keys import Keyspace
-from gateway.chats.model import text_of
 from gateway.chats.scope import ChatScope, chat_of, split_state, topic_of
 from gateway.chats.store import ChatStore
+from gateway.chats.store_settings import keyspace
+from gateway.chats.store_types import text_of
 from gateway.core.model import Message
 from gateway.core.settings import load_settings
 from tests.support.store import msg, pending_ids, started, store_for

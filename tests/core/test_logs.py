@@ -111,7 +111,7 @@ def test_a_password_in_a_urls_query_is_masked_too() -> None:
 
 
 def test_a_turns_lines_carry_its_ids_as_text_and_as_json() -> None:
-    record = logging.LogRecord("gateway.worker.runner", logging.ERROR, __file__, 1,
+    record = logging.LogRecord("gateway.worker.turn_runner", logging.ERROR, __file__, 1,
                                "agent failed: token=abc123", None, None)
     handler = logging.Handler()
     handler.addFilter(TurnFields())
@@ -122,7 +122,7 @@ def test_a_turns_lines_carry_its_ids_as_text_and_as_json() -> None:
     assert text.endswith("agent failed: token=*** [chat=oc_1 message=om_2 turn=turn:oc_1:om_2:7 "
                          "fence=7]")
     line = json.loads(JsonFormatter().format(record))
-    assert (line["level"], line["logger"], line["msg"]) == ("ERROR", "gateway.worker.runner",
+    assert (line["level"], line["logger"], line["msg"]) == ("ERROR", "gateway.worker.turn_runner",
                                                             "agent failed: token=***")
     assert (line["chat_id"], line["message_id"], line["turn_id"], line["fence"]) == (
         "oc_1", "om_2", "turn:oc_1:om_2:7", "7")

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 import redis
 
-from gateway.chats.model import StoreConfig, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import StoreConfig, TurnRef
 from gateway.chats.sweeper import Sweeper
 from gateway.core.loops import Periodic
 from gateway.core.model import Message

@@ -19,8 +19,8 @@ import redis
 from celery import Celery
 
 from gateway.agents.cache import AgentCache
-from gateway.agents.post import RELEASE_QUEUE_CAP_MESSAGES, CeleryPost
 from gateway.agents.release import Parcel, ReleaseLane
+from gateway.agents.release_post import RELEASE_QUEUE_CAP_MESSAGES, CeleryPost
 from gateway.core.model import Turn
 from gateway.core.names import RELEASE_QUEUE, TURNS_QUEUE
 from gateway.ops.embedded_redis import EmbeddedRedis

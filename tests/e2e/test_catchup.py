@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from gateway.listener.catchup.book import job_key, lease_key, up_key
+from gateway.listener.catchup.catchup_book import job_key, lease_key, up_key
 from gateway.listener.desk import LATE_NOTICE
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator

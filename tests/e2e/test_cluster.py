@@ -18,8 +18,8 @@ from redis.cluster import RedisCluster
 
 from gateway.chats.jobs import ControlJobs
 from gateway.chats.keys import Keyspace
-from gateway.chats.model import Answer, StoreConfig, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import Answer, StoreConfig, TurnRef
 from gateway.chats.sweeper import sweep_once
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedCluster

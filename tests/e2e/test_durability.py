@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from gateway.chats.model import NotDurable, StoreConfig
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import NotDurable, StoreConfig
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until

@@ -1,4 +1,4 @@
-"""Agents send images and files (gateway/core/media.py, gateway/worker/media.py): uploaded
+"""Agents send images and files (gateway/core/media.py, gateway/worker/media_sender.py): uploaded
 through the open API and shown as replies in the turn's thread, each exactly once when a
 worker is SIGKILLed after an upload or after a send, a kept answer sent again without a
 second upload; what Feishu would not take is one clear error to the agent."""

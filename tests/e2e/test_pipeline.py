@@ -10,8 +10,8 @@ import time
 
 import redis
 
-from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import StoreConfig
 from gateway.core.model import Message
 from gateway.feishu.inbound.events import TRUNCATION_MARK
 from gateway.listener.desk import full_inbox_notice

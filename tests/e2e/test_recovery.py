@@ -17,13 +17,12 @@ from celery import Celery
 
 from gateway.chats.cancel import Canceller
 from gateway.chats.keys import ChatKeys
-from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import StoreConfig
 from gateway.core.model import Message
 from gateway.core.names import RUN_TURN, TURNS_QUEUE, turn_task_id
 from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.processes import GatewayProcess, wait_until
-from gateway.publisher import Publisher
 from gateway.simulator import Simulator
 from gateway.worker.sending import gave_up_reply
 from tests.support.replies import agent_events, replies_to, reply_of, started
@@ -217,7 +216,7 @@ def test_a_canceller_that_dies_after_its_step_still_stops_the_turn(
     def revoke(task_id: str, terminate: bool) -> None:
         app.control.revoke(task_id, terminate=terminate)
 
-    canceller = Canceller(store, die, Publisher(app, store).hand_over, revoke,
+    canceller = Canceller(store, die, revoke,
                           timeout_s=TEST_CANCEL_TIMEOUT_S, lease_ttl_ms=3000, debounce_s=0)
     with pytest.raises(Died):  # revoked, then cut off before the next turn was published
         canceller.cancel(chat_id, "operator-1")

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from gateway.chats.cancel import Canceller, Waiting
-from gateway.chats.model import Completion
+from gateway.chats.cancel import Canceller, Stopping
 from gateway.ops.processes import wait_until
 from tests.support.clocks import SteppedClock, stepped_redis
 from tests.support.store import first_turn, store_for
@@ -49,10 +48,10 @@ def test_a_stop_after_a_step_back_is_no_double_tap(
         stepped: tuple[SteppedClock, redis.Redis], chat_id: str) -> None:
     clock, client = stepped
     store = store_for(client)
-    canceller = Canceller(store, lambda t: None, lambda t, o: Completion("idle"), lambda t, k: None,
-                          timeout_s=1, lease_ttl_ms=5000, debounce_s=3)
-    assert not isinstance(canceller.begin(chat_id, "cmd-1"), Waiting)  # nothing ran
+    canceller = Canceller(store, lambda t: None, lambda t, k: None, timeout_s=1,
+                          lease_ttl_ms=5000, debounce_s=3)
+    assert not isinstance(canceller.begin(chat_id, "cmd-1"), Stopping)  # nothing ran
     clock.step(STEP_S)
     turn = first_turn(store, chat_id)
     assert store.start(turn, "task-1", "w") is not None
-    assert isinstance(canceller.begin(chat_id, "cmd-2"), Waiting), "the running turn stops"
+    assert isinstance(canceller.begin(chat_id, "cmd-2"), Stopping), "the running turn stops"

@@ -15,15 +15,15 @@ import redis
 from celery import Celery
 
 from gateway.agents.cache import AgentCache
-from gateway.chats.model import StoreConfig, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import StoreConfig, TurnRef
 from gateway.core.model import AgentContext, Message, Turn
 from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
-from gateway.worker.runner import TurnRunner
 from gateway.worker.sending import HANDED_OVER_NOTE
+from gateway.worker.turn_runner import TurnRunner
 from tests.support.agents import context_for_tests
 from tests.support.replies import agent_events, replies_to
 from tests.support.rig import POOLS, Rig, rig_up

@@ -15,7 +15,7 @@ import pytest
 from gateway.core.settings import load_settings
 from gateway.feishu.batch_gate import BatchGate
 from gateway.feishu.gate import Gate, Shed
-from gateway.feishu.ws.listener import options_for
+from gateway.feishu.ws.connections import options_for
 
 
 def six_events(max_batch: int) -> tuple[list[list[int]], list[int | Shed | BaseException]]:

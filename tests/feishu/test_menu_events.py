@@ -7,7 +7,7 @@ import pytest
 from gateway.core.errors import MalformedEvent
 from gateway.core.rules import parse_menu
 from gateway.feishu.inbound.events import parse_message
-from gateway.feishu.inbound.menu import menu_message_event, parse_menu_click
+from gateway.feishu.inbound.menu_events import menu_message_event, parse_menu_click
 from gateway.simulator.chat_events import menu_event
 
 

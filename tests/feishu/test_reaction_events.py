@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.core.errors import MalformedEvent
-from gateway.feishu.inbound.reactions import ADDED, REMOVED, emoji_label, parse_reaction
+from gateway.feishu.inbound.reaction_events import ADDED, REMOVED, emoji_label, parse_reaction
 from gateway.simulator.chat_events import reaction_event
 
 

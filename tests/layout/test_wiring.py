@@ -41,7 +41,7 @@ def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize(("script", "wired", "foreign"), [
     (LISTENER, "gateway.listener.service",
      ("gateway.agents", "gateway.worker", "tasks.turns", "celery.apps.worker")),
-    (WORKER, "gateway.worker.runner",
+    (WORKER, "gateway.worker.turn_runner",
      ("gateway.listener", "gateway.feishu.ws", "lark_oapi")),
 ], ids=["listener", "worker"])
 def test_a_process_imports_only_its_own_wiring(script: str, wired: str,

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from gateway.chats.active import ActiveChat
-from gateway.listener.catchup.book import (
+from gateway.listener.catchup.catchup_book import (
     CatchupBook,
     Job,
     encode_chats,

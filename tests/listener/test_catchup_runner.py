@@ -13,9 +13,9 @@ from pydantic import SecretStr
 
 from gateway.chats.active import ActiveChats
 from gateway.feishu.outbound.openapi import OpenApi
-from gateway.listener.catchup.book import CatchupBook, job_key, up_key
+from gateway.listener.catchup.catchup_book import CatchupBook, job_key, up_key
+from gateway.listener.catchup.catchup_runner import CatchUpRunner, Limits
 from gateway.listener.catchup.pages import ChatPages
-from gateway.listener.catchup.runner import CatchUpRunner, Limits
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator

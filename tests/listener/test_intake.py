@@ -14,8 +14,8 @@ import pytest
 import redis
 
 from gateway.chats.inbox import Entry
-from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import StoreConfig
 from gateway.core.errors import RetryableError, TakeLater
 from gateway.core.model import GREETING, Message
 from gateway.core.redis_client import redis_client

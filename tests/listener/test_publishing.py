@@ -14,8 +14,8 @@ import pytest
 import redis
 from celery import Celery
 
-from gateway.chats.model import TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import TurnRef
 from gateway.core.names import TURNS_QUEUE
 from gateway.listener.outbox import Coalescing, Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from gateway.chats.model import StoreConfig
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import StoreConfig
 from gateway.core.errors import TakeLater
 from gateway.core.redis_client import redis_client
 from gateway.core.rules import Rules

@@ -9,7 +9,7 @@ import pytest
 import redis
 from rich.console import Console
 
-from gateway.chats.model import Started, Waiting
+from gateway.chats.store_types import MergeWait, Started
 from gateway.ops.cli import show
 from gateway.ops.cli.views import chat_view
 from gateway.ops.embedded_redis import EmbeddedRedis
@@ -29,7 +29,7 @@ def test_the_chat_view_shows_the_mode_and_the_merged_messages(redis_client: redi
     turn = store.ingest(msg(chat_id, 1), busy="merge").claimed
     store.ingest(msg(chat_id, 2), busy="merge")
     assert turn is not None
-    wait_until(lambda: not isinstance(store.start_or_wait(turn, "t", "w"), Waiting), 5,
+    wait_until(lambda: not isinstance(store.start_or_wait(turn, "t", "w"), MergeWait), 5,
                "the merge window to pass", interval_s=0.02)
     assert not isinstance(store.start_or_wait(turn, "t", "w"), Started), "started once"
     view = chat_view(store, chat_id, busy_here="queue")  # (a shell without the setting)

@@ -55,7 +55,7 @@ from collections.abc import Iterator
 import redis
 
 from gateway.chats.keys import ChatKeys
-from gateway.chats.model import text_of
+from gateway.chats.store_types import text_of
 from gateway.core.errors import GatewayError
 from gateway.core.media import BadMedia, File, Image
 from gateway.core.model import AgentContext, FormField, Reaction, Reply, Turn

@@ -14,16 +14,16 @@ from gateway.feishu.outbound.delivery import Replies, RetryPolicy
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.publisher import Publisher
 from gateway.simulator import Simulator
-from gateway.worker.handles import LockRegistry
+from gateway.worker.handles import ChatHandles
 from gateway.worker.heartbeat import Heartbeater
-from gateway.worker.runner import TurnRunner
+from gateway.worker.turn_runner import TurnRunner
 from tests.support.agents import context_for_tests
 
 
 def runner_for(store: ChatStore, simulator: Simulator, sender: Any,
                **options: Any) -> TurnRunner:
     """A turn runner in this process, echoing, replying through the simulator."""
-    locks = LockRegistry(16)
+    locks = ChatHandles(16)
     return TurnRunner(
         store=store, locks=locks,
         heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),

@@ -6,8 +6,8 @@ from typing import Any
 
 import redis
 
-from gateway.chats.model import Started, StoreConfig, TurnRef, Waiting
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import MergeWait, Started, StoreConfig, TurnRef
 from gateway.core.model import Message
 from gateway.ops.processes import wait_until
 
@@ -42,11 +42,11 @@ def first_turn(store: ChatStore, chat_id: str, messages: int = 1) -> TurnRef:
 
 def started(store: ChatStore, turn: TurnRef) -> Started:
     """Start the turn once its merge window passed (polled: Redis says how long to wait)."""
-    out: list[Started | Waiting | None] = []
+    out: list[Started | MergeWait | None] = []
 
     def go() -> bool:
         out.append(store.start_or_wait(turn, "task", "w"))
-        return not isinstance(out[-1], Waiting)
+        return not isinstance(out[-1], MergeWait)
 
     wait_until(go, 10, "the merge window to pass", interval_s=0.02)
     assert isinstance(out[-1], Started)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import tracemalloc
 from contextlib import ExitStack
 
-from gateway.chats.model import TurnRef
-from gateway.worker.handles import LockRegistry
+from gateway.chats.store_types import TurnRef
+from gateway.worker.handles import ChatHandles
 
 
 def turn(chat_id: str, fence: int = 1) -> TurnRef:
@@ -14,7 +14,7 @@ def turn(chat_id: str, fence: int = 1) -> TurnRef:
 
 
 def test_registry_stays_within_cap_over_100k_chats_while_held_locks_survive() -> None:
-    registry = LockRegistry(cap=1000)
+    registry = ChatHandles(cap=1000)
     with ExitStack() as held:
         pinned = [held.enter_context(registry.hold(turn(f"held-{i}", i))) for i in range(10)]
         for i in range(100_000):
@@ -27,7 +27,7 @@ def test_registry_stays_within_cap_over_100k_chats_while_held_locks_survive() ->
 
 
 def test_over_cap_rather_than_evict_a_held_lock() -> None:
-    registry = LockRegistry(cap=2)
+    registry = ChatHandles(cap=2)
     with ExitStack() as held:
         for i in range(5):
             held.enter_context(registry.hold(turn(f"c{i}")))
@@ -37,7 +37,7 @@ def test_over_cap_rather_than_evict_a_held_lock() -> None:
 
 def test_memory_is_flat_as_distinct_chats_grow() -> None:
     """Memory after 100k chats equals memory after 300k: nothing grows per chat."""
-    registry = LockRegistry(cap=1000)
+    registry = ChatHandles(cap=1000)
     tracemalloc.start()
     try:
         for i in range(100_000):
@@ -57,7 +57,7 @@ def test_memory_is_flat_as_distinct_chats_grow() -> None:
 def test_a_stale_turn_of_the_same_chat_cannot_stop_the_current_one() -> None:
     """With the threads pool, a re-dispatched turn runs beside the stale one in the
     same process; each has its own stop event."""
-    registry = LockRegistry(cap=10)
+    registry = ChatHandles(cap=10)
     with registry.hold(turn("c", 1)) as stale, registry.hold(turn("c", 2)) as current:
         stale.stop("lost its lease")
         assert stale.stopped.is_set() and not current.stopped.is_set()

@@ -7,8 +7,8 @@ import pytest
 import redis
 from celery import Celery
 
-from gateway.chats.model import Answer, StoreConfig, TurnRef
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import Answer, StoreConfig, TurnRef
 from gateway.core.model import Message
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until

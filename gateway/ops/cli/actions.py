@@ -155,7 +155,7 @@ def purge_with_progress(ops: Ops, chat_id: str, entries: list[str]) -> int:
 
 def notify_purged(ops: Ops, chat_id: str, entries: list[str], dropped: int) -> str:
     """Tell the chat, in one reply to the newest dropped message, that it was cleared."""
-    from gateway.chats.model import entry_message
+    from gateway.chats.store_types import entry_message
 
     newest = next((m for m in map(entry_message, reversed(entries)) if m is not None), None)
     if newest is None:

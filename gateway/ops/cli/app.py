@@ -84,7 +84,7 @@ def listen() -> None:
     if not settings.has_credentials:
         raise GatewayError("FEISHU_APP_ID and FEISHU_APP_SECRET (or FEISHU_APPS) must be set "
                            "for `listen`")
-    from gateway.listener.process import run_listener
+    from gateway.listener.listener_process import run_listener
     from tasks import app
 
     run_listener(settings, app)

@@ -42,8 +42,8 @@ class Ops:
 
     @cached_property
     def store(self) -> ChatStore:
-        from gateway.chats.clients import keyspace, store_config
         from gateway.chats.store import ChatStore
+        from gateway.chats.store_settings import keyspace, store_config
 
         return ChatStore(self.redis, store_config(self.settings), keyspace(self.settings))
 
@@ -60,7 +60,7 @@ class Ops:
     def runtime(self) -> Runtime:
         from gateway.runtime import Runtime
 
-        return Runtime(self.settings, self.app, role="cli")
+        return Runtime(self.settings, self.app)
 
     def require_chat(self, chat_id: str) -> None:
         """Refuse a chat id Redis knows nothing of (most likely a typo)."""

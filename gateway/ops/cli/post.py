@@ -58,7 +58,7 @@ def send(chat_id: str, text: str, thread_id: str, card_path: str, image_path: st
     Reads REDIS_URL and the broker's settings; a worker sends it."""
     from gateway.chats.outbound import Outbound, outbound_message, post
     from gateway.core.media import BadMedia
-    from gateway.worker.media import upload_at
+    from gateway.worker.media_sender import upload_at
 
     o = Ops(load_settings())
     apps = [a for a, _ in o.settings.apps]

@@ -30,7 +30,7 @@ def serve() -> None:
     if not settings.verification_token.get_secret_value():
         raise GatewayError("FEISHU_VERIFICATION_TOKEN must be set for `serve`: the app's "
                            "Verification Token (Events and callbacks > Encryption strategy)")
-    from gateway.listener.process import run_listener
+    from gateway.listener.listener_process import run_listener
     from tasks import app
 
     run_listener(settings, app, webhook=True)

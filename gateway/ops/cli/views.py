@@ -9,9 +9,9 @@ from typing import Any
 
 from gateway.agents.report import view
 from gateway.chats.history import read_history
-from gateway.chats.model import entry_parts, text_of
 from gateway.chats.scope import topic_of
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import entry_parts, text_of
 from gateway.core.names import turn_task_id
 
 TEXT_CHARS = 60

@@ -26,14 +26,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gateway.chats.keys import CONTROL_KEY, INDEX_KEY
-from gateway.chats.model import StoreConfig, entry_message
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import StoreConfig, entry_message
 from gateway.core.errors import MalformedEvent
 from gateway.core.logs import shown
 from gateway.core.model import Message
 from gateway.core.rules import DM_POLICIES, GROUP_POLICIES, GroupRule, Rules
 from gateway.feishu.inbound.admission import Arrival, admit, arrival_of
-from gateway.feishu.inbound.changes import CHANGES, parse_chat_event
+from gateway.feishu.inbound.change_events import CHANGES, parse_chat_event
 from gateway.feishu.inbound.events import message_text, parse_command, parse_message
 from gateway.listener.intake import CARD_EVENT, MESSAGE_EVENT, Intake
 from gateway.listener.outbox import Outbox

@@ -3,26 +3,35 @@ heartbeats, lock handles, the turn runner)."""
 
 from __future__ import annotations
 
+import redis
+
 from gateway.agents import is_stateless, load_factory
 from gateway.agents.cache import AgentCache
-from gateway.agents.post import CeleryPost
 from gateway.agents.release import ReleaseLane
+from gateway.agents.release_post import CeleryPost
 from gateway.agents.report import EVERY_S, AgentReport
 from gateway.approvals.asking import Asker
-from gateway.chats.clients import keyspace
+from gateway.chats.store_settings import keyspace
 from gateway.chats.streams import StreamCards
 from gateway.core.lazy import cached_property, locked_cached_property
 from gateway.core.loops import Periodic
 from gateway.core.model import AgentContext, AgentFactory
-from gateway.feishu.outbound.reactions import Typist
+from gateway.core.redis_client import redis_client
+from gateway.feishu.outbound.typist import Typist
 from gateway.runtime import Runtime
 from gateway.worker.enricher import Enricher
-from gateway.worker.handles import LockRegistry
+from gateway.worker.handles import ChatHandles
 from gateway.worker.heartbeat import Heartbeater
-from gateway.worker.runner import TurnRunner
+from gateway.worker.turn_runner import TurnRunner
 
 
 class WorkerRuntime(Runtime):
+    @cached_property
+    def redis(self) -> redis.Redis:
+        """A worker waits a little longer for Redis than a listener (whose ACK answers
+        now) or the CLI."""
+        return redis_client(self.settings.redis_url, cluster=self.settings.redis_cluster)
+
     @cached_property
     def factory(self) -> AgentFactory:
         return load_factory(self.settings.agent)
@@ -44,8 +53,8 @@ class WorkerRuntime(Runtime):
                            time_limit_s=s.turn_time_limit_s, extend_every_s=s.lease_ttl_s / 3)
 
     @cached_property
-    def locks(self) -> LockRegistry:
-        return LockRegistry(self.settings.lock_registry_cap)
+    def locks(self) -> ChatHandles:
+        return ChatHandles(self.settings.lock_registry_cap)
 
     @locked_cached_property
     def agents(self) -> AgentCache:

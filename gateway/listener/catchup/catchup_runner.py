@@ -24,7 +24,7 @@ from gateway.chats.active import ActiveChat, ActiveChats
 from gateway.core.errors import GatewayError, RejectedError
 from gateway.core.loops import describe
 from gateway.feishu.inbound.listed import create_ms, event_of, skipped
-from gateway.listener.catchup.book import CatchupBook, Job, encode_chats
+from gateway.listener.catchup.catchup_book import CatchupBook, Job, encode_chats
 from gateway.listener.catchup.pages import ChatPages, LeaseLost, Stopping
 
 logger = logging.getLogger(__name__)

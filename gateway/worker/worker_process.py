@@ -27,7 +27,7 @@ from gateway.core.forks import fork_gate
 from gateway.core.logs import dress_handlers, quiet_lark_handler
 from gateway.core.names import TaskSender
 from gateway.core.settings import load_settings
-from gateway.worker.runtime import WorkerRuntime
+from gateway.worker.worker_runtime import WorkerRuntime
 
 logger = logging.getLogger(__name__)
 

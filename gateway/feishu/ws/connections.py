@@ -44,7 +44,7 @@ def options_for(settings: Settings) -> ConnectionOptions:
                              refused_cap=settings.ingest_later_cap)
 
 
-class Listener:
+class Connections:
     """Starts a connection per app; `fatal` says why the listener gave up (only when Feishu
     refused an app's very first connection for good)."""
 
@@ -71,7 +71,7 @@ class Listener:
         self._thread = threading.Thread(target=self._run, name="gateway-ws", daemon=True)
         self.fatal: str | None = None
 
-    def start(self) -> Listener:
+    def start(self) -> Connections:
         self._thread.start()
         self._started.wait(5.0)
         return self

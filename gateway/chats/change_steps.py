@@ -17,8 +17,8 @@ from typing import Literal
 
 from gateway.chats.chat_scripts import ChatScripts
 from gateway.chats.keys import DAY_MS, ChatKeys, day_of, mark_field, marks_expire_at
-from gateway.chats.model import TurnRef, claimed_turn, text_of
 from gateway.chats.scope import TOPIC, topic_of
+from gateway.chats.store_types import TurnRef, claimed_turn, text_of
 from gateway.core.model import Message
 
 Revised = Literal["revised", "kept", "started", "answered", "older"]

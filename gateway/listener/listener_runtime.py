@@ -10,21 +10,20 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from gateway.approvals.submits import FormSubmits
 from gateway.approvals.verdicts import Verdicts
 from gateway.chats.active import ActiveChats
-from gateway.chats.clients import keyspace
 from gateway.chats.jobs import ControlJobs
+from gateway.chats.store_settings import keyspace
 from gateway.chats.sweeper import Sweeper
 from gateway.core.lazy import cached_property
-from gateway.core.names import TaskSender
 from gateway.core.redis_client import redis_client
-from gateway.core.settings import Settings
-from gateway.listener.catchup.book import CatchupBook
+from gateway.listener.catchup.catchup_book import CatchupBook
+from gateway.listener.catchup.catchup_runner import CatchUpRunner, Limits
 from gateway.listener.catchup.pages import ChatPages
-from gateway.listener.catchup.runner import CatchUpRunner, Limits
 from gateway.listener.desk import ControlDesk
 from gateway.listener.feedback import ReactionDesk
 from gateway.listener.intake import Intake
@@ -39,8 +38,9 @@ theirs every 2 s)."""
 
 
 class ListenerRuntime(Runtime):
-    def __init__(self, settings: Settings, sender: TaskSender) -> None:
-        super().__init__(settings, sender, role="listener")
+    def card_closer(self) -> Executor | None:
+        """A thread of its own: closing a card never holds up the control desk."""
+        return ThreadPoolExecutor(1, thread_name_prefix="gateway-card-closer")
 
     @cached_property
     def verdicts(self) -> Verdicts:

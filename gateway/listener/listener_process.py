@@ -34,7 +34,7 @@ def run_listener(settings: Settings, sender: TaskSender, *, webhook: bool = Fals
         _check_multiproc_folder()
 
         def statuses() -> Iterable[Any]:
-            return started[0].listener.statuses() if started else ()
+            return started[0].ingress.statuses() if started else ()
 
         try:
             metrics.serve_listener(settings.metrics_port, settings.metrics_addr, statuses)
@@ -53,9 +53,9 @@ def run_listener(settings: Settings, sender: TaskSender, *, webhook: bool = Fals
     signal.signal(signal.SIGINT, handle)
     signal.signal(signal.SIGTERM, handle)
     while not stop.wait(FATAL_POLL_S):
-        if service.listener.fatal:
+        if service.ingress.fatal:
             service.stop()
-            raise GatewayError(service.listener.fatal)
+            raise GatewayError(service.ingress.fatal)
     service.stop()
 
 

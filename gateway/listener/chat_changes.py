@@ -1,6 +1,6 @@
 """The listener's step for an event about messages and chats after the fact: a message
 withdrawn or edited by its sender, the bot added to or removed from a group, a user opening
-its direct chat. One Redis step each (gateway/chats/changes.py), on the ingest thread like a
+its direct chat. One Redis step each (gateway/chats/change_steps.py), on the ingest thread like a
 message's; a greeting enters the chat's inbox as a message does (dedupe by event id, the
 turn path sends it: a worker, through the send quota), never from here."""
 
@@ -11,15 +11,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.chats.changes import Change
-from gateway.chats.model import TurnRef
+from gateway.chats.change_steps import Change
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import TurnRef
 from gateway.core import metrics
 from gateway.core.errors import MalformedEvent
 from gateway.core.logs import shown
 from gateway.core.model import Message
 from gateway.core.rules import Rules
-from gateway.feishu.inbound import changes as ev
+from gateway.feishu.inbound import change_events as ev
 from gateway.feishu.inbound.admission import may_greet
 
 logger = logging.getLogger(__name__)

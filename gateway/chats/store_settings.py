@@ -4,8 +4,8 @@ beside its Redis client (the CLI's reads need nothing more)."""
 from __future__ import annotations
 
 from gateway.chats.keys import Keyspace
-from gateway.chats.model import StoreConfig
 from gateway.chats.scope import ChatScope
+from gateway.chats.store_types import StoreConfig
 from gateway.core.settings import Settings
 
 

@@ -21,8 +21,8 @@ import redis
 
 from gateway.agents.cache import AgentCache, conversation_of, session_key
 from gateway.approvals.asking import Asker
-from gateway.chats.model import Answer, Completion, Started, TurnRef, Waiting
 from gateway.chats.store import ChatStore
+from gateway.chats.store_types import Answer, Completion, MergeWait, Started, TurnRef
 from gateway.chats.streams import StreamCards
 from gateway.core import metrics
 from gateway.core.logs import turn_context
@@ -39,12 +39,12 @@ from gateway.core.model import (
 )
 from gateway.core.names import turn_task_id
 from gateway.feishu.outbound.delivery import Replies
-from gateway.feishu.outbound.reactions import Typist
+from gateway.feishu.outbound.typist import Typist
 from gateway.publisher import Publisher
 from gateway.worker.enricher import Enricher
-from gateway.worker.handles import SHUTDOWN, TIME_LIMIT, LockRegistry, TurnHandle
+from gateway.worker.handles import SHUTDOWN, TIME_LIMIT, ChatHandles, TurnHandle
 from gateway.worker.heartbeat import Heartbeater
-from gateway.worker.media import MediaSender, Said, said
+from gateway.worker.media_sender import MediaSender, Said, said
 from gateway.worker.recent_reader import RecentReader
 from gateway.worker.sending import FAILURE_REPLY, AnswerSender, gave_up_reply
 from gateway.worker.streaming import Stream
@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class TurnRunner:
     store: ChatStore
-    locks: LockRegistry
+    locks: ChatHandles
     heartbeats: Heartbeater
     agents: AgentCache
     replies: Replies
@@ -182,7 +182,7 @@ class TurnRunner:
         says (the chat's newest message is younger than the merge window: more may join)."""
         while True:
             started = self.store.start_or_wait(turn, task_id, worker)
-            if not isinstance(started, Waiting):
+            if not isinstance(started, MergeWait):
                 return started
             time.sleep(min(started.ms, 10_000) / 1000)
 
@@ -211,7 +211,9 @@ class TurnRunner:
                 logger.exception("turn %s of chat %s failed; the chat goes on",
                                  turn.message_id, turn.chat_id)
                 metrics.turn_ended("error", time.monotonic() - clock)
-                self.publisher.hand_over(turn, "failed")
+                failed = self.store.complete(turn, outcome="failed")
+                if failed.following is not None:
+                    self.publisher.publish(failed.following)
                 raise
             if handle.reason == TIME_LIMIT:
                 # like Celery's hard time limit in prefork: the attempt counts, the lease
@@ -222,8 +224,8 @@ class TurnRunner:
                 self._hand_back(turn)
             else:  # a worker leaving starts no further turn (stale: a no-op)
                 leaving = self.replies.leaving.is_set()
-                following = self.publisher.finish(turn, None if leaving else run_next,
-                                                  outcome)
+                following = self.store.complete(turn, None if leaving else run_next,
+                                                outcome=outcome)
         metrics.turn_ended(outcome, time.monotonic() - clock)
         metrics.merged(outcome, len(started.merged_ids))
         logger.info("turn %s of chat %s %s in %.2fs (attempt %d)",
@@ -325,7 +327,7 @@ class TurnRunner:
         """The session's agent answers; it is held (never evicted) until its last piece.
         `missed`: the session's previous turn ran in another process (a cached agent missed
         it). Pieces are shown on `stream` as they come, when there is one; images and files
-        among them are kept aside (gateway/worker/media.py)."""
+        among them are kept aside (gateway/worker/media_sender.py)."""
         with self.agents.hold(session, missed=missed) as agent:
             reply: Reply = agent.run(turn)
             return said(reply, None if stream is None else stream.consume)

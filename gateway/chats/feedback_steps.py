@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from gateway.chats.chat_scripts import ChatScripts
-from gateway.chats.model import text_of
+from gateway.chats.store_types import text_of
 
 REACTIONS_CAP = 500
 """The most reactions (turn, emoji, person) a chat keeps; past it new ones are not

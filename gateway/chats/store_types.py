@@ -111,7 +111,7 @@ class Started:
 
 
 @dataclass(frozen=True, slots=True)
-class Waiting:
+class MergeWait:
     """A turn asked to come back in `ms` (busy modes merge and interrupt: its chat's newest
     message is younger than the merge window); nothing was changed."""
 
