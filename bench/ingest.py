@@ -12,8 +12,8 @@ from typing import Any
 from bench import load
 from bench.load import percentile
 from bench.stack import Stack
+from gateway.broker.names import TURNS_QUEUE
 from gateway.chats.keys import INDEX_KEY
-from gateway.core.names import TURNS_QUEUE
 from gateway.ops.processes import wait_until
 
 RATES = (250, 500, 1000, 1500, 2000, 3000, 4000)

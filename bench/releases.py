@@ -12,7 +12,7 @@ from typing import Any
 from bench import raw
 from bench.load import one_at_a_time, percentile
 from bench.stack import Stack
-from gateway.core.names import RELEASE_AGENT, RELEASE_QUEUE
+from gateway.broker.names import RELEASE_AGENT, RELEASE_QUEUE
 from gateway.ops.processes import wait_until
 
 Figures = dict[str, Any]

@@ -15,19 +15,19 @@ from dataclasses import dataclass
 import redis
 
 from gateway.approvals.approval_book import ApprovalBook
+from gateway.broker.names import TaskSender
+from gateway.broker.publisher import BROKER_ERRORS, Publisher
 from gateway.chats.cancel import Canceller
 from gateway.chats.store import ChatStore
 from gateway.chats.store_settings import keyspace, store_config
 from gateway.chats.streams import StreamCards
 from gateway.core.lazy import cached_property
-from gateway.core.names import TaskSender
 from gateway.core.redis_client import redis_client
 from gateway.core.settings import Settings
 from gateway.feishu.outbound.delivery import Replies, RetryPolicy
 from gateway.feishu.outbound.openapi import OpenApi
 from gateway.feishu.outbound.quota import Quota, Rates
 from gateway.orphan_cards import OrphanCards
-from gateway.publisher import BROKER_ERRORS, Publisher
 
 logger = logging.getLogger(__name__)
 

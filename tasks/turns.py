@@ -10,9 +10,9 @@ from typing import Any
 from celery import Task
 from celery.signals import task_revoked
 
+from gateway.broker.names import ON_REACTION, POST_MESSAGE, RELEASE_AGENT, RUN_TURN
 from gateway.chats.store_types import TurnRef
 from gateway.core import metrics
-from gateway.core.names import ON_REACTION, POST_MESSAGE, RELEASE_AGENT, RUN_TURN
 from gateway.worker.revokes import RevokeLane
 from gateway.worker.shutdown import ShutdownNotice
 from gateway.worker.worker_process import WorkerProcess

@@ -51,7 +51,7 @@ class Parcel:
 
 
 class ReleasePost(Protocol):
-    """How parcels travel between processes (gateway/agents/release_post.py)."""
+    """How parcels travel between processes (gateway/broker/release_post.py)."""
 
     def send(self, parcel: Parcel) -> None:
         """Send the parcel's `release_agent` task."""

@@ -9,9 +9,8 @@ from typing import Any
 
 import redis
 
-from gateway.chats.keys import ChatKeys
+from gateway.chats.keys import ChatKeys, turn_task_id
 from gateway.core.model import Message
-from gateway.core.names import turn_task_id
 
 RETRYABLE = frozenset({"failed", "stopped", "gave-up"})
 """Outcomes whose message is kept, so that `feishu-gateway retry` can run it again."""

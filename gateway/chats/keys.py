@@ -205,6 +205,11 @@ class ChatKeys:
         return [self.lease, self.inbox, self.fence, self.tries, self.stop,
                 self.generation, self.index, self.control]
 
+def turn_task_id(chat_id: str, message_id: str, fence: int | str) -> str:
+    """Readable in Flower and on the CLI: which chat, which message, which lease (`fence`
+    as issued, or as Redis keeps it)."""
+    return f"turn:{chat_id}:{message_id}:{fence}"
+
 
 DAY_MS = 86_400_000
 FEISHU_MESSAGE_ID = re.compile(r"om_[0-9a-f]{32}")

@@ -32,7 +32,7 @@ ROUND_BUDGET_S = 30.0
 
 
 class Dispatcher(Protocol):
-    """What a sweeper needs of the publisher (see gateway.publisher.Publisher)."""
+    """What a sweeper needs of the publisher (see gateway.broker.publisher.Publisher)."""
 
     def publish_many(self, turns: Sequence[TurnRef]) -> int: ...
 

@@ -24,6 +24,7 @@ from functools import partial
 import redis
 
 from gateway.approvals.verdicts import Verdicts
+from gateway.broker.publisher import BROKER_ERRORS
 from gateway.chats.cancel import Canceller, Stopping
 from gateway.chats.jobs import ControlJob, ControlJobs
 from gateway.chats.store import ChatStore
@@ -33,7 +34,6 @@ from gateway.core.model import Message
 from gateway.feishu.outbound.delivery import Abandoned, Replies, reply_uuid
 from gateway.listener.feedback import ReactionDesk
 from gateway.listener.menu import MenuDesk
-from gateway.publisher import BROKER_ERRORS
 
 logger = logging.getLogger(__name__)
 

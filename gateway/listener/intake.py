@@ -20,6 +20,7 @@ from typing import Any
 
 import redis
 
+from gateway.broker.publisher import Publisher
 from gateway.chats.inbox import Entry
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import Admission, NotDurable, TurnRef
@@ -40,7 +41,6 @@ from gateway.listener.feedback import ReactionIntake
 from gateway.listener.menu import MenuIntake
 from gateway.listener.outbox import Coalescing, Outbox
 from gateway.listener.refused import Refused, chat_of_payload, first, kept_of
-from gateway.publisher import Publisher
 
 logger = logging.getLogger(__name__)
 

@@ -12,13 +12,13 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import Any
 
+from gateway.broker.names import TaskSender
+from gateway.broker.publisher import bound_publishing
 from gateway.core import metrics
 from gateway.core.errors import GatewayError
 from gateway.core.logs import quiet_lark_handler
-from gateway.core.names import TaskSender
 from gateway.core.settings import Settings
 from gateway.listener.service import ListenerService
-from gateway.publisher import bound_publishing
 
 FATAL_POLL_S = 0.5
 """How often the process looks for a signal or a fatal refusal."""

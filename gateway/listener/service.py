@@ -7,10 +7,10 @@ import logging
 
 import redis
 
+from gateway.broker.names import TaskSender
 from gateway.core.errors import CredentialsRefused, GatewayError, RetryableError
 from gateway.core.logs import masked_url
 from gateway.core.loops import Periodic
-from gateway.core.names import TaskSender
 from gateway.core.redis_clock import RedisClock
 from gateway.core.settings import Settings
 from gateway.feishu.outbound.openapi import OpenApi

@@ -21,6 +21,8 @@ import redis
 
 from gateway.agents.cache import AgentCache, conversation_of, session_key
 from gateway.approvals.asking import Asker
+from gateway.broker.publisher import Publisher
+from gateway.chats.keys import turn_task_id
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import Answer, Completion, MergeWait, Started, TurnRef
 from gateway.chats.streams import StreamCards
@@ -37,10 +39,8 @@ from gateway.core.model import (
     Turn,
     no_progress,
 )
-from gateway.core.names import turn_task_id
 from gateway.feishu.outbound.delivery import Replies
 from gateway.feishu.outbound.typist import Typist
-from gateway.publisher import Publisher
 from gateway.worker.enricher import Enricher
 from gateway.worker.handles import SHUTDOWN, TIME_LIMIT, ChatHandles, TurnHandle
 from gateway.worker.heartbeat import Heartbeater

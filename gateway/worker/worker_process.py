@@ -20,12 +20,12 @@ from celery.signals import (
 )
 
 from gateway.agents import load_factory
+from gateway.broker.names import TaskSender
 from gateway.chats.sweeper import Sweeper
 from gateway.core import metrics
 from gateway.core.errors import GatewayError, SettingsError
 from gateway.core.forks import fork_gate
 from gateway.core.logs import dress_handlers, quiet_lark_handler
-from gateway.core.names import TaskSender
 from gateway.core.settings import load_settings
 from gateway.worker.worker_runtime import WorkerRuntime
 

@@ -8,9 +8,9 @@ import redis
 from gateway.agents import is_stateless, load_factory
 from gateway.agents.cache import AgentCache
 from gateway.agents.release import ReleaseLane
-from gateway.agents.release_post import CeleryPost
 from gateway.agents.report import EVERY_S, AgentReport
 from gateway.approvals.asking import Asker
+from gateway.broker.release_post import CeleryPost
 from gateway.chats.store_settings import keyspace
 from gateway.chats.streams import StreamCards
 from gateway.core.lazy import cached_property, locked_cached_property

@@ -14,8 +14,8 @@ from typing import Any
 
 import redis
 
-from gateway.agents.release_post import RELEASE_QUEUE_CAP_MESSAGES
-from gateway.core.names import RELEASE_QUEUE
+from gateway.broker.names import RELEASE_QUEUE
+from gateway.broker.release_post import RELEASE_QUEUE_CAP_MESSAGES
 from gateway.listener.catchup.catchup_book import job_key
 from gateway.simulator import SendFaults, SentMessage
 from gateway.worker.sending import LATE_ANSWER_NOTE

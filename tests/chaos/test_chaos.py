@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gateway.agents.release_post import RELEASE_QUEUE_CAP_MESSAGES
+from gateway.broker.release_post import RELEASE_QUEUE_CAP_MESSAGES
 from gateway.listener.catchup.catchup_book import job_key
 from gateway.ops.processes import wait_until
 from gateway.simulator.config import FEISHU_REDELIVERY_S

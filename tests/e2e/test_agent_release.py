@@ -20,9 +20,9 @@ from celery import Celery
 
 from gateway.agents.cache import AgentCache
 from gateway.agents.release import Parcel, ReleaseLane
-from gateway.agents.release_post import RELEASE_QUEUE_CAP_MESSAGES, CeleryPost
+from gateway.broker.names import RELEASE_QUEUE, TURNS_QUEUE
+from gateway.broker.release_post import RELEASE_QUEUE_CAP_MESSAGES, CeleryPost
 from gateway.core.model import Turn
-from gateway.core.names import RELEASE_QUEUE, TURNS_QUEUE
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import GatewayProcess, wait_until
 from tests.support.agents import AGENTS_KEY, context_for_tests
@@ -105,7 +105,7 @@ def publisher_on(redis_url: str) -> Celery:
     """A Celery app that publishes to this Redis through the gateway's own Redis transport
     (as workers do); nothing consumes what it sends."""
     app = Celery(broker=redis_url, set_as_current=False)
-    app.conf.broker_transport = "gateway.core.redis_transport:Transport"
+    app.conf.broker_transport = "gateway.broker.redis_transport:Transport"
     return app
 
 

@@ -156,7 +156,7 @@ def test_terminating_a_task_that_runs_a_later_turn_of_its_chat_stops_that_turn(
 _COPY = """
 import json, sys
 from tasks import app
-from gateway.core.names import RUN_TURN, TURNS_QUEUE
+from gateway.broker.names import RUN_TURN, TURNS_QUEUE
 task_id, kwargs = sys.argv[1], json.loads(sys.argv[2])
 app.control.revoke(task_id)
 app.send_task(RUN_TURN, kwargs=kwargs, task_id=task_id, queue=TURNS_QUEUE)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
-from gateway.core.names import POST_MESSAGE
+from gateway.broker.names import POST_MESSAGE
 from gateway.ops.processes import REPO, GatewayProcess, wait_until
 from gateway.simulator import SentMessage, Simulator
 from tests.support.agents import TINY_PNG

@@ -15,12 +15,12 @@ import pytest
 import redis
 from celery import Celery
 
+from gateway.broker.names import RUN_TURN, TURNS_QUEUE
 from gateway.chats.cancel import Canceller
-from gateway.chats.keys import ChatKeys
+from gateway.chats.keys import ChatKeys, turn_task_id
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import StoreConfig
 from gateway.core.model import Message
-from gateway.core.names import RUN_TURN, TURNS_QUEUE, turn_task_id
 from gateway.feishu.outbound.delivery import reply_uuid
 from gateway.ops.processes import GatewayProcess, wait_until
 from gateway.simulator import Simulator

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 import pytest
 import redis
 
+from gateway.broker.publisher import Publisher
 from gateway.chats.inbox import Entry
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import StoreConfig
@@ -27,7 +28,6 @@ from gateway.listener.outbox import Outbox
 from gateway.listener.stop_button import StopButton
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
-from gateway.publisher import Publisher
 from gateway.simulator.chat_events import member_event, p2p_entered_event
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
 from tests.support.rig import client_of

@@ -14,13 +14,13 @@ import pytest
 import redis
 from celery import Celery
 
+from gateway.broker.names import TURNS_QUEUE
+from gateway.broker.publisher import Publisher
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import TurnRef
-from gateway.core.names import TURNS_QUEUE
 from gateway.listener.outbox import Coalescing, Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
-from gateway.publisher import Publisher
 from tests.support.rig import client_of
 from tests.support.store import msg, store_for
 
@@ -69,7 +69,7 @@ def test_a_broker_refusing_the_publishes_confirms_none(
     queued = client.llen(TURNS_QUEUE)
     client.config_set("maxmemory", "1")  # every write is refused (OOM), reads still work
     try:
-        with caplog.at_level(logging.WARNING, logger="gateway.publisher"):
+        with caplog.at_level(logging.WARNING, logger="gateway.broker.publisher"):
             assert Publisher(app, store).publish_many(turns) == 0
     finally:
         client.config_set("maxmemory", "0")

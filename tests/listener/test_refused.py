@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from gateway.broker.publisher import Publisher
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import StoreConfig
 from gateway.core.errors import TakeLater
@@ -24,7 +25,6 @@ from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
 from gateway.listener.refused import Refused
 from gateway.ops.embedded_redis import EmbeddedRedis
-from gateway.publisher import Publisher
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
 from tests.support.rig import client_of
 

@@ -9,10 +9,10 @@ from pydantic import SecretStr
 
 from gateway.agents.cache import AgentCache
 from gateway.agents.echo import factory as echo
+from gateway.broker.publisher import Publisher
 from gateway.chats.store import ChatStore
 from gateway.feishu.outbound.delivery import Replies, RetryPolicy
 from gateway.feishu.outbound.openapi import OpenApi
-from gateway.publisher import Publisher
 from gateway.simulator import Simulator
 from gateway.worker.handles import ChatHandles
 from gateway.worker.heartbeat import Heartbeater

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from gateway.chats import admin
 from gateway.chats.cancel import CancelResult
 from gateway.chats.history import read_history
+from gateway.chats.keys import turn_task_id
 from gateway.core.errors import Refused
-from gateway.core.names import turn_task_id
 from gateway.ops.cli.context import Ops
 
 PURGE_BATCH = 200
@@ -30,7 +30,7 @@ class TurnId:
 
     @classmethod
     def parse(cls, task_id: str) -> TurnId:
-        """`turn:<chat_id>:<message_id>:<fence>` (gateway/core/names.py), or Refused."""
+        """`turn:<chat_id>:<message_id>:<fence>` (gateway/broker/names.py), or Refused."""
         head, _, rest = task_id.partition(":")
         chat_id, _, tail = rest.partition(":")
         message_id, _, fence = tail.rpartition(":")

@@ -50,7 +50,7 @@ class Ops:
     @cached_property
     def app(self) -> Any:
         """The Celery app, with publishing bounded in time (a dead broker fails fast)."""
-        from gateway.publisher import bound_publishing
+        from gateway.broker.publisher import bound_publishing
         from tasks import app
 
         bound_publishing(app, 2 * self.settings.redis_timeout_s)
@@ -79,7 +79,7 @@ class Ops:
         """Messages waiting in each of the gateway's Celery queues (None: unreadable)."""
         from kombu.exceptions import ChannelError
 
-        from gateway.core.names import ALL_QUEUES
+        from gateway.broker.names import ALL_QUEUES
 
         lengths: dict[str, int | None] = {}
         with self.app.connection_for_write() as connection:

@@ -9,10 +9,10 @@ from typing import Any
 
 from gateway.agents.report import view
 from gateway.chats.history import read_history
+from gateway.chats.keys import turn_task_id
 from gateway.chats.scope import topic_of
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import entry_parts, text_of
-from gateway.core.names import turn_task_id
 
 TEXT_CHARS = 60
 """Message texts are shortened to this many characters (a view is not a transcript)."""

@@ -25,6 +25,7 @@ import redis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from gateway.broker.publisher import Publisher
 from gateway.chats.keys import CONTROL_KEY, INDEX_KEY
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import StoreConfig, entry_message
@@ -38,7 +39,6 @@ from gateway.feishu.inbound.events import message_text, parse_command, parse_mes
 from gateway.listener.intake import CARD_EVENT, MESSAGE_EVENT, Intake
 from gateway.listener.outbox import Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis
-from gateway.publisher import Publisher
 from tests.support.rig import client_of
 
 BOT, APP, CHAT = "ou_bot", "cli_fuzz", "oc_fuzz"

@@ -11,17 +11,12 @@ from urllib.parse import urlsplit
 import redis
 from kombu.exceptions import ChannelError, KombuError
 
+from gateway.broker.low_queue import LowQueue
+from gateway.broker.names import ON_REACTION, RUN_TURN, TURNS_QUEUE, TaskSender
+from gateway.chats.keys import turn_task_id
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import TurnRef
-from gateway.core.low_queue import LowQueue
 from gateway.core.model import Reaction
-from gateway.core.names import (
-    ON_REACTION,
-    RUN_TURN,
-    TURNS_QUEUE,
-    TaskSender,
-    turn_task_id,
-)
 
 logger = logging.getLogger(__name__)
 

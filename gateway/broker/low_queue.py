@@ -1,12 +1,12 @@
 """The low-priority queue (`gateway.release`: agent releases, reaction hooks), bounded on a
 Redis broker. A task there is of use only until its deadline; past it a worker that gets it
 drops it (Celery's `expires`), and on a Redis broker, whose kombu transport honours no
-message TTL, the producer bounds the list itself after each publish (`_BOUND_LUA`): the
+message TTL, the producer bounds the list itself after each publish (lua/bound.lua): the
 oldest tasks go past RELEASE_QUEUE_CAP_MESSAGES; from the oldest end, the tasks whose
 deadline (DEADLINE_HEADER) has passed go; and the list expires that long after the last
 publish, when every task in it is past its deadline (only ever lengthened: a producer with
 a longer deadline keeps its tasks). RabbitMQ enforces `expires` as the message TTL itself.
-gateway/agents/release_post.py says why at length.
+gateway/broker/release_post.py says why at length.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 import redis
 from kombu.transport import redis as kombu_redis
 
-from gateway.core.names import RELEASE_QUEUE, TaskSender
+from gateway.broker.names import RELEASE_QUEUE, TaskSender
+from gateway.core.scripts import source
 
 logger = logging.getLogger(__name__)
 
@@ -31,35 +32,6 @@ DEADLINE_HEADER = "gateway_release_by_ms"
 """A low-priority task's message header: when (Unix ms on the broker's clock, a Redis broker's
 TIME) the task is of no more use, its agent released in place."""
 
-_BOUND_LUA = """
-local t = redis.call('TIME')
-local queue, cap = KEYS[1], tonumber(ARGV[2])
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local dropped = math.max(0, redis.call('LLEN', queue) - cap)
-if dropped > 0 then
-  redis.call('LTRIM', queue, 0, cap - 1)
-end
-while true do
-  local oldest = redis.call('LINDEX', queue, -1)
-  if not oldest then break end
-  local ok, message = pcall(cjson.decode, oldest)
-  local by = ok and type(message) == 'table' and type(message.headers) == 'table'
-    and tonumber(message.headers[ARGV[3]])
-  if not by or by > now then break end
-  redis.call('RPOP', queue)
-  dropped = dropped + 1
-end
-local ttl = redis.call('PTTL', queue)
-if ttl ~= -2 and ttl < tonumber(ARGV[4]) then
-  redis.call('PEXPIRE', queue, ARGV[4])
-end
-return dropped
-"""
-"""KEYS[1]: the release queue's list (newest first: kombu publishes with LPUSH, consumers
-BRPOP the oldest); ARGV: (unused), the cap (messages), the deadline header, the list's
-expiry (ms; only ever lengthened, so a producer with a longer `expires_s` keeps its tasks).
-Returns how many tasks it dropped. The tasks carry no priority, so they all sit in the
-queue's own list."""
 
 
 def _broker_now_ms(channel: Any) -> int:
@@ -102,7 +74,7 @@ class LowQueue:
         try:
             with channel.conn_or_acquire() as client:
                 if self._bound_script is None:
-                    self._bound_script = client.register_script(_BOUND_LUA)
+                    self._bound_script = client.register_script(source("gateway.broker", "bound"))
                 dropped = int(self._bound_script(
                     keys=[RELEASE_QUEUE], client=client,
                     args=[0, RELEASE_QUEUE_CAP_MESSAGES,

@@ -16,12 +16,6 @@ RELEASE_QUEUE = "gateway.release"
 ALL_QUEUES = (TURNS_QUEUE, RELEASE_QUEUE)
 
 
-def turn_task_id(chat_id: str, message_id: str, fence: int | str) -> str:
-    """Readable in Flower and on the CLI: which chat, which message, which lease (`fence`
-    as issued, or as Redis keeps it)."""
-    return f"turn:{chat_id}:{message_id}:{fence}"
-
-
 class TaskSender(Protocol):
     """What we need of a Celery app: `send_task`, and `control` for revoke."""
 

@@ -16,7 +16,8 @@ for good:
   (and a changed queue argument makes RabbitMQ refuse the queue's declaration). `expires`
   alone leaves every task in the list until some worker takes it. So after each publish
   the producer bounds the list itself, on the connection it published on, in one script
-  (`_BOUND_LUA`): the oldest tasks go past `RELEASE_QUEUE_CAP_MESSAGES`; from the oldest
+  (gateway/broker/lua/bound.lua): the oldest tasks go past `RELEASE_QUEUE_CAP_MESSAGES`;
+  from the oldest
   end, the tasks whose deadline (the `DEADLINE_HEADER` each carries) has passed go; and
   the list expires `expires_s` after the last publish, when every task in it is past its
   deadline. A task dropped there is a task skipped: its agent is released in place by the
@@ -31,8 +32,8 @@ from dataclasses import asdict
 import redis
 
 from gateway.agents.release import Parcel
-from gateway.core.low_queue import RELEASE_QUEUE_CAP_MESSAGES, LowQueue
-from gateway.core.names import RELEASE_AGENT, TaskSender
+from gateway.broker.low_queue import RELEASE_QUEUE_CAP_MESSAGES, LowQueue
+from gateway.broker.names import RELEASE_AGENT, TaskSender
 
 __all__ = ["RELEASE_QUEUE_CAP_MESSAGES", "CeleryPost", "tokens_key"]
 
