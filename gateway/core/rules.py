@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 DmPolicy = Literal["open", "allowlist", "disabled"]
 GroupPolicy = Literal["open", "allowlist", "admin_only", "disabled"]
@@ -58,9 +58,8 @@ class Rules:
         return rule.busy if rule is not None and rule.busy is not None else self.busy
 
 
-def parse_group_rules(raw: str) -> dict[str, GroupRule]:
-    """FEISHU_GROUP_RULES, a JSON object: chat id → {"policy", "require_mention",
-    "allowed", "busy"} (each optional). ValueError saying what is wrong (pure)."""
+def _json_object(raw: str, example: str) -> dict[str, Any]:
+    """A setting's JSON object ({} when empty); ValueError saying what is wrong."""
     if not raw.strip():
         return {}
     try:
@@ -68,7 +67,14 @@ def parse_group_rules(raw: str) -> dict[str, GroupRule]:
     except ValueError as error:
         raise ValueError(f"not JSON ({error})") from None
     if not isinstance(data, dict):
-        raise ValueError('expected a JSON object such as {"oc_…": {"policy": "admin_only"}}')
+        raise ValueError(f"expected a JSON object such as {example}")
+    return data
+
+
+def parse_group_rules(raw: str) -> dict[str, GroupRule]:
+    """FEISHU_GROUP_RULES, a JSON object: chat id → {"policy", "require_mention",
+    "allowed", "busy"} (each optional). ValueError saying what is wrong (pure)."""
+    data = _json_object(raw, '{"oc_…": {"policy": "admin_only"}}')
     rules = {}
     for chat_id, spec in data.items():
         if not isinstance(spec, dict) or set(spec) - {"policy", "require_mention", "allowed",
@@ -105,14 +111,7 @@ def parse_menu(raw: str) -> dict[str, str]:
     """FEISHU_MENU, a JSON object: menu event_key → the text the click stands for (a command
     such as "/new" or "/stop", or any text the agent receives as if typed). ValueError
     saying what is wrong."""
-    if not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError as error:
-        raise ValueError(f"not JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise ValueError('expected a JSON object such as {"new_chat": "/new"}')
+    data = _json_object(raw, '{"new_chat": "/new"}')
     menu = {}
     for key, text in data.items():
         if not (key.isprintable() and 0 < len(key) <= MENU_KEY_MAX_CHARS) or "|" in key:
