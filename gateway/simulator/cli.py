@@ -24,7 +24,8 @@ def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_
                   app_secret: str = "sim-secret", *, bot_open_id: str = "ou_sim_bot",
                   stop_event: threading.Event | None = None,
                   out: TextIO | None = None, webhook_url: str = "",
-                  redelivery_s: Sequence[float] = FEISHU_REDELIVERY_S) -> None:
+                  redelivery_s: Sequence[float] = FEISHU_REDELIVERY_S,
+                  menu: Sequence[tuple[str, str]] = ()) -> None:
     """Serve until Ctrl-C, SIGTERM (main thread only) or `stop_event` is set.
 
     Prints where the web chat is, then the `export FEISHU_…=…` lines to paste into the
@@ -32,6 +33,7 @@ def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_
     POSTed there (signed and encrypted with a fresh Encrypt Key, retried on Feishu's
     schedule) for `feishu-gateway serve`, instead of going over the long connection. An
     event not answered 200 goes again after each of `redelivery_s` (Feishu's schedule).
+    `menu`: the bot menu's (event_key, label) items, as the web chat shows them.
     """
     stop = stop_event or threading.Event()
     previous = None
@@ -46,6 +48,7 @@ def serve_forever(host: str = "127.0.0.1", port: int = 9900, app_id: str = "cli_
             if webhook_url else None
         with Simulator(app_id, app_secret, host=host, port=port, bot_open_id=bot_open_id,
                        webhook=webhook, redelivery_s=redelivery_s) as sim:
+            sim.menu = list(menu)
             if webhook_url:
                 sim.set_webhook_urls([webhook_url])
             print(paste_lines(sim), file=out or sys.stdout, flush=True)

@@ -3,12 +3,14 @@ sent to it, and the demo (everything on embedded defaults)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from gateway.core.errors import GatewayError, Refused
 from gateway.core.logs import setup_logging
+from gateway.core.rules import parse_menu
 
 
 @click.group(invoke_without_command=True)
@@ -38,8 +40,13 @@ def simulator(ctx: click.Context, host: str, port: int, webhook_url: str,
     except ValueError:
         raise click.BadParameter("expected positive seconds, comma-separated",
                                  param_hint="--redelivery") from None
+    try:  # (the bot menu the web chat shows: FEISHU_MENU's keys, each labelled by its text)
+        menu = list(parse_menu(os.environ.get("FEISHU_MENU", "")).items())
+    except ValueError as error:
+        raise GatewayError(f"bad setting FEISHU_MENU: {error}") from None
     try:
-        serve_forever(host=host, port=port, webhook_url=webhook_url, redelivery_s=delays)
+        serve_forever(host=host, port=port, webhook_url=webhook_url, redelivery_s=delays,
+                      menu=menu)
     except OSError as error:
         raise GatewayError(f"the simulator cannot listen on {host}:{port}: "
                            f"{error.strerror or error}") from None
