@@ -88,7 +88,7 @@ def test_a_worker_without_a_log_level_says_it_is_ready_and_logs_a_line_per_turn(
                                         if f"turn turn:{chat}:{message_id}:" in line), None),
                           10, "the turn's line")
     assert isinstance(line, str)
-    assert re.search(rf" INFO gateway\.worker\.runner: turn turn:{chat}:{message_id}:\d+ of chat "
+    assert re.search(rf" INFO gateway\.worker\.turn_runner: turn turn:{chat}:{message_id}:\d+ of chat "
                      rf"{chat} replied in \d+\.\d\ds \(attempt 1\)$", line), line
 
 
