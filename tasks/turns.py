@@ -8,18 +8,18 @@ import time
 from typing import Any
 
 from celery import Task
-from celery.signals import task_revoked
 
 from gateway.broker.names import ON_REACTION, POST_MESSAGE, RELEASE_AGENT, RUN_TURN
 from gateway.chats.store_types import TurnRef
 from gateway.core import metrics
+from gateway.worker.hooks import connect
 from gateway.worker.revokes import RevokeLane
 from gateway.worker.shutdown import ShutdownNotice
 from gateway.worker.worker_process import WorkerProcess
 from tasks import app
 
-process = WorkerProcess(app).connect()
-shutdown = ShutdownNotice(lambda: process.runtime().runner.leave()).connect()
+process = WorkerProcess(app)
+shutdown = ShutdownNotice(lambda: process.runtime().runner.leave())
 revokes = RevokeLane(lambda: process.runtime().canceller)
 
 
@@ -82,4 +82,4 @@ def on_reaction(reaction: dict[str, Any]) -> str:
     return deliver(rt.factory, rt.agent_context, reaction)
 
 
-task_revoked.connect(revokes.on_revoked, sender=run_turn, weak=False)
+connect([*process.hooks(), shutdown, revokes], turn_task=run_turn)

@@ -17,6 +17,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 from gateway.chats.cancel import Canceller
 from gateway.core.errors import GatewayError
 from gateway.core.forks import ForkGate, fork_gate
+from gateway.worker.hooks import Hook
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def kills(signum: Any) -> bool:
     return int(digits) in (signal.SIGTERM, signal.SIGKILL, signal.SIGQUIT)
 
 
-class RevokeLane:
+class RevokeLane(Hook):
     """One thread per process applies the revokes, in order: the `task_revoked` handler runs
     on the worker's consumer, which must not wait on Redis, and a mass revoke queues here
     instead of starting a thread each."""
@@ -48,8 +49,7 @@ class RevokeLane:
         self._gate = gate
         self._lanes: dict[int, ThreadPoolExecutor] = {}
 
-    def on_revoked(self, request: Any = None, terminated: bool = False, signum: Any = None,
-                   **_: Any) -> None:
+    def revoked(self, request: Any, terminated: bool, signum: Any) -> None:
         """Celery's `task_revoked`, for the turn task."""
         kwargs = getattr(request, "kwargs", None) or {}
         chat_id, fence = kwargs.get("chat_id"), kwargs.get("fence")

@@ -11,9 +11,8 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
 
-from celery.signals import worker_shutting_down
+from gateway.worker.hooks import Hook
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +23,7 @@ GREEN_POOLS = {"gevent", "eventlet"}
 as it waits for running turns)."""
 
 
-class ShutdownNotice:
+class ShutdownNotice(Hook):
     """Made in the worker's main process before its pool forks (the pool processes share the
     pipe): the main process writes a byte for each, and each one's watcher takes one."""
 
@@ -35,11 +34,10 @@ class ShutdownNotice:
         self._watchers: dict[int, threading.Thread] = {}
         self._watching = threading.Lock()
 
-    def connect(self) -> ShutdownNotice:
-        worker_shutting_down.connect(self.tell, weak=False)
-        return self
+    def shutting_down(self) -> None:
+        self.tell()
 
-    def tell(self, **_: Any) -> None:
+    def tell(self) -> None:
         """SIGTERM (or SIGINT, SIGQUIT) reached the worker's main process: in its signal
         handler, so only one write, never a lock."""
         with contextlib.suppress(OSError):  # the pipe is full: told already

@@ -22,8 +22,10 @@ LISTENER = ("from tasks import app\n"
             "ListenerService(load_settings(), app)\n" + REPORT)
 WORKER = ("import logging, tasks.turns\n"
           "process = tasks.turns.process\n"
-          "process.dress_logs(logging.getLogger())\n"
-          "process.check_agent()\n"
+          "hooks = process.hooks()\n"
+          "hooks[0].logs_set_up(logging.getLogger())\n"
+          "from gateway.agents import load_factory\n"
+          "load_factory(process.settings().agent)\n"
           "process.runtime().runner\n" + REPORT)
 
 
