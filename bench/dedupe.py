@@ -45,7 +45,7 @@ def _digest_hash_per_day(pipe: Any, chat: str, message_id: str) -> None:
 
 def _gateway(store: ChatStore, now_ms: int) -> Layout:
     def ingest(pipe: Any, chat: str, message_id: str) -> None:
-        store.ingest(Message(message_id, chat, "p2p", "ou_bench", "text", "hi",
+        store.inbox.ingest(Message(message_id, chat, "p2p", "ou_bench", "text", "hi",
                              create_time_ms=now_ms))
     return ingest
 

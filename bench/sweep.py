@@ -28,7 +28,7 @@ def strand(client: redis.Redis, chats: int) -> None:
     store = ChatStore(client, StoreConfig(claim_ttl_ms=1000))
     for n in range(chats):
         chat = f"oc_sweep_{n:06d}"
-        store.ingest(Message(f"om_sweep_{n:06d}", chat, "p2p", "ou_x", "text", "hi"))
+        store.inbox.ingest(Message(f"om_sweep_{n:06d}", chat, "p2p", "ou_x", "text", "hi"))
 
 
 def measure(st: Stack, chats: int, sweepers: int) -> dict[str, float]:

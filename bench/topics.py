@@ -47,14 +47,14 @@ def _run(client: redis.Redis, tag: str, per_thread: bool) -> dict[str, Any]:
                       Keyspace(scope=ChatScope(per_thread=per_thread)))
     messages = _messages(tag)
     began = time.perf_counter()
-    ready = [a.claimed for a in (store.ingest(m) for m in messages) if a.claimed]
+    ready = [a.claimed for a in (store.inbox.ingest(m) for m in messages) if a.claimed]
     ingest_s = time.perf_counter() - began
     began, turns = time.perf_counter(), 0
     while ready:
         turn = ready.pop()
-        started = store.start(turn, "task", "w")
+        started = store.turns.start(turn, "task", "w")
         assert started is not None
-        following = store.complete(turn).following
+        following = store.turns.complete(turn).following
         turns += 1
         if following is not None:
             ready.append(following)

@@ -81,10 +81,10 @@ class OrphanCards:
         """The stop's mark: interrupted, or who stopped the turn (its own stop's, else the
         one that ended `stopped`)."""
         ended = TurnRef(turn.chat_id, "", stopped)
-        if self._store.interrupted(turn) or self._store.interrupted(ended):
+        if self._store.turns.interrupted(turn) or self._store.turns.interrupted(ended):
             return INTERRUPTED_MARK
-        return stopped_mark(self._store.stopped_by(turn.chat_id, turn.fence)
-                            or self._store.stopped_by(turn.chat_id, stopped))
+        return stopped_mark(self._store.clicks.stopped_by(turn.chat_id, turn.fence)
+                            or self._store.clicks.stopped_by(turn.chat_id, stopped))
 
     def _close(self, turn: TurnRef, live: LiveCard, mark: str) -> bool:
         card = closed_card(answer_of(live.text) or "…", element_id=ANSWER_ELEMENT_ID,

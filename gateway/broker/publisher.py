@@ -96,7 +96,7 @@ class Publisher:
         if sent is None:
             sent = [(turn, task_id) for turn in turns if (task_id := self._send(turn))]
         if sent:
-            self._store.confirm_many(sent)
+            self._store.inbox.confirm_many(sent)
         return len(sent)
 
     def backlog(self) -> int | None:
@@ -130,5 +130,5 @@ class Publisher:
         task_id = self._send(turn)
         if task_id is None:
             return False
-        self._store.confirm(turn, task_id)
+        self._store.inbox.confirm(turn, task_id)
         return True

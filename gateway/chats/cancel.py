@@ -126,9 +126,9 @@ class Canceller:
                            debounce=debounce)
         if isinstance(begun, CancelResult):
             return begun
-        while self._store.holds(begun.turn) and time.monotonic() < begun.deadline:
+        while self._store.turns.holds(begun.turn) and time.monotonic() < begun.deadline:
             time.sleep(self.poll_s)
-        return self.end(begun, ended=not self._store.holds(begun.turn))
+        return self.end(begun, ended=not self._store.turns.holds(begun.turn))
 
     def begin(self, chat_id: str, command_id: str, *, new_session: bool = False,
               target: str = "*", debounce: bool = True, renewed: bool = False,
@@ -147,7 +147,7 @@ class Canceller:
         # the flag outlives the turn's lease, so a sweeper can still see it was stopped
         flag_ttl_ms = max(int(self.timeout_s * 1000) + 2 * self.lease_ttl_ms, RECORD_TTL_MS)
         debounce_ms = int(self.debounce_s * 1000) if debounce else 0
-        step = self._store.cancel(chat_id, command_id, debounce_ms=debounce_ms,
+        step = self._store.cancels.cancel(chat_id, command_id, debounce_ms=debounce_ms,
                                   flag_ttl_ms=flag_ttl_ms, target_fence=target,
                                   new_session=new_session and not renewed,
                                   only_queued=only_queued, sent_ms=sent_ms,
@@ -185,7 +185,7 @@ class Canceller:
     def _fence_off(self, turn: TurnRef, outcome: str) -> str:
         """End the turn that did not stop in time (its message dropped, `outcome` in the
         chat's history) and publish the next one; what `complete` did."""
-        completion = self._store.complete(turn, outcome=outcome)
+        completion = self._store.turns.complete(turn, outcome=outcome)
         if completion.following is not None:
             self._publish(completion.following)
         return completion.outcome

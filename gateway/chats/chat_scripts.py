@@ -9,7 +9,7 @@ own options where it has some.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
@@ -19,6 +19,8 @@ from gateway.chats.store_types import StoreConfig, text_of
 from gateway.chats.upgrade import Compat, Upgrade
 from gateway.core.errors import SettingsError
 from gateway.core.scripts import pack, register
+
+P = TypeVar("P", bound="ChatScripts")
 
 LIMITS: dict[str, tuple[str, ...]] = {
     "ingest": ("dedupe_ttl_s", "inbox_cap", "claim_ttl_ms", "control_cap", "session_ttl_ms",
@@ -59,6 +61,13 @@ class ChatScripts:
         self._packed = {name: pack(limits) for name, limits in self._limits.items()}
         self.upgrade = Upgrade(client)
         self._compat_packed: dict[tuple[str, Compat], str] = {}
+
+    def part(self, kind: type[P]) -> P:
+        """A part of the store's steps (gateway/chats/store.py) on this very runner: its
+        client, layout, limits and scripts, and what it caches, are every part's."""
+        part = kind.__new__(kind)
+        part.__dict__ = self.__dict__
+        return part
 
     def keys(self, chat_id: str) -> ChatKeys:
         return self.keyspace.chat(chat_id)

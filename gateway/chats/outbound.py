@@ -109,7 +109,7 @@ def post(store: ChatStore, publish: Callable[[TurnRef], object], out: Outbound, 
     `sender_app`: the app it goes out as (its chat is marked active for that app's
     catch-up, as a user's message marks it)."""
     message = outbound_message(out, max_text_chars=max_text_chars)
-    admitted = store.ingest(message, app_id=sender_app)
+    admitted = store.inbox.ingest(message, app_id=sender_app)
     if admitted.claimed is not None:
         publish(admitted.claimed)
     state = store.keyspace.scope.of_message(message)

@@ -13,14 +13,17 @@ import json
 import time
 from typing import Any
 
+import redis
+
 from gateway.chats.cancel_step import CancelSteps
 from gateway.chats.change_steps import ChangeSteps
+from gateway.chats.chat_scripts import ChatScripts
 from gateway.chats.feedback_steps import FeedbackSteps
 from gateway.chats.inbox import InboxSteps
-from gateway.chats.keys import UNDELIVERED_KEY
+from gateway.chats.keys import UNDELIVERED_KEY, Keyspace
 from gateway.chats.recovery import RecoverySteps
 from gateway.chats.stop_clicks import StopClickSteps
-from gateway.chats.store_types import entry_message, entry_parts, text_of
+from gateway.chats.store_types import StoreConfig, entry_message, entry_parts, text_of
 from gateway.chats.turn import TurnSteps
 from gateway.core import metrics
 from gateway.core.model import Message
@@ -29,8 +32,31 @@ UNDELIVERED_CAP = 1000
 UNDELIVERED_TTL_S = 7 * 86_400
 
 
-class ChatStore(InboxSteps, TurnSteps, RecoverySteps, CancelSteps, ChangeSteps,
-                StopClickSteps, FeedbackSteps):
+class ChatStore(ChatScripts):
+    """The chat state's steps, in parts, each on this one script runner: a call site names
+    the part it runs (`store.inbox.ingest`, `store.turns.start`), so what a process does
+    to a chat reads off its code (the listener takes messages in and stops turns; a worker
+    runs them)."""
+
+    def __init__(self, client: redis.Redis, config: StoreConfig | None = None,
+                 keyspace: Keyspace | None = None, *, runner: str = "") -> None:
+        super().__init__(client, config, keyspace, runner=runner)
+        self.inbox = self.part(InboxSteps)
+        """The listener's: a message in (dedupe, admission, the next turn claimed)."""
+        self.turns = self.part(TurnSteps)
+        """A worker's: a turn started, kept alive, its answer kept, completed or handed
+        back; whether a turn still holds its chat."""
+        self.recovery = self.part(RecoverySteps)
+        """The sweeper's: turns whose lease ran out, run again."""
+        self.cancels = self.part(CancelSteps)
+        """A stop's step."""
+        self.changes = self.part(ChangeSteps)
+        """Messages withdrawn or edited, the bot removed from a chat."""
+        self.clicks = self.part(StopClickSteps)
+        """A streaming card's Stop button."""
+        self.feedback = self.part(FeedbackSteps)
+        """Reactions and menu clicks noted, reactions recorded."""
+
     # reading, for the operator
     def pending(self, chat_id: str) -> list[tuple[str, Message | None]]:
         """Waiting messages in the order they will run (the running one included)."""

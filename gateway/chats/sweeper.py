@@ -41,11 +41,11 @@ class Dispatcher(Protocol):
 
 def sweep_batch(store: ChatStore, publisher: Dispatcher, limit: int = BATCH) -> tuple[int, bool]:
     """Recover one batch of due chats; returns (turns published, whether more may be due)."""
-    chats, more = store.due_batch(limit, claim_ms=CLAIM_MS)
+    chats, more = store.recovery.due_batch(limit, claim_ms=CLAIM_MS)
     if not chats:
         return 0, False
     backlog = publisher.backlog()
-    found = store.recover_many(chats, may_requeue=not backlog)
+    found = store.recovery.recover_many(chats, may_requeue=not backlog)
     turns = []
     for chat_id, (kind, turn) in found.items():
         if kind == "requeue":

@@ -62,12 +62,12 @@ class ChatChanges:
     def _chat_event(self, event_type: str, chat: ev.ChatEvent, app_id: str) -> str:
         state = self.store.keyspace.scope.of(chat.chat_id, app_id)  # this bot's (scope.py)
         if event_type == ev.RECALLED:
-            change = self.store.withdraw(state, chat.message_id)
+            change = self.store.changes.withdraw(state, chat.message_id)
             logger.info("message %s of chat %s withdrawn by its sender: %s", chat.message_id,
                         state, _said(change))
             return self._went_on(change)
         if event_type == ev.BOT_REMOVED:
-            changes = self.store.evict_all(state, chat.at_ms)  # (its topics' too)
+            changes = self.store.changes.evict_all(state, chat.at_ms)  # (its topics' too)
             for change in changes:
                 self._went_on(change)
             logger.info("bot removed from chat %s: %d waiting message(s) dropped, turn %s%s",
@@ -101,7 +101,7 @@ class ChatChanges:
     def _edited(self, payload: Mapping[str, Any], app_id: str) -> str:
         message, update_ms = ev.parse_edit(payload, bot_open_id=self.bot_open_ids.get(app_id, ""),
                                            max_text_chars=self.max_text_chars)
-        outcome = self.store.revise(self.tag(message, app_id), update_ms)
+        outcome = self.store.changes.revise(self.tag(message, app_id), update_ms)
         line = {"revised": "its new text will be answered", "kept": "kept for when it comes",
                 "started": "already answered or being answered: no second answer",
                 "answered": "already answered or being answered: no second answer",

@@ -175,7 +175,7 @@ class ControlDesk:
             parked = list(self._parked.items())
         if not parked:
             return
-        holding = self._store.holds_many([w.turn for _, (_, w) in parked])
+        holding = self._store.turns.holds_many([w.turn for _, (_, w) in parked])
         now = time.monotonic()
         for (job_id, (job, waiting)), holds in zip(parked, holding, strict=True):
             if holds and now < waiting.deadline:
@@ -279,7 +279,7 @@ class ControlDesk:
     def _finish(self, job: ControlJob, waiting: Stopping, ended: bool) -> bool:
         """A parked stop's last step: end the turn (fence it, if it did not end), reply to
         a command."""
-        shown = job.kind == "command" and self._store.stop_shown(waiting.turn.chat_id,
+        shown = job.kind == "command" and self._store.clicks.stop_shown(waiting.turn.chat_id,
                                                                  waiting.turn.fence)
         result = self._canceller.end(waiting, ended=ended)  # (a live card is closed after)
         if job.message is not None and job.kind == "command":

@@ -49,7 +49,7 @@ class ReactionIntake:
             logger.debug("reaction %s on %s by an app (the bot's own mark): ignored",
                          event.emoji, event.message_id)
             return "app"
-        outcome = self._store.note_reaction(app_id, event.event_id, event.message_id,
+        outcome = self._store.feedback.note_reaction(app_id, event.event_id, event.message_id,
                                             event.emoji, event.added, event.by, event.at_ms)
         logger.info("reaction %s %s on %s by %s: %s", event.emoji,
                     "added" if event.added else "removed", event.message_id, shown(event.by),
@@ -92,7 +92,7 @@ class ReactionDesk:
                             job.command == "added", job.target, job.sent_ms,
                             "" if job.app == self._primary else job.app, thread_id)
         state = self._store.keyspace.scope.of(chat_id, job.app, thread_id)
-        recorded = self._store.record_reaction(state, reaction.turn_message_id, job.why,
+        recorded = self._store.feedback.record_reaction(state, reaction.turn_message_id, job.why,
                                                reaction.added, job.target, job.sent_ms)
         self._send_hook(reaction)
         metrics.reacted(emoji_label(job.why), "added" if reaction.added else "removed")

@@ -221,7 +221,7 @@ class Intake:
         if batch.stopped():
             admissions = [batch.refusal() for _ in waiting]
         else:
-            admissions = self._store.ingest_many([entry for _, entry in waiting],
+            admissions = self._store.inbox.ingest_many([entry for _, entry in waiting],
                                                  deadline=batch.deadline)
         for (n, entry), admission in zip(waiting, admissions, strict=True):
             message = entry.message
@@ -299,7 +299,7 @@ class Intake:
         """The admitted message's one Redis step, and its hand-off."""
         entry = self._entry(message, command)
         try:
-            admission = self._store.ingest(entry.message, entry.command, busy=entry.busy,
+            admission = self._store.inbox.ingest(entry.message, entry.command, busy=entry.busy,
                                            app_id=entry.app_id)
         except NotDurable as error:  # ACK 500 (Feishu redelivers), but publish what it did
             if error.admission.claimed is not None:
@@ -349,7 +349,7 @@ class Intake:
                    shown(reason, max_chars=200))
         if refusal.tell and refusal.message is not None and self.refusal_notice_every_s > 0:
             # told by the bot it was sent to, once per that bot's state of the chat
-            self._store.refuse(self._tag(refusal.message, app_id), reason,
+            self._store.inbox.refuse(self._tag(refusal.message, app_id), reason,
                                self.refusal_notice_every_s)
         return "refused"
 

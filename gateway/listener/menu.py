@@ -47,7 +47,7 @@ class MenuIntake:
             logger.warning("menu key %r clicked by %s is not in FEISHU_MENU: ignored",
                            click.key, shown(click.open_id))
             return "unmapped"
-        outcome = self._store.note_event(
+        outcome = self._store.feedback.note_event(
             click.open_id, click.event_id or f"menu:{click.open_id}:{click.key}:{click.at_ms}",
             kind="menu", app=app_id, task=click.event_id, why=text, fence=click.open_id,
             sent_ms=click.at_ms)

@@ -4,7 +4,7 @@ the turn as /stop does, answered at once with a toast.
 The click is judged here, on the connection's ingest thread (never the SDK's loop), within
 Feishu's 3 s: who may stop the turn is who may decide its approvals (the requester, admins,
 allowlisted users; in a DM, its user: gateway/approvals/policy.py), a stranger is refused
-and nothing changes. Then one Redis step (ChatStore.click_stop) writes a stop job, deduped by
+and nothing changes. Then one Redis step (ChatStore.clicks.click_stop) writes a stop job, deduped by
 the click's token (Feishu's redelivery counts once) and bound to the turn the card was shown
 for; the control desk ends the turn through the canceller, with /stop's records (no debounce:
 the click names its turn), and the worker closes the card saying who stopped it.
@@ -69,7 +69,7 @@ class StopButton:
             logger.warning("stop click in chat %s by %s refused: not the requester, an admin "
                            "or allowed", shown(chat), shown(clicker or "?"))
             return _toast("error", "You may not stop this answer.")
-        click = self._store.click_stop(chat, turn, clicker, token,
+        click = self._store.clicks.click_stop(chat, turn, clicker, token,
                                        _when(mapping(payload.get("header"))))
         logger.info("stop click in chat %s on the turn of %s by %s: %s", shown(chat),
                     shown(turn), shown(clicker), click.outcome)

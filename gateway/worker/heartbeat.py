@@ -64,7 +64,7 @@ class Heartbeater:
             return
         extend = [now - h.extended_at >= self.extend_every_s for h in live]
         try:
-            states = self._store.heartbeat([h.turn for h in live], extend)
+            states = self._store.turns.heartbeat([h.turn for h in live], extend)
         except redis.RedisError as error:
             logger.warning("heartbeat of %d turn(s) failed: %s", len(live), error)
             return

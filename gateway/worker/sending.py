@@ -96,7 +96,7 @@ class AnswerSender:
 
         def may_send() -> bool:  # (a turn its leaving worker stopped still says so)
             return (not handle.stopped.is_set() or handle.reason == SHUTDOWN) \
-                and self.store.may_reply(turn)
+                and self.store.turns.may_reply(turn)
 
         surface: Surface
         if self.reply_format in ("text", "post"):
@@ -172,13 +172,13 @@ class AnswerSender:
         """Close a stopped turn's card with its mark (who stopped it, or interrupted), and
         note that it shows the stop. Not when the turn only lost its lease: its re-run
         streams into the same card and closes it."""
-        if stream.live and self.store.asked_to_stop(turn):
-            interrupted = self.store.interrupted(turn)
+        if stream.live and self.store.turns.asked_to_stop(turn):
+            interrupted = self.store.turns.interrupted(turn)
             shown = stream.close(stream.text, INTERRUPTED_MARK if interrupted
-                                 else stopped_mark(self.store.stopped_by(turn.chat_id,
+                                 else stopped_mark(self.store.clicks.stopped_by(turn.chat_id,
                                                                          turn.fence)))
             if shown and not interrupted:  # the stop's command is answered with a reaction
-                self.store.note_stop_shown(turn.chat_id, turn.fence)
+                self.store.clicks.note_stop_shown(turn.chat_id, turn.fence)
 
     def send(self, turn: TurnRef, message: Message, answer: Answer, handle: TurnHandle,
              attempt: int, stream: Stream | None = None) -> None:
@@ -203,7 +203,7 @@ class AnswerSender:
             if handle.stopped.is_set():
                 return False
             fresh, checked[0] = checked[0], False
-            return fresh or self.store.may_reply(turn)
+            return fresh or self.store.turns.may_reply(turn)
 
         reply_to = message.message_id
         for index, chunk in enumerate(chunks[first:], first):

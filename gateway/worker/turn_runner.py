@@ -89,7 +89,7 @@ class TurnRunner:
     def leave(self) -> None:
         """The worker is shutting down: replies are no longer retried nor waited for (a
         wait now wakes at once); a turn whose piece then fails, or finds no room in the
-        quota, stops and is handed back (`ChatStore.hand_back`) for another worker to
+        quota, stops and is handed back (`ChatStore.turns.hand_back`) for another worker to
         resend its kept answer. A send going well goes on. A turn whose agent still runs
         is stopped (`Turn.cancelled()` turns true: a cooperative agent ends at once) and
         handed back, its streamed answer showing that another worker takes it up; an
@@ -181,7 +181,7 @@ class TurnRunner:
         """Start the turn; merging (busy modes merge, interrupt), first wait as long as Redis
         says (the chat's newest message is younger than the merge window: more may join)."""
         while True:
-            started = self.store.start_or_wait(turn, task_id, worker)
+            started = self.store.turns.start_or_wait(turn, task_id, worker)
             if not isinstance(started, MergeWait):
                 return started
             time.sleep(min(started.ms, 10_000) / 1000)
@@ -190,7 +190,7 @@ class TurnRunner:
                 run_next: tuple[str, str] | None = None) -> tuple[str, Completion | None]:
         """Run one started turn; returns how it ended (replied, resent, silent, failed,
         stopped, gave-up, unreadable, greeted, timed-out, handed-back) and what
-        `ChatStore.complete` gave: the chat's next turn (claimed, or started when `run_next`
+        `ChatStore.turns.complete` gave: the chat's next turn (claimed, or started when `run_next`
         asked for it), or nothing."""
         clock = time.monotonic()
         following: Completion | None = None
@@ -211,7 +211,7 @@ class TurnRunner:
                 logger.exception("turn %s of chat %s failed; the chat goes on",
                                  turn.message_id, turn.chat_id)
                 metrics.turn_ended("error", time.monotonic() - clock)
-                failed = self.store.complete(turn, outcome="failed")
+                failed = self.store.turns.complete(turn, outcome="failed")
                 if failed.following is not None:
                     self.publisher.publish(failed.following)
                 raise
@@ -224,7 +224,7 @@ class TurnRunner:
                 self._hand_back(turn)
             else:  # a worker leaving starts no further turn (stale: a no-op)
                 leaving = self.replies.leaving.is_set()
-                following = self.store.complete(turn, None if leaving else run_next,
+                following = self.store.turns.complete(turn, None if leaving else run_next,
                                                 outcome=outcome)
         metrics.turn_ended(outcome, time.monotonic() - clock)
         metrics.merged(outcome, len(started.merged_ids))
@@ -285,7 +285,7 @@ class TurnRunner:
                     answer = self.sender.streamed(turn, stream, answer, outcome, handle)
             if answer is None:
                 return "stopped" if handle.stopped.is_set() else outcome
-            if handle.stopped.is_set() or not self.store.keep_answer(turn, answer):
+            if handle.stopped.is_set() or not self.store.turns.keep_answer(turn, answer):
                 if stream is not None:  # (a stop that came as the answer was kept)
                     self.sender.close_stopped(turn, stream)
                 return "stopped"
@@ -295,7 +295,7 @@ class TurnRunner:
     def _hand_back(self, turn: TurnRef) -> None:
         """Give the turn back for another worker to send its kept answer, at once."""
         try:
-            again = self.store.hand_back(turn)
+            again = self.store.turns.hand_back(turn)
         except redis.RedisError as error:
             logger.warning("turn %s of chat %s not handed back (%s); it runs again once its "
                            "lease expired", turn.message_id, turn.chat_id, error)
@@ -320,7 +320,7 @@ class TurnRunner:
         process keeps for it missed that turn; marks this process as starting its turn now.
         Never for agents that keep nothing of a session in memory (no runner, no mark)."""
         runner = self.store.runner
-        return bool(runner) and self.store.mark_runner(chat_id, session) != runner
+        return bool(runner) and self.store.turns.mark_runner(chat_id, session) != runner
 
     def _run_agent(self, session: str, turn: Turn, missed: bool,
                    stream: Stream | None) -> Said | None:

@@ -26,9 +26,9 @@ def test_ingest_marks_each_chat_active_once_bounded_and_per_app(client: redis.Re
     client.delete(active_key(None, "cli_a"), active_key(None, "cli_b"))
     store = store_for(client, active_cap=3, inbox_cap=50)
     for n in range(80):
-        store.ingest(msg(f"oc_{n}", n), app_id="cli_a")
-    store.ingest(replace(msg("oc_g", 100), chat_type="group"), app_id="cli_b")
-    store.ingest(msg("oc_79", 79), app_id="cli_a")  # a duplicate: no new mark
+        store.inbox.ingest(msg(f"oc_{n}", n), app_id="cli_a")
+    store.inbox.ingest(replace(msg("oc_g", 100), chat_type="group"), app_id="cli_b")
+    store.inbox.ingest(msg("oc_79", 79), app_id="cli_a")  # a duplicate: no new mark
     assert client.zcard(active_key(None, "cli_a")) <= 3 + 64, "trimmed in batches past the cap"
     reader = ActiveChats(client)
     recent = reader.recent("cli_a", 0, 3)
@@ -45,15 +45,15 @@ def test_ingest_marks_each_chat_active_once_bounded_and_per_app(client: redis.Re
 def test_a_busy_app_never_pushes_a_quiet_apps_chats_out(client: redis.Redis) -> None:
     client.delete(active_key(None, "cli_a"), active_key(None, "cli_b"))
     store = store_for(client, active_cap=3, inbox_cap=50)
-    store.ingest(msg("oc_b_only", 1), app_id="cli_b")
+    store.inbox.ingest(msg("oc_b_only", 1), app_id="cli_b")
     for n in range(80):
-        store.ingest(msg(f"oc_a{n}", n + 10), app_id="cli_a")
+        store.inbox.ingest(msg(f"oc_a{n}", n + 10), app_id="cli_a")
     assert [c.chat_id for c in ActiveChats(client).recent("cli_b", 0, 3)] == ["oc_b_only"]
 
 
 def test_no_index_without_catch_up(client: redis.Redis) -> None:
     client.delete(active_key(None, "cli_a"), active_key(None, "cli_b"))
-    store_for(client).ingest(msg("oc_quiet", 1), app_id="cli_a")
+    store_for(client).inbox.ingest(msg("oc_quiet", 1), app_id="cli_a")
     assert client.exists(active_key(None, "cli_a")) == 0
 
 
@@ -66,12 +66,12 @@ def test_a_member_is_parsed_from_the_right() -> None:
 
 def test_a_command_read_back_after_an_outage_is_late_not_run(client: redis.Redis) -> None:
     store = store_for(client, active_cap=10)
-    first = store.ingest(replace(msg("oc_cmd", 1), caught_up=True), app_id="cli_a")
+    first = store.inbox.ingest(replace(msg("oc_cmd", 1), caught_up=True), app_id="cli_a")
     assert first.outcome == "dispatch", "a caught-up message is admitted as any other"
-    stop = store.ingest(replace(msg("oc_cmd", 2, text="/stop"), caught_up=True), "stop",
+    stop = store.inbox.ingest(replace(msg("oc_cmd", 2, text="/stop"), caught_up=True), "stop",
                         app_id="cli_a")
     assert stop.outcome == "late"
-    live = store.ingest(msg("oc_cmd", 3, text="/stop"), "stop", app_id="cli_a")
+    live = store.inbox.ingest(msg("oc_cmd", 3, text="/stop"), "stop", app_id="cli_a")
     assert live.outcome == "command", "a pushed command runs as ever"
     entries: list[tuple[str, dict[str, str]]] = client.xrange(CONTROL_KEY)  # type: ignore[assignment]
     kinds = [fields["kind"] for _, fields in entries if fields.get("chat") == "oc_cmd"]
@@ -82,12 +82,12 @@ def test_a_command_read_back_after_an_outage_is_late_not_run(client: redis.Redis
 
 def test_an_edit_of_a_message_read_back_keeps_its_late_mark(client: redis.Redis) -> None:
     store = store_for(client, active_cap=10)
-    store.ingest(replace(msg("oc_edit", 1), caught_up=True), app_id="cli_a")
-    store.ingest(replace(msg("oc_edit", 2), caught_up=True), app_id="cli_a")  # it waits
-    assert store.revise(msg("oc_edit", 2, text="edited"), 10**13) == "revised"
+    store.inbox.ingest(replace(msg("oc_edit", 1), caught_up=True), app_id="cli_a")
+    store.inbox.ingest(replace(msg("oc_edit", 2), caught_up=True), app_id="cli_a")  # it waits
+    assert store.changes.revise(msg("oc_edit", 2, text="edited"), 10**13) == "revised"
     # an edit that came before its message, read back later
-    assert store.revise(msg("oc_edit", 3, text="edited first"), 10**13) == "kept"
-    store.ingest(replace(msg("oc_edit", 3), caught_up=True), app_id="cli_a")
+    assert store.changes.revise(msg("oc_edit", 3, text="edited first"), 10**13) == "kept"
+    store.inbox.ingest(replace(msg("oc_edit", 3), caught_up=True), app_id="cli_a")
     found = [(s.text, s.caught_up) for _, s in store.pending("oc_edit") if s is not None]
     assert found[1:] == [("edited", True), ("edited first", True)]
 
@@ -96,12 +96,12 @@ def test_a_message_read_back_never_interrupts_the_turn_answering_earlier_ones(
         client: redis.Redis) -> None:
     store = store_for(client, active_cap=10, merge_window_ms=0)
     client.delete(CONTROL_KEY)
-    turn = store.ingest(replace(msg("oc_late_int", 1), caught_up=True), app_id="cli_a",
+    turn = store.inbox.ingest(replace(msg("oc_late_int", 1), caught_up=True), app_id="cli_a",
                         busy="interrupt").claimed
     assert turn is not None and started(store, turn).message_id == "om_1"
-    store.ingest(replace(msg("oc_late_int", 2), caught_up=True), app_id="cli_a",
+    store.inbox.ingest(replace(msg("oc_late_int", 2), caught_up=True), app_id="cli_a",
                  busy="interrupt")
-    store.ingest(msg("oc_late_int", 3), app_id="cli_a", busy="interrupt")  # pushed: it does
+    store.inbox.ingest(msg("oc_late_int", 3), app_id="cli_a", busy="interrupt")  # pushed: it does
     entries: list[tuple[str, dict[str, str]]] = client.xrange(CONTROL_KEY)  # type: ignore[assignment]
     interrupts = [f["message"] for _, f in entries if f.get("kind") == "interrupt"]
     assert len(interrupts) == 1 and '"om_3"' in interrupts[0]

@@ -26,8 +26,8 @@ def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
 
 
 def run_to_end(store: ChatStore, turn: TurnRef, outcome: str) -> TurnRef | None:
-    assert store.start(turn, f"task-{turn.message_id}", "w1") is not None
-    completion = store.complete(turn, outcome=outcome)
+    assert store.turns.start(turn, f"task-{turn.message_id}", "w1") is not None
+    completion = store.turns.complete(turn, outcome=outcome)
     assert completion.outcome != "stale"
     return completion.following
 
@@ -54,8 +54,8 @@ def test_finished_turns_are_kept_newest_first_with_the_message_only_when_retryab
 def test_a_stop_before_the_turn_started_is_recorded_as_stopped(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    store.ingest(msg(chat_id, 1))
-    step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
+    store.inbox.ingest(msg(chat_id, 1))
+    step = store.cancels.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
     assert step.how == "not-started"
     [record] = read_history(redis_client, store.keys(chat_id))
     assert (record.message_id, record.outcome) == ("om_1", "stopped")
@@ -78,7 +78,7 @@ def test_a_retried_message_waits_behind_the_chat_and_runs_once_with_new_uuids(
     turn = first_turn(store, chat_id, 2)
     following = run_to_end(store, turn, "failed")
     assert following is not None and following.message_id == "om_2"
-    store.ingest(msg(chat_id, 3))
+    store.inbox.ingest(msg(chat_id, 3))
     result = admin.retry(store, chat_id, "om_1")
     assert (result.how, result.waiting, result.following) == ("queued", 2, None)
     assert pending_ids(store, chat_id) == ["om_2", "om_3", "om_1"], "at the back, in order"
@@ -87,10 +87,10 @@ def test_a_retried_message_waits_behind_the_chat_and_runs_once_with_new_uuids(
     assert after is not None
     after = run_to_end(store, after, "replied")
     assert after is not None and after.message_id == "om_1"
-    started = store.start(after, "task-retry", "w1")
+    started = store.turns.start(after, "task-retry", "w1")
     assert started is not None and started.message is not None
     assert started.message.retry == 1 and started.message.reply_key != "om_1"
-    assert store.complete(after, outcome="replied").outcome == "idle"
+    assert store.turns.complete(after, outcome="replied").outcome == "idle"
     assert admin.retry(store, chat_id, "om_1").how == "answered"
 
 
@@ -101,19 +101,19 @@ def test_a_retry_in_an_idle_chat_claims_a_turn_to_publish(redis_client: redis.Re
     run_to_end(store, turn, "gave-up")
     result = admin.retry(store, chat_id, "om_1")
     assert result.how == "claimed" and result.following is not None
-    assert result.following.message_id == "om_1" and store.holds(result.following)
+    assert result.following.message_id == "om_1" and store.turns.holds(result.following)
 
 
 def test_purge_drops_what_waits_but_never_the_message_the_turn_holds(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, inbox_cap=10)
     turn = first_turn(store, chat_id, 3)
-    assert store.start(turn, "t", "w") is not None
+    assert store.turns.start(turn, "t", "w") is not None
     shown = store.pending_entries(chat_id)
-    store.ingest(msg(chat_id, 4))  # arrived after the operator looked: it stays
+    store.inbox.ingest(msg(chat_id, 4))  # arrived after the operator looked: it stays
     assert admin.purge(store, chat_id, shown) == (2, True)
     assert pending_ids(store, chat_id) == ["om_1", "om_4"]
-    following = store.complete(turn, outcome="replied").following
+    following = store.turns.complete(turn, outcome="replied").following
     assert following is not None
     assert following.message_id == "om_4"
 
@@ -122,11 +122,11 @@ def test_purge_keeps_the_message_of_a_crashed_turn_until_the_sweeper_runs_it_aga
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, inbox_cap=10, running_ttl_ms=200)
     turn = first_turn(store, chat_id, 3)
-    assert store.start(turn, "t", "w") is not None  # then its worker dies: no heartbeat
+    assert store.turns.start(turn, "t", "w") is not None  # then its worker dies: no heartbeat
     lease_gone(store, chat_id)
     assert admin.purge(store, chat_id, store.pending_entries(chat_id)) == (2, True)
     assert pending_ids(store, chat_id) == ["om_1"]
-    again = store.recover(chat_id)
+    again = store.recovery.recover(chat_id)
     assert again is not None and again[1].message_id == "om_1"
 
 
@@ -159,7 +159,7 @@ def test_a_retry_goes_behind_messages_stamped_by_a_clock_that_runs_ahead(
     turn = first_turn(store, chat_id)
     following = run_to_end(store, turn, "failed")
     assert following is None
-    ahead = store.ingest(msg(chat_id, 2, create_ms=store.server_ms() + 3_600_000)).claimed
+    ahead = store.inbox.ingest(msg(chat_id, 2, create_ms=store.server_ms() + 3_600_000)).claimed
     assert ahead is not None
     assert admin.retry(store, chat_id, "om_1").how == "queued"
     assert pending_ids(store, chat_id) == ["om_2", "om_1"]
@@ -171,10 +171,10 @@ def test_a_stopped_turn_whose_lease_ran_out_never_runs_again_when_a_message_come
     chat without a lease must drop the stopped message, as the sweeper would."""
     store = store_for(redis_client, running_ttl_ms=300, stop_hold_ms=500)
     turn = first_turn(store, chat_id)
-    assert store.start(turn, "t", "w") is not None
-    assert store.cancel(chat_id, "cmd", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
+    assert store.turns.start(turn, "t", "w") is not None
+    assert store.cancels.cancel(chat_id, "cmd", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
     lease_gone(store, chat_id)
-    admission = store.ingest(msg(chat_id, 2))
+    admission = store.inbox.ingest(msg(chat_id, 2))
     assert admission.claimed is not None and admission.claimed.message_id == "om_2"
     assert pending_ids(store, chat_id) == ["om_2"]
 
@@ -183,8 +183,8 @@ def test_a_stop_before_the_start_lets_the_chat_go_on_even_when_the_revoke_fails(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     turn = first_turn(store, chat_id)
-    assert store.confirm(turn, "task-1")  # published, not started
-    store.ingest(msg(chat_id, 2))
+    assert store.inbox.confirm(turn, "task-1")  # published, not started
+    store.inbox.ingest(msg(chat_id, 2))
     published: list[TurnRef] = []
 
     def broker_down(task_id: str, terminate: bool) -> None:
@@ -218,7 +218,7 @@ def test_a_stop_debounced_while_the_stopped_turn_ends_says_already_stopped(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     turn = first_turn(store, chat_id, 2)
-    assert store.start(turn, "task-1", "w") is not None
+    assert store.turns.start(turn, "task-1", "w") is not None
     canceller = Canceller(store, lambda t: None, lambda t, k: None, timeout_s=1,
                           lease_ttl_ms=5000, debounce_s=5)
     assert isinstance(canceller.begin(chat_id, "cmd-1"), Stopping)  # flagged, still running
@@ -275,9 +275,9 @@ def test_a_stop_whose_answer_shows_it_says_only_what_the_answer_cannot(
 def test_a_stopped_turn_shows_its_stop_when_it_noted_it_or_its_card_is_still_live(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    assert not store.stop_shown(chat_id, 7)
-    store.note_stop_shown(chat_id, 7)
-    assert store.stop_shown(chat_id, 7) and not store.stop_shown(chat_id, 8)
+    assert not store.clicks.stop_shown(chat_id, 7)
+    store.clicks.note_stop_shown(chat_id, 7)
+    assert store.clicks.stop_shown(chat_id, 7) and not store.clicks.stop_shown(chat_id, 8)
     assert 0 < redis_client.pttl(store.keys(chat_id).stop_shown(7)) <= 300_000
     redis_client.sadd(store.keys(chat_id).live_cards, 8)  # a card its dead worker left
-    assert store.stop_shown(chat_id, 8)
+    assert store.clicks.stop_shown(chat_id, 8)

@@ -29,7 +29,7 @@ def interrupting(client: redis.Redis, **overrides: int) -> ChatStore:
 
 
 def admit(store: ChatStore, chat_id: str, n: int) -> TurnRef | None:
-    return store.ingest(msg(chat_id, n, create_ms=n * 1000), busy="interrupt").claimed
+    return store.inbox.ingest(msg(chat_id, n, create_ms=n * 1000), busy="interrupt").claimed
 
 
 def interrupts(client: redis.Redis, chat_id: str) -> list[str]:
@@ -39,7 +39,7 @@ def interrupts(client: redis.Redis, chat_id: str) -> list[str]:
 
 
 def interrupt(store: ChatStore, chat_id: str, n: int) -> str:
-    step = store.cancel(chat_id, f"interrupt:om_{n}", debounce_ms=0, flag_ttl_ms=60_000,
+    step = store.cancels.cancel(chat_id, f"interrupt:om_{n}", debounce_ms=0, flag_ttl_ms=60_000,
                         target_fence=interrupts(store.redis, chat_id)[-1],
                         interrupt=f"om_{n}")
     return step.how
@@ -53,16 +53,16 @@ def test_a_message_for_a_running_turn_stops_it_and_the_next_turn_answers_both(
     assert admit(store, chat_id, 2) is None
     assert interrupts(redis_client, chat_id) == [str(turn.fence)]
     assert interrupt(store, chat_id, 2) == "running"
-    assert store.heartbeat([turn]) == ["stopped"] and store.interrupted(turn)
+    assert store.turns.heartbeat([turn]) == ["stopped"] and store.turns.interrupted(turn)
     admit(store, chat_id, 3)  # asked to stop already: no second job
     assert interrupts(redis_client, chat_id) == [str(turn.fence)]
-    following = store.complete(turn, outcome="stopped").following
+    following = store.turns.complete(turn, outcome="stopped").following
     assert following is not None and following.message_id == "om_1"
     assert pending_ids(store, chat_id) == ["om_1", "om_2", "om_3"], "nothing said is lost"
     rerun = started(store, following)
     assert rerun.attempt == 1 and rerun.merged_ids == ("om_1", "om_2", "om_3")
-    assert not store.interrupted(following)
-    assert store.complete(following, outcome="replied").outcome == "idle"
+    assert not store.turns.interrupted(following)
+    assert store.turns.complete(following, outcome="replied").outcome == "idle"
     outcomes = [(r.message_id, r.outcome) for r in read_history(redis_client,
                                                                 store.keys(chat_id))]
     assert outcomes[:3] == [("om_3", "replied"), ("om_2", "replied"), ("om_1", "replied")]
@@ -77,7 +77,7 @@ def test_a_turn_sending_its_kept_answer_or_not_running_is_not_interrupted(
     admit(store, chat_id, 2)  # the turn has not started: the message joins it
     assert interrupts(redis_client, chat_id) == []
     assert started(store, turn).merged_ids == ("om_1", "om_2")
-    assert store.keep_answer(turn, Answer("reply", ("done",)))
+    assert store.turns.keep_answer(turn, Answer("reply", ("done",)))
     admit(store, chat_id, 3)
     assert interrupts(redis_client, chat_id) == [], "an answer being sent goes out whole"
 
@@ -90,9 +90,9 @@ def test_an_interrupted_turn_ignoring_the_flag_is_completed_after_the_timeout(
     admit(store, chat_id, 2)
     assert interrupt(store, chat_id, 2) == "running"
     # the desk's timeout path: it completes the turn under its fence, as for /stop
-    following = store.complete(turn, outcome="stopped").following
+    following = store.turns.complete(turn, outcome="stopped").following
     assert following is not None and pending_ids(store, chat_id) == ["om_1", "om_2"]
-    assert store.keep_answer(turn, Answer("reply", ("late",))) is False
+    assert store.turns.keep_answer(turn, Answer("reply", ("late",))) is False
 
 
 def test_an_interrupted_turn_whose_lease_ran_out_keeps_its_messages(
@@ -103,7 +103,7 @@ def test_an_interrupted_turn_whose_lease_ran_out_keeps_its_messages(
     admit(store, chat_id, 2)
     assert interrupt(store, chat_id, 2) == "running"
     lease_gone(store, chat_id)  # the worker and the desk died
-    found = store.recover(chat_id)
+    found = store.recovery.recover(chat_id)
     assert found is not None and found[0] == "claimed"
     again = started(store, found[1])
     assert again.attempt == 1 and again.merged_ids == ("om_1", "om_2")
@@ -114,9 +114,9 @@ def test_stop_in_interrupt_mode_drops_the_running_turn(redis_client: redis.Redis
     store = interrupting(redis_client)
     turn = admit(store, chat_id, 1)
     assert turn is not None and started(store, turn) is not None
-    step = store.cancel(chat_id, "stop", debounce_ms=0, flag_ttl_ms=60_000)
-    assert step.how == "running" and not store.interrupted(turn)
-    assert store.complete(turn, outcome="stopped").outcome == "idle"
+    step = store.cancels.cancel(chat_id, "stop", debounce_ms=0, flag_ttl_ms=60_000)
+    assert step.how == "running" and not store.turns.interrupted(turn)
+    assert store.turns.complete(turn, outcome="stopped").outcome == "idle"
     assert pending_ids(store, chat_id) == []
 
 
@@ -126,10 +126,10 @@ def test_an_interrupt_never_undoes_a_withdraw_that_came_first(
     turn = admit(store, chat_id, 1)
     assert turn is not None and started(store, turn).message_id == "om_1"
     assert admit(store, chat_id, 2) is None  # the interrupt job waits for the desk
-    assert store.withdraw(chat_id, "om_1").how == "stopping"
+    assert store.changes.withdraw(chat_id, "om_1").how == "stopping"
     assert interrupt(store, chat_id, 2) == "nothing", "the withdraw's stop stands"
-    assert not store.interrupted(turn)
-    following = store.complete(turn, outcome="stopped").following
+    assert not store.turns.interrupted(turn)
+    following = store.turns.complete(turn, outcome="stopped").following
     assert following is not None and following.message_id == "om_2"
     rerun = started(store, following)
     assert rerun.message_id == "om_2" and "om_1" not in rerun.merged_ids, "never runs"
@@ -145,10 +145,10 @@ def test_an_interrupt_whose_message_was_withdrawn_first_leaves_the_turn_running(
     turn = admit(store, chat_id, 1)
     assert turn is not None and started(store, turn).message_id == "om_1"
     assert admit(store, chat_id, 2) is None  # the interrupt job waits for the desk
-    assert store.withdraw(chat_id, "om_2").how == "dropped"
+    assert store.changes.withdraw(chat_id, "om_2").how == "dropped"
     assert interrupt(store, chat_id, 2) == "nothing", "nothing new waits to be answered"
-    assert store.heartbeat([turn]) != ["stopped"] and not store.interrupted(turn)
-    assert store.complete(turn, outcome="replied").following is None
+    assert store.turns.heartbeat([turn]) != ["stopped"] and not store.turns.interrupted(turn)
+    assert store.turns.complete(turn, outcome="replied").following is None
     assert pending_ids(store, chat_id) == []
 
 
@@ -158,9 +158,9 @@ def test_an_interrupt_after_the_answer_was_written_lets_the_turn_end_as_it_is(
     turn = admit(store, chat_id, 1)
     assert turn is not None and started(store, turn).message_id == "om_1"
     assert admit(store, chat_id, 2) is None  # the interrupt job waits for the desk
-    assert store.keep_answer(turn, Answer("reply", ("the answer",)))
+    assert store.turns.keep_answer(turn, Answer("reply", ("the answer",)))
     assert interrupt(store, chat_id, 2) == "nothing"
-    following = store.complete(turn, outcome="replied").following
+    following = store.turns.complete(turn, outcome="replied").following
     assert following is not None and following.message_id == "om_2"
     rerun = started(store, following)
     assert rerun.message_id == "om_2" and "om_1" not in rerun.merged_ids, "not answered again"
@@ -171,11 +171,11 @@ def test_a_stop_after_a_withdraw_keeps_the_withdraw_in_the_history(
     store = interrupting(redis_client)
     turn = admit(store, chat_id, 1)
     assert turn is not None and started(store, turn).message_id == "om_1"
-    assert store.withdraw(chat_id, "om_1").how == "stopping"
-    step = store.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
+    assert store.changes.withdraw(chat_id, "om_1").how == "stopping"
+    step = store.cancels.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
                         target_fence=str(turn.fence))
     assert step.how == "running"
-    assert store.complete(turn, outcome="stopped").outcome == "idle"
+    assert store.turns.complete(turn, outcome="stopped").outcome == "idle"
     records = read_history(redis_client, store.keys(chat_id))
     assert [(r.message_id, r.outcome) for r in records] == [("om_1", "withdrawn")]
 
@@ -187,8 +187,8 @@ def test_an_edit_to_a_message_an_interrupt_left_to_the_next_turn_is_taken(
     assert turn is not None and started(store, turn).message_id == "om_1"
     assert admit(store, chat_id, 2) is None
     assert interrupt(store, chat_id, 2) == "running"
-    assert store.revise(msg(chat_id, 1, text="first, edited"), 5000) == "revised"
-    following = store.complete(turn, outcome="stopped").following
+    assert store.changes.revise(msg(chat_id, 1, text="first, edited"), 5000) == "revised"
+    following = store.turns.complete(turn, outcome="stopped").following
     assert following is not None
     rerun = started(store, following)
     assert [m.text for m in rerun.merged] == ["first, edited", "text 2"]
@@ -205,14 +205,14 @@ def test_a_stop_click_on_the_interrupted_turns_card_drops_only_what_was_sent_bef
     assert turn is not None and started(store, turn).message_id == "om_1"
     admit(store, chat_id, 2)
     assert interrupt(store, chat_id, 2) == "running"
-    following = store.complete(turn, outcome="stopped").following  # (not started: waiting)
+    following = store.turns.complete(turn, outcome="stopped").following  # (not started: waiting)
     assert following is not None and following.message_id == "om_1"
-    click = store.click_stop(chat_id, "om_1", "ou_u", "tok", sent_ms=2500)
+    click = store.clicks.click_stop(chat_id, "om_1", "ou_u", "tok", sent_ms=2500)
     assert click.outcome == "stopping" and click.fence == following.fence
     admit(store, chat_id, 3)  # (sent at 3 s)
     [job] = [j for j in (parse_job(i, f) for i, f in redis_client.xrange(CONTROL_KEY) or ())
              if j.kind == "click-stop" and j.chat_id == chat_id]
-    step = store.cancel(chat_id, f"click:{job.task}", debounce_ms=0, flag_ttl_ms=60_000,
+    step = store.cancels.cancel(chat_id, f"click:{job.task}", debounce_ms=0, flag_ttl_ms=60_000,
                         target_fence=job.target, sent_ms=job.sent_ms)
     assert step.how == "not-started"
     assert pending_ids(store, chat_id) == ["om_3"], "sent after the click: kept"

@@ -31,7 +31,7 @@ def admit(store: ChatStore, chat_id: str, *numbers: int, create_ms: int = 0) -> 
     """Admit om_<n> for each number under busy mode merge; the turn claimed, if one was."""
     claimed = None
     for n in numbers:
-        claimed = store.ingest(msg(chat_id, n, create_ms=create_ms or n * 1000),
+        claimed = store.inbox.ingest(msg(chat_id, n, create_ms=create_ms or n * 1000),
                                busy="merge").claimed or claimed
     return claimed
 
@@ -41,33 +41,33 @@ def test_messages_in_quick_succession_become_one_turn_answered_once(
     store = merging(redis_client)
     turn = admit(store, chat_id, 1)
     assert turn is not None
-    wait = store.start_or_wait(turn, "task", "w")
+    wait = store.turns.start_or_wait(turn, "task", "w")
     assert isinstance(wait, MergeWait) and 0 < wait.ms <= 300, "a fresh message waits"
     admit(store, chat_id, 2, 3)
-    assert isinstance(store.start_or_wait(turn, "task", "w"), MergeWait)
+    assert isinstance(store.turns.start_or_wait(turn, "task", "w"), MergeWait)
     first = started(store, turn)
     assert first.message_id == "om_1" and first.attempt == 1
     assert first.merged_ids == ("om_1", "om_2", "om_3")
     assert [m.text for m in first.merged] == ["text 1", "text 2", "text 3"]
-    assert store.complete(turn, outcome="replied").outcome == "idle"
+    assert store.turns.complete(turn, outcome="replied").outcome == "idle"
     assert pending_ids(store, chat_id) == []
     records = read_history(redis_client, store.keys(chat_id))
     assert [(r.message_id, r.outcome) for r in records] == [
         ("om_3", "replied"), ("om_2", "replied"), ("om_1", "replied")]
     for n in (1, 2, 3):  # a redelivery of any of them is a duplicate
-        assert store.ingest(msg(chat_id, n, create_ms=n * 1000),
+        assert store.inbox.ingest(msg(chat_id, n, create_ms=n * 1000),
                             busy="merge").outcome == "duplicate"
 
 
 def test_queue_mode_never_waits_and_runs_one_message_a_turn(redis_client: redis.Redis,
                                                             chat_id: str) -> None:
     store = merging(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    store.ingest(msg(chat_id, 2))
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    store.inbox.ingest(msg(chat_id, 2))
     assert turn is not None
-    first = store.start_or_wait(turn, "task", "w")
+    first = store.turns.start_or_wait(turn, "task", "w")
     assert isinstance(first, Started) and first.merged == ()
-    following = store.complete(turn).following
+    following = store.turns.complete(turn).following
     assert following is not None and following.message_id == "om_2"
 
 
@@ -78,7 +78,7 @@ def test_messages_sent_while_a_turn_runs_become_the_next_turn(redis_client: redi
     assert turn is not None and started(store, turn).merged == ()
     admit(store, chat_id, 2, 3, 4)
     # merge mode claims the next turn (never starts it in complete): its start fixes the batch
-    done = store.complete(turn, ("task-2", "w"), outcome="replied")
+    done = store.turns.complete(turn, ("task-2", "w"), outcome="replied")
     assert done.outcome == "claimed" and done.following is not None
     assert started(store, done.following).merged_ids == ("om_2", "om_3", "om_4")
 
@@ -88,16 +88,16 @@ def test_a_rerun_after_a_crash_answers_the_same_messages_and_later_ones_wait(
     store = merging(redis_client, running_ttl_ms=200)
     turn = admit(store, chat_id, 1, 2)
     assert turn is not None and started(store, turn).merged_ids == ("om_1", "om_2")
-    assert store.keep_answer(turn, Answer("reply", ("both answered",)))
+    assert store.turns.keep_answer(turn, Answer("reply", ("both answered",)))
     admit(store, chat_id, 3)  # arrives while the turn runs; then its worker dies
     lease_gone(store, chat_id)
-    found = store.recover(chat_id)
+    found = store.recovery.recover(chat_id)
     assert found is not None and found[0] == "claimed"
-    rerun = store.start_or_wait(found[1], "task", "w")
+    rerun = store.turns.start_or_wait(found[1], "task", "w")
     assert isinstance(rerun, Started), "a re-run never waits"
     assert rerun.attempt == 2 and rerun.merged_ids == ("om_1", "om_2")
     assert rerun.answer == Answer("reply", ("both answered",))
-    following = store.complete(found[1], outcome="resent").following
+    following = store.turns.complete(found[1], outcome="resent").following
     assert pending_ids(store, chat_id) == ["om_3"]
     assert following is not None and following.message_id == "om_3"
 
@@ -107,9 +107,9 @@ def test_a_merged_turn_whose_lease_ran_out_before_its_start_still_merges(
     store = merging(redis_client, claim_ttl_ms=200)
     admit(store, chat_id, 1, 2)  # claimed, then its publisher died before the worker came
     lease_gone(store, chat_id)
-    found = store.recover(chat_id)
+    found = store.recovery.recover(chat_id)
     assert found is not None and found[0] == "claimed"
-    assert isinstance(store.start_or_wait(found[1], "task", "w"), MergeWait)
+    assert isinstance(store.turns.start_or_wait(found[1], "task", "w"), MergeWait)
     assert started(store, found[1]).merged_ids == ("om_1", "om_2")
 
 
@@ -118,7 +118,7 @@ def test_a_stop_before_the_merged_turn_starts_drops_what_was_sent_before_it(
     store = merging(redis_client)
     admit(store, chat_id, 1, 2)
     admit(store, chat_id, 3, create_ms=9000)  # sent after the /stop
-    step = store.cancel(chat_id, "stop", debounce_ms=0, flag_ttl_ms=60_000, sent_ms=5000)
+    step = store.cancels.cancel(chat_id, "stop", debounce_ms=0, flag_ttl_ms=60_000, sent_ms=5000)
     assert step.how == "not-started"
     assert pending_ids(store, chat_id) == ["om_3"]
     assert step.following is not None and step.following.message_id == "om_3"
@@ -133,8 +133,8 @@ def test_a_stopped_merged_turn_drops_all_its_messages(redis_client: redis.Redis,
     turn = admit(store, chat_id, 1, 2)
     assert turn is not None and started(store, turn).merged_ids == ("om_1", "om_2")
     admit(store, chat_id, 3)
-    assert store.cancel(chat_id, "stop", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
-    following = store.complete(turn, outcome="stopped").following
+    assert store.cancels.cancel(chat_id, "stop", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
+    following = store.turns.complete(turn, outcome="stopped").following
     assert pending_ids(store, chat_id) == ["om_3"]
     assert following is not None and following.message_id == "om_3"
 
@@ -145,9 +145,9 @@ def test_a_stopped_merged_turn_whose_lease_ran_out_is_dropped_whole(
     turn = admit(store, chat_id, 1, 2)
     assert turn is not None and started(store, turn).merged_ids == ("om_1", "om_2")
     admit(store, chat_id, 3)
-    assert store.cancel(chat_id, "stop", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
+    assert store.cancels.cancel(chat_id, "stop", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
     lease_gone(store, chat_id)  # its worker and its canceller died
-    found = store.recover(chat_id)
+    found = store.recovery.recover(chat_id)
     assert found is not None and found[1].message_id == "om_3"
     assert pending_ids(store, chat_id) == ["om_3"]
 
@@ -163,7 +163,7 @@ def test_the_wait_is_capped_while_messages_keep_coming(redis_client: redis.Redis
         nonlocal n
         n += 1
         admit(store, chat_id, n)
-        return isinstance(store.start_or_wait(turn, "task", "w"), Started)
+        return isinstance(store.turns.start_or_wait(turn, "task", "w"), Started)
 
     wait_until(keep_typing, 5, "the turn to start though messages keep coming",
                interval_s=0.05)
@@ -175,8 +175,8 @@ def test_a_chat_switched_back_to_queue_runs_one_message_a_turn(redis_client: red
     store = merging(redis_client)
     turn = admit(store, chat_id, 1)
     assert turn is not None
-    store.ingest(msg(chat_id, 2))  # the setting changed: the latest message's mode holds
-    first = store.start_or_wait(turn, "task", "w")
+    store.inbox.ingest(msg(chat_id, 2))  # the setting changed: the latest message's mode holds
+    first = store.turns.start_or_wait(turn, "task", "w")
     assert isinstance(first, Started) and first.merged == ()
 
 
@@ -187,12 +187,12 @@ def test_a_message_withdrawn_from_a_running_merged_turn_leaves_the_others_to_the
     turn = admit(store, chat_id, 1, 2, 3)
     assert turn is not None
     assert started(store, turn).merged_ids == ("om_1", "om_2", "om_3")
-    assert store.withdraw(chat_id, "om_2").how == "stopping"
-    assert not store.keep_answer(turn, Answer("reply", ("too late",))), "the turn is stopped"
-    following = store.complete(turn, outcome="stopped").following
+    assert store.changes.withdraw(chat_id, "om_2").how == "stopping"
+    assert not store.turns.keep_answer(turn, Answer("reply", ("too late",))), "the turn is stopped"
+    following = store.turns.complete(turn, outcome="stopped").following
     assert following is not None and following.message_id == "om_1"
     assert started(store, following).merged_ids == ("om_1", "om_3")
-    assert store.complete(following, outcome="replied").outcome == "idle"
+    assert store.turns.complete(following, outcome="replied").outcome == "idle"
     latest: dict[str, str] = {}
     for record in read_history(redis_client, store.keys(chat_id)):  # newest first
         latest.setdefault(record.message_id, record.outcome)
@@ -205,6 +205,6 @@ def test_an_edit_to_a_message_of_a_started_merged_turn_gets_no_second_answer(
     turn = admit(store, chat_id, 1, 2, 3)
     assert turn is not None
     assert started(store, turn).merged_ids == ("om_1", "om_2", "om_3")
-    assert store.revise(msg(chat_id, 2, text="edited"), 5000) == "started"
-    assert store.complete(turn, outcome="replied").outcome == "idle"
+    assert store.changes.revise(msg(chat_id, 2, text="edited"), 5000) == "started"
+    assert store.turns.complete(turn, outcome="replied").outcome == "idle"
     assert pending_ids(store, chat_id) == [], "nothing of the merged turn waits again"

@@ -37,11 +37,11 @@ def test_a_withdrawn_waiting_message_is_dropped_and_the_chat_goes_on(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     turn = first_turn(store, chat_id, messages=3)
-    assert store.withdraw(chat_id, "om_2").how == "dropped"
-    assert store.withdraw(chat_id, "om_2").how == "unknown", "a redelivered recall: no-op"
+    assert store.changes.withdraw(chat_id, "om_2").how == "dropped"
+    assert store.changes.withdraw(chat_id, "om_2").how == "unknown", "a redelivered recall: no-op"
     assert pending_ids(store, chat_id) == ["om_1", "om_3"]
-    assert store.start(turn, "t1", "w") is not None
-    following = store.complete(turn, outcome="replied").following
+    assert store.turns.start(turn, "t1", "w") is not None
+    following = store.turns.complete(turn, outcome="replied").following
     assert following is not None and following.message_id == "om_3"
     assert outcomes(store, chat_id) == [("om_1", "replied"), ("om_2", "withdrawn")]
     assert not read_history(redis_client, store.keys(chat_id))[1].entry, "not retryable"
@@ -51,30 +51,31 @@ def test_a_withdrawn_head_not_started_is_dropped_and_the_next_claimed(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     turn = first_turn(store, chat_id, messages=2)
-    change = store.withdraw(chat_id, "om_1")
+    change = store.changes.withdraw(chat_id, "om_1")
     assert change.how == "claimed" and change.following is not None
     assert change.following.message_id == "om_2" and change.following.fence > turn.fence
-    assert store.start(turn, "old", "w") is None, "the published turn is stale"
-    started = store.start(change.following, "t2", "w")
+    assert store.turns.start(turn, "old", "w") is None, "the published turn is stale"
+    started = store.turns.start(change.following, "t2", "w")
     assert started is not None and started.message_id == "om_2"
     lone = f"{chat_id}_lone"
     alone = first_turn(store, lone)
-    assert store.withdraw(lone, "om_1").how == "idle"
-    assert store.start(alone, "t", "w") is None and store.lease(lone) == {}
+    assert store.changes.withdraw(lone, "om_1").how == "idle"
+    assert store.turns.start(alone, "t", "w") is None and store.lease(lone) == {}
 
 
 def test_a_withdrawn_running_turn_is_flagged_once_and_recorded_as_withdrawn(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     turn = first_turn(store, chat_id, messages=2)
-    assert store.start(turn, "t1", "w") is not None
-    assert store.withdraw(chat_id, "om_1").how == "stopping"
-    assert store.withdraw(chat_id, "om_1").how == "stopping"
+    assert store.turns.start(turn, "t1", "w") is not None
+    assert store.changes.withdraw(chat_id, "om_1").how == "stopping"
+    assert store.changes.withdraw(chat_id, "om_1").how == "stopping"
     [job] = stopping_jobs(redis_client, chat_id)
     assert (job["fence"], job["task"], job["why"]) == (str(turn.fence), "t1", "withdrawn")
-    assert store.heartbeat([turn]) == ["stopped"]
-    assert not store.keep_answer(turn, Answer("reply", ("too late",))), "a withdrawn turn is mute"
-    following = store.complete(turn, outcome="stopped").following
+    assert store.turns.heartbeat([turn]) == ["stopped"]
+    assert not store.turns.keep_answer(turn, Answer("reply", ("too late",))), \
+        "a withdrawn turn is mute"
+    following = store.turns.complete(turn, outcome="stopped").following
     assert following is not None and following.message_id == "om_2"
     assert outcomes(store, chat_id) == [("om_1", "withdrawn")]
 
@@ -83,10 +84,10 @@ def test_a_withdrawn_running_turn_whose_worker_died_is_never_run_again(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, running_ttl_ms=200, stop_hold_ms=400)
     turn = first_turn(store, chat_id, messages=2)
-    assert store.start(turn, "t1", "w") is not None
-    assert store.withdraw(chat_id, "om_1").how == "stopping"
+    assert store.turns.start(turn, "t1", "w") is not None
+    assert store.changes.withdraw(chat_id, "om_1").how == "stopping"
     lease_gone(store, chat_id)  # its worker was killed: nobody completes it
-    found = store.recover(chat_id)
+    found = store.recovery.recover(chat_id)
     assert found is not None and found[1].message_id == "om_2"
     assert pending_ids(store, chat_id) == ["om_2"]
     assert outcomes(store, chat_id) == [("om_1", "withdrawn")]
@@ -95,17 +96,17 @@ def test_a_withdrawn_running_turn_whose_worker_died_is_never_run_again(
 def test_a_message_recalled_before_it_arrives_is_never_admitted(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    assert store.withdraw(chat_id, "om_1").how == "unknown"
-    assert store.ingest(msg(chat_id, 1)).outcome == "withdrawn"
-    assert store.ingest(msg(chat_id, 1)).outcome == "withdrawn", "redelivered: still not"
+    assert store.changes.withdraw(chat_id, "om_1").how == "unknown"
+    assert store.inbox.ingest(msg(chat_id, 1)).outcome == "withdrawn"
+    assert store.inbox.ingest(msg(chat_id, 1)).outcome == "withdrawn", "redelivered: still not"
     assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
-    assert store.ingest(msg(chat_id, 2)).outcome == "dispatch"
+    assert store.inbox.ingest(msg(chat_id, 2)).outcome == "dispatch"
 
 
 def text_it_runs(store: ChatStore, turn: TurnRef | None) -> str:
     """Start `turn`: the text of the message it runs."""
     assert turn is not None
-    started = store.start(turn, "t1", "w")
+    started = store.turns.start(turn, "t1", "w")
     assert started is not None and started.message is not None
     return started.message.text
 
@@ -119,8 +120,8 @@ def test_a_message_with_its_create_time_recalled_before_it_arrives_is_never_admi
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     created = redis_ms(redis_client) - 60_000
-    store.withdraw(chat_id, "om_1")
-    assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "withdrawn"
+    store.changes.withdraw(chat_id, "om_1")
+    assert store.inbox.ingest(msg(chat_id, 1, create_ms=created)).outcome == "withdrawn"
     assert store.pending(chat_id) == []
 
 
@@ -134,34 +135,34 @@ def test_marks_of_the_layout_before_marks_by_day_still_hold(
     store = upgraded
     assert int(redis_client.get(MARKS_SINCE_KEY) or 0) > 0
     created = redis_ms(redis_client) - 60_000
-    assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
-    assert store.ingest(msg(chat_id, 2, create_ms=created)).outcome == "withdrawn"
-    assert store.ingest(msg(chat_id, 2, create_ms=created)).outcome == "withdrawn"
-    assert store.ingest(msg(chat_id, 3, create_ms=created)).outcome == "dispatch"
+    assert store.inbox.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
+    assert store.inbox.ingest(msg(chat_id, 2, create_ms=created)).outcome == "withdrawn"
+    assert store.inbox.ingest(msg(chat_id, 2, create_ms=created)).outcome == "withdrawn"
+    assert store.inbox.ingest(msg(chat_id, 3, create_ms=created)).outcome == "dispatch"
 
 
 def test_a_message_of_an_earlier_day_is_remembered_for_the_dedupe_ttl_after_it_came(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     created = redis_ms(redis_client) - 3 * 86_400_000
-    store.ingest(msg(chat_id, 1, create_ms=created))
+    store.inbox.ingest(msg(chat_id, 1, create_ms=created))
     marks = ChatKeys(chat_id).marks(created // 86_400_000, "om_1")
     assert redis_client.ttl(marks) > store.config.dedupe_ttl_s - 60
-    assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
+    assert store.inbox.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
 
 
 def test_an_edited_waiting_message_keeps_its_place_with_the_new_text(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     turn = first_turn(store, chat_id, messages=3)
-    assert store.revise(msg(chat_id, 2, text="edited"), 2000) == "revised"
-    assert store.revise(msg(chat_id, 2, text="older edit"), 1000) == "older"
-    assert store.revise(msg(chat_id, 2, text="edited"), 2000) == "older", "redelivered"
+    assert store.changes.revise(msg(chat_id, 2, text="edited"), 2000) == "revised"
+    assert store.changes.revise(msg(chat_id, 2, text="older edit"), 1000) == "older"
+    assert store.changes.revise(msg(chat_id, 2, text="edited"), 2000) == "older", "redelivered"
     assert pending_ids(store, chat_id) == ["om_1", "om_2", "om_3"]
-    assert store.start(turn, "t1", "w") is not None
-    following = store.complete(turn).following
+    assert store.turns.start(turn, "t1", "w") is not None
+    following = store.turns.complete(turn).following
     assert following is not None
-    started = store.start(following, "t2", "w")
+    started = store.turns.start(following, "t2", "w")
     assert started is not None and started.message is not None
     assert started.message.text == "edited"
 
@@ -170,41 +171,41 @@ def test_an_edited_head_not_started_runs_edited_a_started_one_stays(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     turn = first_turn(store, chat_id)
-    assert store.revise(msg(chat_id, 1, text="first edit"), 1000) == "revised"
-    started = store.start(turn, "t1", "w")
+    assert store.changes.revise(msg(chat_id, 1, text="first edit"), 1000) == "revised"
+    started = store.turns.start(turn, "t1", "w")
     assert started is not None and started.message is not None
     assert started.message.text == "first edit"
-    assert store.revise(msg(chat_id, 1, text="while it runs"), 2000) == "started"
-    store.complete(turn, outcome="replied")
-    assert store.revise(msg(chat_id, 1, text="after its answer"), 3000) == "answered"
+    assert store.changes.revise(msg(chat_id, 1, text="while it runs"), 2000) == "started"
+    store.turns.complete(turn, outcome="replied")
+    assert store.changes.revise(msg(chat_id, 1, text="after its answer"), 3000) == "answered"
     assert store.pending(chat_id) == []
 
 
 def test_an_edit_arriving_before_its_message_is_kept_for_it(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    assert store.revise(msg(chat_id, 1, text="edited first"), 2000) == "kept"
-    turn = store.ingest(msg(chat_id, 1, text="original")).claimed
+    assert store.changes.revise(msg(chat_id, 1, text="edited first"), 2000) == "kept"
+    turn = store.inbox.ingest(msg(chat_id, 1, text="original")).claimed
     assert text_it_runs(store, turn) == "edited first"
-    assert store.ingest(msg(chat_id, 1, text="original")).outcome == "duplicate"
+    assert store.inbox.ingest(msg(chat_id, 1, text="original")).outcome == "duplicate"
 
 
 def test_of_two_edits_before_their_message_the_newer_is_admitted(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    assert store.revise(msg(chat_id, 1, text="second edit"), 3000) == "kept"
-    assert store.revise(msg(chat_id, 1, text="first edit"), 2000) == "older"
-    assert store.revise(msg(chat_id, 1, text="third edit"), 4000) == "kept"
-    turn = store.ingest(msg(chat_id, 1, text="original")).claimed
+    assert store.changes.revise(msg(chat_id, 1, text="second edit"), 3000) == "kept"
+    assert store.changes.revise(msg(chat_id, 1, text="first edit"), 2000) == "older"
+    assert store.changes.revise(msg(chat_id, 1, text="third edit"), 4000) == "kept"
+    turn = store.inbox.ingest(msg(chat_id, 1, text="original")).claimed
     assert text_it_runs(store, turn) == "third edit"
 
 
 def test_a_message_edited_then_recalled_before_it_arrives_is_never_admitted(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    assert store.revise(msg(chat_id, 1, text="edited"), 2000) == "kept"
-    store.withdraw(chat_id, "om_1")
-    assert store.ingest(msg(chat_id, 1, text="original")).outcome == "withdrawn"
+    assert store.changes.revise(msg(chat_id, 1, text="edited"), 2000) == "kept"
+    store.changes.withdraw(chat_id, "om_1")
+    assert store.inbox.ingest(msg(chat_id, 1, text="original")).outcome == "withdrawn"
     assert pending_ids(store, chat_id) == []
 
 
@@ -212,32 +213,32 @@ def test_the_bot_removed_drops_everything_and_stops_the_running_turn(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     turn = first_turn(store, chat_id, messages=3)
-    assert store.start(turn, "t1", "w") is not None
-    change = store.evict(chat_id, store.server_ms())
+    assert store.turns.start(turn, "t1", "w") is not None
+    change = store.changes.evict(chat_id, store.server_ms())
     assert (change.how, change.dropped) == ("stopping", 2)
-    assert store.evict(chat_id, 0).how == "stopping", "redelivered: nothing more"
+    assert store.changes.evict(chat_id, 0).how == "stopping", "redelivered: nothing more"
     assert len(stopping_jobs(redis_client, chat_id)) == 1
-    assert store.heartbeat([turn]) == ["stopped"]
-    assert store.complete(turn, outcome="stopped").outcome == "idle"
+    assert store.turns.heartbeat([turn]) == ["stopped"]
+    assert store.turns.complete(turn, outcome="stopped").outcome == "idle"
     assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
     assert sorted(outcomes(store, chat_id)) == [
         ("om_1", "removed"), ("om_2", "removed"), ("om_3", "removed")]
     late = dataclasses.replace(msg(chat_id, 4), create_time_ms=store.server_ms() - 5000)
-    assert store.ingest(late).outcome == "left", "sent before the removal, arriving late"
+    assert store.inbox.ingest(late).outcome == "left", "sent before the removal, arriving late"
     back = dataclasses.replace(msg(chat_id, 5), create_time_ms=store.server_ms() + 1000)
-    assert store.ingest(back).outcome == "dispatch", "sent once the bot was back"
+    assert store.inbox.ingest(back).outcome == "dispatch", "sent once the bot was back"
 
 
 def test_the_bot_removed_before_a_turn_started_leaves_the_chat_idle(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
     turn = first_turn(store, chat_id, messages=2)
-    change = store.evict(chat_id, 0)
+    change = store.changes.evict(chat_id, 0)
     assert (change.how, change.dropped) == ("idle", 2)
-    assert store.start(turn, "t1", "w") is None
+    assert store.turns.start(turn, "t1", "w") is None
     assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
-    assert store.recover(chat_id) is None
-    assert store.evict(f"{chat_id}_never", 0).how == "none"
+    assert store.recovery.recover(chat_id) is None
+    assert store.changes.evict(f"{chat_id}_never", 0).how == "none"
 
 
 def test_a_removal_delivered_again_drops_nothing_sent_once_the_bot_was_back(
@@ -247,17 +248,17 @@ def test_a_removal_delivered_again_drops_nothing_sent_once_the_bot_was_back(
     turn and the message waiting behind it, both sent since, are untouched."""
     store = store_for(redis_client)
     removed_at = store.server_ms() - 10_000
-    assert store.evict(chat_id, removed_at).how == "none"
-    turn = store.ingest(msg(chat_id, 1, removed_at + 5000)).claimed
-    assert turn is not None and store.ingest(msg(chat_id, 2, removed_at + 6000)).outcome \
+    assert store.changes.evict(chat_id, removed_at).how == "none"
+    turn = store.inbox.ingest(msg(chat_id, 1, removed_at + 5000)).claimed
+    assert turn is not None and store.inbox.ingest(msg(chat_id, 2, removed_at + 6000)).outcome \
         == "queued"
-    assert store.start(turn, "t1", "w") is not None
-    change = store.evict(chat_id, removed_at)
+    assert store.turns.start(turn, "t1", "w") is not None
+    change = store.changes.evict(chat_id, removed_at)
     assert (change.how, change.dropped) == ("none", 0), "nothing of the chat since"
     assert pending_ids(store, chat_id) == ["om_1", "om_2"]
-    assert store.heartbeat([turn]) == ["held"], "its turn goes on"
+    assert store.turns.heartbeat([turn]) == ["held"], "its turn goes on"
     assert not stopping_jobs(redis_client, chat_id)
-    following = store.complete(turn, outcome="replied").following
+    following = store.turns.complete(turn, outcome="replied").following
     assert following is not None and following.message_id == "om_2"
 
 
@@ -267,12 +268,12 @@ def test_a_removal_drops_what_came_before_it_and_claims_what_came_after(
     delivered once they are in, drops the one before and gives the one after a turn."""
     store = store_for(redis_client)
     now = store.server_ms()
-    turn = store.ingest(msg(chat_id, 1, now - 9000)).claimed
-    assert turn is not None and store.ingest(msg(chat_id, 2, now - 1000)).outcome == "queued"
-    change = store.evict(chat_id, now - 5000)
+    turn = store.inbox.ingest(msg(chat_id, 1, now - 9000)).claimed
+    assert turn is not None and store.inbox.ingest(msg(chat_id, 2, now - 1000)).outcome == "queued"
+    change = store.changes.evict(chat_id, now - 5000)
     assert (change.how, change.dropped) == ("claimed", 1)
     assert change.following is not None and change.following.message_id == "om_2"
-    assert store.start(turn, "old", "w") is None, "the turn of the message dropped is stale"
+    assert store.turns.start(turn, "old", "w") is None, "the turn of the message dropped is stale"
     assert pending_ids(store, chat_id) == ["om_2"]
     assert outcomes(store, chat_id) == [("om_1", "removed")]
 
@@ -297,21 +298,21 @@ def test_while_the_version_before_may_run_it_sees_what_this_one_admitted(
         redis_client: redis.Redis, upgraded: ChatStore, chat_id: str) -> None:
     store = upgraded
     created = redis_ms(redis_client)
-    assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "dispatch"
+    assert store.inbox.ingest(msg(chat_id, 1, create_ms=created)).outcome == "dispatch"
     assert redis_client.get(ChatKeys(chat_id).seen("om_1")) == "1"  # its key per message
     redis_client.set(ChatKeys(chat_id).seen("om_2"), "1", ex=3600)  # admitted by it
-    assert store.ingest(msg(chat_id, 2, create_ms=created)).outcome == "duplicate"
+    assert store.inbox.ingest(msg(chat_id, 2, create_ms=created)).outcome == "duplicate"
 
 
 def test_while_the_version_before_may_run_its_stop_keeps_a_turn_mute(
         redis_client: redis.Redis, upgraded: ChatStore, chat_id: str) -> None:
     store = upgraded
     turn = first_turn(store, chat_id)
-    assert store.start(turn, "t1", "w") is not None
+    assert store.turns.start(turn, "t1", "w") is not None
     # its /stop raises the flag alone, not the lease's copy
     redis_client.hset(ChatKeys(chat_id).stop, mapping={"fence": str(turn.fence), "why": "stopped"})
-    assert not store.keep_answer(turn, Answer("reply", ("late",))), "a stopped turn is mute"
-    store.complete(turn, outcome="stopped")
+    assert not store.turns.keep_answer(turn, Answer("reply", ("late",))), "a stopped turn is mute"
+    store.turns.complete(turn, outcome="stopped")
     assert [(r.message_id, r.outcome) for r in read_history(redis_client, store.keys(chat_id))] \
         == [("om_1", "stopped")]
 
@@ -324,13 +325,13 @@ def test_after_the_upgrade_a_message_older_than_it_is_still_looked_up_by_its_old
     assert not store.upgrade.now().mixed
     redis_client.set(ChatKeys(chat_id).seen("om_1"), "1", ex=3600)  # admitted before it
     created = now - 3 * 86_400_000
-    assert store.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
+    assert store.inbox.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
 
 
 def test_an_edit_saying_no_create_time_before_its_message_is_kept_for_it(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    assert store.revise(msg(chat_id, 1, text="edited first"), 2000) == "kept"  # (no date)
-    turn = store.ingest(msg(chat_id, 1, create_ms=redis_ms(redis_client),
+    assert store.changes.revise(msg(chat_id, 1, text="edited first"), 2000) == "kept"  # (no date)
+    turn = store.inbox.ingest(msg(chat_id, 1, create_ms=redis_ms(redis_client),
                             text="original")).claimed
     assert text_it_runs(store, turn) == "edited first"

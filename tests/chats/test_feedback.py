@@ -11,9 +11,8 @@ from tests.support.store import store_for
 
 
 def test_the_newest_of_added_and_removed_wins_in_any_order(redis_client: redis.Redis) -> None:
-    store = store_for(redis_client)
-    assert store.record_reaction("oc_fb", "om_turn", "THUMBSUP", False, "ou_a", 2000) == \
-        "recorded"
+    store = store_for(redis_client).feedback
+    assert store.record_reaction("oc_fb", "om_turn", "THUMBSUP", False, "ou_a", 2000) == "recorded"
     assert store.record_reaction("oc_fb", "om_turn", "THUMBSUP", True, "ou_a", 1000) == "older"
     assert store.reactions("oc_fb") == {}
     store.record_reaction("oc_fb", "om_turn", "HEART", True, "ou_b", 3000)
@@ -22,7 +21,7 @@ def test_the_newest_of_added_and_removed_wins_in_any_order(redis_client: redis.R
 
 def test_a_full_chat_makes_room_by_dropping_reactions_taken_back(
         redis_client: redis.Redis) -> None:
-    store = store_for(redis_client)
+    store = store_for(redis_client).feedback
     for n in range(REACTIONS_CAP):
         store.record_reaction("oc_full", f"om_{n}", "OK", True, "ou_a", 1000)
     assert store.record_reaction("oc_full", "om_new", "OK", True, "ou_a", 1000) == "full"

@@ -80,12 +80,12 @@ def test_one_message_to_two_bots_is_admitted_once_for_each(redis_client: redis.R
     store = ChatStore(redis_client, base.config, Keyspace(scope=TWO_APPS))
     to_a, to_b = (dataclasses.replace(msg(chat_id, 1), chat_type="group", app_id=app)
                   for app in ("cli_a", "cli_b"))
-    first, second = store.ingest(to_a), store.ingest(to_b)
+    first, second = store.inbox.ingest(to_a), store.inbox.ingest(to_b)
     assert (first.outcome, second.outcome) == ("dispatch", "dispatch")
     assert first.claimed is not None and second.claimed is not None
     assert (first.claimed.chat_id, second.claimed.chat_id) == (f"{chat_id}@cli_a",
                                                                f"{chat_id}@cli_b")
-    assert store.ingest(to_a).outcome == store.ingest(to_b).outcome == "duplicate"
+    assert store.inbox.ingest(to_a).outcome == store.inbox.ingest(to_b).outcome == "duplicate"
     assert pending_ids(store, f"{chat_id}@cli_a") == pending_ids(store,
                                                                  f"{chat_id}@cli_b") == ["om_1"]
     assert not redis_client.exists(f"gw:{{{chat_id}}}:inbox"), "nothing under the chat's key"
@@ -97,7 +97,7 @@ def test_a_command_to_one_bot_names_that_bots_state(redis_client: redis.Redis,
                                                    chat_id: str) -> None:
     store = ChatStore(redis_client, store_for(redis_client).config, Keyspace(scope=TWO_APPS))
     stop = Message("om_stop", chat_id, "group", "ou_u", "text", "/stop", app_id="cli_b")
-    assert store.ingest(stop, "stop").outcome == "command"
+    assert store.inbox.ingest(stop, "stop").outcome == "command"
     entries = cast(list[tuple[Any, dict[Any, Any]]], redis_client.xrange("gw:control"))
     [(_, fields)] = entries[-1:]
     assert {text_of(k): text_of(v) for k, v in fields.items()}["chat"] == f"{chat_id}@cli_b"

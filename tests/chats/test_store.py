@@ -43,10 +43,10 @@ def wait_for_next_ms(client: redis.Redis) -> None:
 def test_first_message_takes_the_lease_later_ones_queue(redis_client: redis.Redis,
                                                         chat_id: str) -> None:
     store = store_for(redis_client)
-    first = store.ingest(msg(chat_id, 1))
+    first = store.inbox.ingest(msg(chat_id, 1))
     assert first.outcome == "dispatch" and first.claimed is not None
     assert first.claimed.message_id == "om_1"
-    second = store.ingest(msg(chat_id, 2))
+    second = store.inbox.ingest(msg(chat_id, 2))
     assert (second.outcome, second.waiting, second.claimed) == ("queued", 1, None)
 
 
@@ -54,9 +54,9 @@ def test_duplicate_is_refused_and_full_inbox_is_reported(redis_client: redis.Red
                                                          chat_id: str) -> None:
     store = store_for(redis_client)
     for n in range(3):
-        store.ingest(msg(chat_id, n))
-    assert store.ingest(msg(chat_id, 0)).outcome == "duplicate"
-    full = store.ingest(msg(chat_id, 9))
+        store.inbox.ingest(msg(chat_id, n))
+    assert store.inbox.ingest(msg(chat_id, 0)).outcome == "duplicate"
+    full = store.inbox.ingest(msg(chat_id, 9))
     assert (full.outcome, full.waiting) == ("full", 3)
     assert pending_ids(store, chat_id) == ["om_0", "om_1", "om_2"]
     assert redis_client.ttl(ChatKeys(chat_id).marks(None, "om_0")) > 86_000
@@ -65,19 +65,19 @@ def test_duplicate_is_refused_and_full_inbox_is_reported(redis_client: redis.Red
 def test_turns_run_in_order_and_complete_hands_over_with_a_new_fence(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    store.ingest(msg(chat_id, 2))
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    store.inbox.ingest(msg(chat_id, 2))
     assert turn is not None
-    started = store.start(turn, "task-1", "w1")
+    started = store.turns.start(turn, "task-1", "w1")
     assert started is not None and started.message is not None
     assert started.message.message_id == "om_1" and started.attempt == 1
-    assert store.start(turn, "task-1-again", "w2") is None, "a second delivery must not run"
-    following = store.complete(turn).following
+    assert store.turns.start(turn, "task-1-again", "w2") is None, "a second delivery must not run"
+    following = store.turns.complete(turn).following
     assert following and following.message_id == "om_2" and following.fence > turn.fence
-    assert store.complete(turn).outcome == "stale", "a stale fence touches nothing"
+    assert store.turns.complete(turn).outcome == "stale", "a stale fence touches nothing"
     assert pending_ids(store, chat_id) == ["om_2"]
-    assert store.start(following, "task-2", "w1") is not None
-    assert store.complete(following).outcome == "idle"
+    assert store.turns.start(following, "task-2", "w1") is not None
+    assert store.turns.complete(following).outcome == "idle"
     assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
 
 
@@ -87,34 +87,34 @@ def test_waiting_messages_run_in_create_time_order_behind_a_dispatched_one(
     takes its place among the waiting ones by Feishu's create_time, ties by arrival; the
     turn that already started is never overtaken."""
     store = store_for(redis_client, inbox_cap=10)
-    head = store.ingest(msg(chat_id, 3, create_ms=3_000)).claimed
+    head = store.inbox.ingest(msg(chat_id, 3, create_ms=3_000)).claimed
     assert head is not None
-    assert store.start(head, "t", "w") is not None
+    assert store.turns.start(head, "t", "w") is not None
     for n, create_ms in ((5, 5_000), (2, 2_000), (4, 4_000), (1, 1_000), (6, 4_000)):
-        store.ingest(msg(chat_id, n, create_ms=create_ms))
+        store.inbox.ingest(msg(chat_id, n, create_ms=create_ms))
     order = []
     turn: TurnRef | None = head
     while turn is not None:
         order.append(turn.message_id)
-        assert store.start(turn, "t", "w") is not None or turn is head
-        turn = store.complete(turn).following
+        assert store.turns.start(turn, "t", "w") is not None or turn is head
+        turn = store.turns.complete(turn).following
     assert order == ["om_3", "om_1", "om_2", "om_4", "om_6", "om_5"]
 
 
 def test_expired_lease_is_recovered_and_the_old_turn_is_fenced_off(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, running_ttl_ms=200)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.start(turn, "t", "w") is not None
-    assert store.recover(chat_id) is None, "a live lease is left alone"
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
+    assert store.recovery.recover(chat_id) is None, "a live lease is left alone"
     lease_gone(store, chat_id)
-    assert chat_id in store.due_chats()
-    found = store.recover(chat_id)
+    assert chat_id in store.recovery.due_chats()
+    found = store.recovery.recover(chat_id)
     assert found is not None and found[0] == "claimed"
     again = found[1]
     assert again.message_id == "om_1" and again.fence > turn.fence
-    assert not store.holds(turn) and store.heartbeat([turn]) == ["lost"]
-    assert store.complete(turn).outcome == "stale"
+    assert not store.turns.holds(turn) and store.turns.heartbeat([turn]) == ["lost"]
+    assert store.turns.complete(turn).outcome == "stale"
     assert pending_ids(store, chat_id) == ["om_1"]
 
 
@@ -124,11 +124,12 @@ def test_deadlines_follow_the_redis_clock_not_the_writer_s(
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() + 600)
     store = store_for(redis_client, running_ttl_ms=200)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.start(turn, "t", "w") is not None
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
     monkeypatch.setattr(time, "time", real)
     lease_gone(store, chat_id)
-    wait_until(lambda: chat_id in store.due_chats(), 1, "the chat to be due by Redis's clock")
+    wait_until(lambda: chat_id in store.recovery.due_chats(), 1,
+               "the chat to be due by Redis's clock")
 
 
 def test_fences_never_repeat_even_when_redis_loses_its_last_writes(
@@ -140,17 +141,18 @@ def test_fences_never_repeat_even_when_redis_loses_its_last_writes(
     keys = ChatKeys(chat_id)
     before = {key: redis_client.dump(key) for key in (keys.fence, keys.tries, keys.lease,
                                                      keys.inbox)}
-    lost = store.ingest(msg(chat_id, 1)).claimed  # these writes will be "lost"
-    assert lost is not None and store.start(lost, "t-lost", "w") is not None
+    lost = store.inbox.ingest(msg(chat_id, 1)).claimed  # these writes will be "lost"
+    assert lost is not None and store.turns.start(lost, "t-lost", "w") is not None
     for key, dumped in before.items():  # the server restarts from the older state
         redis_client.delete(key)
         if dumped is not None:
             redis_client.restore(key, 0, dumped)
-    fresh = store.ingest(msg(chat_id, 2)).claimed
+    fresh = store.inbox.ingest(msg(chat_id, 2)).claimed
     assert fresh is not None and fresh.fence > lost.fence
-    assert store.start(fresh, "t-fresh", "w") is not None
-    assert store.heartbeat([lost]) == ["lost"] and store.complete(lost).outcome == "stale"
-    assert store.holds(fresh)
+    assert store.turns.start(fresh, "t-fresh", "w") is not None
+    assert store.turns.heartbeat([lost]) == ["lost"]
+    assert store.turns.complete(lost).outcome == "stale"
+    assert store.turns.holds(fresh)
 
 
 def test_a_queued_turn_nobody_picked_up_is_published_again_under_the_same_fence(
@@ -158,30 +160,30 @@ def test_a_queued_turn_nobody_picked_up_is_published_again_under_the_same_fence(
     """A turn taken by a worker that died before starting it (reserved,
     prefetched) is published again after the lease TTL, and still runs only once."""
     store = store_for(redis_client, running_ttl_ms=200, requeue_cap_ms=800)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.confirm(turn, "task-1")
-    assert store.recover(chat_id) is None
-    wait_until(lambda: chat_id in store.due_chats(), 2, "the requeue deadline")
-    assert store.recover(chat_id) == ("requeue", turn)
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    assert turn is not None and store.inbox.confirm(turn, "task-1")
+    assert store.recovery.recover(chat_id) is None
+    wait_until(lambda: chat_id in store.recovery.due_chats(), 2, "the requeue deadline")
+    assert store.recovery.recover(chat_id) == ("requeue", turn)
     assert store.lease(chat_id)["state"] == "queued"
-    assert store.recover(chat_id) is None, "the next requeue waits longer (backoff)"
-    assert store.start(turn, "task-1", "w2") is not None, "one copy runs"
-    assert store.start(turn, "task-1", "w3") is None, "the other copy is skipped"
+    assert store.recovery.recover(chat_id) is None, "the next requeue waits longer (backoff)"
+    assert store.turns.start(turn, "task-1", "w2") is not None, "one copy runs"
+    assert store.turns.start(turn, "task-1", "w3") is None, "the other copy is skipped"
 
 
 def test_a_stopped_running_turn_whose_lease_ran_out_is_dropped_not_rerun(
         redis_client: redis.Redis, chat_id: str) -> None:
     """If the canceller dies after raising the flag, the sweeper finishes its work."""
     store = store_for(redis_client, running_ttl_ms=200, stop_hold_ms=400)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    store.ingest(msg(chat_id, 2))
-    assert turn is not None and store.start(turn, "t", "w") is not None
-    step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    store.inbox.ingest(msg(chat_id, 2))
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
+    step = store.cancels.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
     assert (step.how, step.fence, step.waiting) == ("running", turn.fence, 1)
-    assert store.heartbeat([turn]) == ["stopped"]
-    assert not store.keep_answer(turn, Answer("reply", ("late",))), "a stopped turn is mute"
+    assert store.turns.heartbeat([turn]) == ["stopped"]
+    assert not store.turns.keep_answer(turn, Answer("reply", ("late",))), "a stopped turn is mute"
     lease_gone(store, chat_id)
-    found = store.recover(chat_id)
+    found = store.recovery.recover(chat_id)
     assert found is not None and found[1].message_id == "om_2"
     assert pending_ids(store, chat_id) == ["om_2"]
     [record] = read_history(redis_client, store.keys(chat_id))
@@ -196,9 +198,9 @@ def test_a_turn_ignoring_its_stop_is_fenced_at_the_timeout_whatever_its_lease_ha
     cancel timeout: the lease must not run out first, or the stop would read as cooperative,
     terminate nothing and leave the message behind it to the sweeper."""
     store = store_for(redis_client, running_ttl_ms=300, stop_hold_ms=1300)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    store.ingest(msg(chat_id, 2))
-    assert turn is not None and store.start(turn, "t", "w") is not None
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    store.inbox.ingest(msg(chat_id, 2))
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
     published: list[TurnRef] = []
     revoked: list[tuple[str, bool]] = []
 
@@ -216,17 +218,17 @@ def test_a_sweeper_looking_at_a_stopping_chat_leaves_its_canceller_the_timeout(
     """The sweeper brings a lease that outlives its own TTL back to it (a clock stepped
     back); a stopping turn's held lease is not one of those."""
     store = store_for(redis_client, running_ttl_ms=300, stop_hold_ms=1300)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    store.ingest(msg(chat_id, 2))
-    assert turn is not None and store.start(turn, "t", "w") is not None
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    store.inbox.ingest(msg(chat_id, 2))
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
     canceller = Canceller(store, lambda ref: None, lambda task_id, terminate: None,
                           timeout_s=1.0, lease_ttl_ms=300,
                           debounce_s=0)
     waiting = canceller.begin(chat_id, "cmd-1")
     assert isinstance(waiting, Stopping)
-    assert store.recover(chat_id) is None, "held: nothing to do"
+    assert store.recovery.recover(chat_id) is None, "held: nothing to do"
     time.sleep(0.6)  # (past the running TTL, short of the timeout: what is tested)
-    assert store.holds(waiting.turn), "the canceller decides, at its timeout"
+    assert store.turns.holds(waiting.turn), "the canceller decides, at its timeout"
     assert canceller.end(waiting, ended=False).how == "timeout-fenced"
 
 
@@ -235,23 +237,24 @@ def test_a_stop_for_queued_turns_only_leaves_a_running_turn_alone(
     """A revoked copy of a turn that started meanwhile (Canceller.revoked): decided in the
     same script that would stop it."""
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.start(turn, "t", "w") is not None
-    step = store.cancel(chat_id, "copy", debounce_ms=0, flag_ttl_ms=60_000,
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
+    step = store.cancels.cancel(chat_id, "copy", debounce_ms=0, flag_ttl_ms=60_000,
                         target_fence=turn.fence, only_queued=True)
     assert step.how == "nothing"
-    assert store.may_reply(turn), "no stop flag"
-    assert store.heartbeat([turn]) != ["stopped"]
+    assert store.turns.may_reply(turn), "no stop flag"
+    assert store.turns.heartbeat([turn]) != ["stopped"]
 
 
 def test_a_stopped_turn_dropped_when_the_next_message_arrives_is_recorded(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, running_ttl_ms=200, stop_hold_ms=400)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.start(turn, "t", "w") is not None
-    assert store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000).how == "running"
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
+    cancelled = store.cancels.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
+    assert cancelled.how == "running"
     lease_gone(store, chat_id)
-    following = store.ingest(msg(chat_id, 2)).claimed
+    following = store.inbox.ingest(msg(chat_id, 2)).claimed
     assert following is not None and following.message_id == "om_2"
     assert [(r.message_id, r.outcome) for r in read_history(
         redis_client, store.keys(chat_id))] == [("om_1", "stopped")]
@@ -261,18 +264,18 @@ def test_stopping_a_turn_not_started_drops_it_in_the_same_step(
         redis_client: redis.Redis, chat_id: str) -> None:
     """No window in which a canceller's death lets the stopped message run."""
     store = store_for(redis_client, claim_ttl_ms=200)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    store.ingest(msg(chat_id, 2))
-    assert turn is not None and store.confirm(turn, "task-1")
-    step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    store.inbox.ingest(msg(chat_id, 2))
+    assert turn is not None and store.inbox.confirm(turn, "task-1")
+    step = store.cancels.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
     assert step.how == "not-started" and step.task_id == "task-1"
     assert step.following is not None and step.following.message_id == "om_2"
-    assert store.start(turn, "task-1", "w") is None, "the stopped turn never runs"
+    assert store.turns.start(turn, "task-1", "w") is None, "the stopped turn never runs"
     # the canceller dies before publishing the next turn: the claim runs out, sweeper heals
-    wait_until(lambda: chat_id in store.due_chats(), 3, "the claim to run out")
-    found = store.recover(chat_id)
+    wait_until(lambda: chat_id in store.recovery.due_chats(), 3, "the claim to run out")
+    found = store.recovery.recover(chat_id)
     assert found is not None and found[1].message_id == "om_2"
-    again = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
+    again = store.cancels.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
     assert (again.how, again.recorded_how) == ("again", "not-started"), "recorded once"
     assert pending_ids(store, chat_id) == ["om_2"]
 
@@ -281,16 +284,16 @@ def test_a_second_stop_within_the_debounce_acts_once(redis_client: redis.Redis,
                                                      chat_id: str) -> None:
     """The message the first /stop promised to answer is answered."""
     store = store_for(redis_client)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    store.ingest(msg(chat_id, 2))
-    assert turn is not None and store.start(turn, "t", "w") is not None
-    first = store.cancel(chat_id, "stop-a", debounce_ms=3000, flag_ttl_ms=60_000)
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    store.inbox.ingest(msg(chat_id, 2))
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
+    first = store.cancels.cancel(chat_id, "stop-a", debounce_ms=3000, flag_ttl_ms=60_000)
     assert first.how == "running"
-    following = store.complete(turn).following
+    following = store.turns.complete(turn).following
     assert following and following.message_id == "om_2"
-    second = store.cancel(chat_id, "stop-b", debounce_ms=3000, flag_ttl_ms=60_000)
+    second = store.cancels.cancel(chat_id, "stop-b", debounce_ms=3000, flag_ttl_ms=60_000)
     assert (second.how, second.waiting) == ("debounced", 0)
-    assert store.start(following, "t2", "w") is not None, "the promised message runs"
+    assert store.turns.start(following, "t2", "w") is not None, "the promised message runs"
 
 
 def test_commands_and_notices_are_recorded_in_the_same_step_as_seen(
@@ -298,10 +301,10 @@ def test_commands_and_notices_are_recorded_in_the_same_step_as_seen(
     """Nothing is marked seen without something durable to act on."""
     store = store_for(redis_client, inbox_cap=1)
     before = redis_client.xlen(CONTROL_KEY) if redis_client.exists(CONTROL_KEY) else 0
-    assert store.ingest(msg(chat_id, 1, text="/stop"), "stop").outcome == "command"
-    assert store.ingest(msg(chat_id, 1, text="/stop"), "stop").outcome == "duplicate"
-    store.ingest(msg(chat_id, 2))
-    assert store.ingest(msg(chat_id, 3)).outcome == "full"
+    assert store.inbox.ingest(msg(chat_id, 1, text="/stop"), "stop").outcome == "command"
+    assert store.inbox.ingest(msg(chat_id, 1, text="/stop"), "stop").outcome == "duplicate"
+    store.inbox.ingest(msg(chat_id, 2))
+    assert store.inbox.ingest(msg(chat_id, 3)).outcome == "full"
     jobs: list[Any] = list(redis_client.xrange(CONTROL_KEY) or [])[before:]
     kinds = [(fields["kind"], fields["chat"]) for _, fields in jobs]
     assert kinds == [("command", chat_id), ("inbox-full", chat_id)]
@@ -311,40 +314,40 @@ def test_an_answer_is_kept_for_a_rerun_and_attempts_are_counted(
         redis_client: redis.Redis, chat_id: str) -> None:
     """A re-run after a crash resends the stored answer, never asks again."""
     store = store_for(redis_client, running_ttl_ms=100, max_attempts=2)
-    turn = store.ingest(msg(chat_id, 1)).claimed
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
     assert turn is not None
-    first = store.start(turn, "t", "w")
+    first = store.turns.start(turn, "t", "w")
     assert first is not None and first.answer is None
-    assert store.keep_answer(turn, Answer("reply", ("part 1", "part 2")))
+    assert store.turns.keep_answer(turn, Answer("reply", ("part 1", "part 2")))
     lease_gone(store, chat_id)  # the worker died mid-send
-    found = store.recover(chat_id)
+    found = store.recovery.recover(chat_id)
     assert found is not None
-    rerun = store.start(found[1], "t", "w")
+    rerun = store.turns.start(found[1], "t", "w")
     assert rerun is not None and rerun.attempt == 2
     assert rerun.answer == Answer("reply", ("part 1", "part 2"))
-    assert store.complete(found[1]).outcome == "idle"
+    assert store.turns.complete(found[1]).outcome == "idle"
     assert not redis_client.hexists(ChatKeys(chat_id).tries, "chunks"), "the kept answer went"
 
 
 def test_attempts_are_exhausted_after_the_cap(redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, running_ttl_ms=100, max_attempts=2)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    store.ingest(msg(chat_id, 2))
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    store.inbox.ingest(msg(chat_id, 2))
     attempts = []
     for _ in range(3):
         assert turn is not None
-        started = store.start(turn, "t", "w")
+        started = store.turns.start(turn, "t", "w")
         assert started is not None
         attempts.append((started.attempt, started.exhausted))
         lease_gone(store, chat_id)
-        found = store.recover(chat_id)  # the worker died: the sweeper tries again
+        found = store.recovery.recover(chat_id)  # the worker died: the sweeper tries again
         assert found is not None
         turn = found[1]
     assert attempts == [(1, False), (2, False), (3, True)]
-    assert turn is not None and store.start(turn, "t", "w") is not None
-    following = store.complete(turn).following
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
+    following = store.turns.complete(turn).following
     assert following and following.message_id == "om_2"
-    second = store.start(following, "t2", "w")
+    second = store.turns.start(following, "t2", "w")
     assert second is not None and (second.attempt, second.exhausted) == (1, False)
     tries = redis_client.hgetall(ChatKeys(chat_id).tries)
     assert "|om_2|" in tries["head"] and tries["n"] == "1" and not tries.get("aid"), \
@@ -362,23 +365,23 @@ def test_stored_messages_are_read_tolerantly(redis_client: redis.Redis, chat_id:
         Message.from_json('["not", "a", "message"]')
     redis_client.zadd(ChatKeys(chat_id).inbox, {f"0000000000000001|om_new|{newer}": 1})
     redis_client.zadd(ChatKeys(chat_id).inbox, {"0000000000000002|om_bad|{nope": 2})
-    turn = store.ingest(msg(chat_id, 9, create_ms=10)).claimed
+    turn = store.inbox.ingest(msg(chat_id, 9, create_ms=10)).claimed
     assert turn is not None and turn.message_id == "om_new"
-    started = store.start(turn, "t", "w")
+    started = store.turns.start(turn, "t", "w")
     assert started is not None and started.message is not None
-    following = store.complete(turn).following
+    following = store.turns.complete(turn).following
     assert following and following.message_id == "om_bad"
-    bad = store.start(following, "t", "w")
+    bad = store.turns.start(following, "t", "w")
     assert bad is not None and bad.message is None and bad.message_id == "om_bad"
 
 
 def test_no_chat_key_is_left_without_a_ttl(redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client)
-    store.cancel(chat_id, "new", debounce_ms=0, flag_ttl_ms=10_000, new_session=True)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.start(turn, "t", "w") is not None
-    store.cancel(chat_id, "cmd", debounce_ms=1000, flag_ttl_ms=10_000)
-    assert store.complete(turn).outcome == "idle"
+    store.cancels.cancel(chat_id, "new", debounce_ms=0, flag_ttl_ms=10_000, new_session=True)
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
+    store.cancels.cancel(chat_id, "cmd", debounce_ms=1000, flag_ttl_ms=10_000)
+    assert store.turns.complete(turn).outcome == "idle"
     keys = redis_client.keys(f"gw:{{{chat_id}}}:*")
     assert keys and all(redis_client.pttl(key) > 0 for key in keys), {
         key: redis_client.pttl(key) for key in keys}
@@ -390,17 +393,17 @@ def test_a_claimed_turn_not_yet_started_yields_to_an_older_late_message(
     claimed (but before any worker started it) runs first: the order is fixed when a turn
     starts, not when it is claimed. The task of the claimed one runs it, under its fence."""
     store = store_for(redis_client, inbox_cap=10)
-    claimed = store.ingest(msg(chat_id, 2, create_ms=2_000)).claimed
+    claimed = store.inbox.ingest(msg(chat_id, 2, create_ms=2_000)).claimed
     assert claimed is not None and claimed.message_id == "om_2"
-    store.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older: Feishu redelivered it
-    started = store.start(claimed, "t", "w")
+    store.inbox.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older: Feishu redelivered it
+    started = store.turns.start(claimed, "t", "w")
     assert started is not None and started.message_id == "om_1" and started.attempt == 1
     assert store.lease(chat_id)["message_id"] == "om_1"
     ran = TurnRef(chat_id, started.message_id, claimed.fence)
-    assert store.keep_answer(ran, Answer("reply", ("one",)))
-    following = store.complete(ran).following
+    assert store.turns.keep_answer(ran, Answer("reply", ("one",)))
+    following = store.turns.complete(ran).following
     assert following and following.message_id == "om_2"
-    again = store.start(following, "t", "w")
+    again = store.turns.start(following, "t", "w")
     assert again is not None and again.message_id == "om_2" and again.answer is None
 
 
@@ -409,10 +412,10 @@ def test_a_stop_before_the_start_drops_the_message_that_would_have_run(
     """The claimed turn would run the older late message (see above), so a /stop that
     comes before any worker started it drops that one; the claimed one runs next."""
     store = store_for(redis_client, inbox_cap=10)
-    claimed = store.ingest(msg(chat_id, 2, create_ms=2_000)).claimed
+    claimed = store.inbox.ingest(msg(chat_id, 2, create_ms=2_000)).claimed
     assert claimed is not None
-    store.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older
-    step = store.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=5000)
+    store.inbox.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older
+    step = store.cancels.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=5000)
     assert step.how == "not-started" and step.following is not None
     assert step.following.message_id == "om_2"
     assert pending_ids(store, chat_id) == ["om_2"]
@@ -424,17 +427,17 @@ def test_a_dispatched_message_is_not_overtaken_when_its_worker_dies(
     the one that already started: after a crash, the same message runs again, with its
     stored answer and its attempt count."""
     store = store_for(redis_client, running_ttl_ms=200, inbox_cap=10)
-    turn = store.ingest(msg(chat_id, 2, create_ms=2_000)).claimed
-    assert turn is not None and store.start(turn, "t", "w") is not None
-    assert store.keep_answer(turn, Answer("reply", ("half sent",)))
-    store.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older
+    turn = store.inbox.ingest(msg(chat_id, 2, create_ms=2_000)).claimed
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
+    assert store.turns.keep_answer(turn, Answer("reply", ("half sent",)))
+    store.inbox.ingest(msg(chat_id, 1, create_ms=1_000))  # late, older
     lease_gone(store, chat_id)  # the worker died
-    found = store.recover(chat_id)
+    found = store.recovery.recover(chat_id)
     assert found is not None and found[1].message_id == "om_2", "the started one runs again"
-    rerun = store.start(found[1], "t", "w")
+    rerun = store.turns.start(found[1], "t", "w")
     assert rerun is not None and rerun.attempt == 2
     assert rerun.answer == Answer("reply", ("half sent",))
-    following = store.complete(found[1]).following
+    following = store.turns.complete(found[1]).following
     assert following and following.message_id == "om_1"
 
 
@@ -444,62 +447,62 @@ def test_a_stop_run_again_after_later_stops_never_stops_a_later_turn(
     it acts once, on the turn that ran when it was sent, and never on a later one."""
     store = store_for(redis_client, inbox_cap=10)
     for n in range(1, 4):
-        store.ingest(msg(chat_id, n))
+        store.inbox.ingest(msg(chat_id, n))
 
     def running() -> TurnRef:
         lease = store.lease(chat_id)
         turn = TurnRef(chat_id, lease["message_id"], int(lease["fence"]))
-        assert store.start(turn, "t", "w") is not None
+        assert store.turns.start(turn, "t", "w") is not None
         return turn
 
     first = running()
-    stop_1 = store.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
+    stop_1 = store.cancels.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
                           target_fence=first.fence)
     assert stop_1.how == "running"
-    second = store.complete(first).following
-    assert second and store.start(second, "t", "w") is not None
-    stop_2 = store.cancel(chat_id, "stop-2", debounce_ms=0, flag_ttl_ms=60_000,
+    second = store.turns.complete(first).following
+    assert second and store.turns.start(second, "t", "w") is not None
+    stop_2 = store.cancels.cancel(chat_id, "stop-2", debounce_ms=0, flag_ttl_ms=60_000,
                           target_fence=second.fence)
     assert stop_2.how == "running"
-    third = store.complete(second).following
-    assert third and store.start(third, "t", "w") is not None
-    again = store.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
+    third = store.turns.complete(second).following
+    assert third and store.turns.start(third, "t", "w") is not None
+    again = store.cancels.cancel(chat_id, "stop-1", debounce_ms=0, flag_ttl_ms=60_000,
                          target_fence=first.fence)
     assert (again.how, again.recorded_how) == ("again", "running")
-    assert store.heartbeat([third]) == ["held"], "the third turn goes on"
-    late = store.cancel(chat_id, "stop-9", debounce_ms=0, flag_ttl_ms=60_000,
+    assert store.turns.heartbeat([third]) == ["held"], "the third turn goes on"
+    late = store.cancels.cancel(chat_id, "stop-9", debounce_ms=0, flag_ttl_ms=60_000,
                         target_fence=first.fence)
     assert late.how == "nothing", "a stop for a turn that is over stops nothing"
-    assert store.heartbeat([third]) == ["held"]
+    assert store.turns.heartbeat([third]) == ["held"]
 
 
 def test_a_debounced_stop_run_again_stays_debounced(redis_client: redis.Redis,
                                                     chat_id: str) -> None:
     store = store_for(redis_client, inbox_cap=10)
-    store.ingest(msg(chat_id, 1))
-    store.ingest(msg(chat_id, 2))
+    store.inbox.ingest(msg(chat_id, 1))
+    store.inbox.ingest(msg(chat_id, 2))
     lease = store.lease(chat_id)
     turn = TurnRef(chat_id, lease["message_id"], int(lease["fence"]))
-    assert store.start(turn, "t", "w") is not None
-    store.cancel(chat_id, "stop-a", debounce_ms=60_000, flag_ttl_ms=60_000)
-    following = store.complete(turn).following
-    assert following and store.start(following, "t", "w") is not None
-    assert store.cancel(chat_id, "stop-b", debounce_ms=60_000, flag_ttl_ms=60_000).how == \
+    assert store.turns.start(turn, "t", "w") is not None
+    store.cancels.cancel(chat_id, "stop-a", debounce_ms=60_000, flag_ttl_ms=60_000)
+    following = store.turns.complete(turn).following
+    assert following and store.turns.start(following, "t", "w") is not None
+    assert store.cancels.cancel(chat_id, "stop-b", debounce_ms=60_000, flag_ttl_ms=60_000).how == \
         "debounced"
-    again = store.cancel(chat_id, "stop-b", debounce_ms=0, flag_ttl_ms=60_000)
+    again = store.cancels.cancel(chat_id, "stop-b", debounce_ms=0, flag_ttl_ms=60_000)
     assert (again.how, again.recorded_how) == ("again", "debounced")
-    assert store.heartbeat([following]) == ["held"]
+    assert store.turns.heartbeat([following]) == ["held"]
 
 
 def test_new_run_again_does_not_start_a_second_conversation(redis_client: redis.Redis,
                                                            chat_id: str) -> None:
     store = store_for(redis_client)
-    store.cancel(chat_id, "new-1", debounce_ms=0, flag_ttl_ms=60_000, new_session=True)
+    store.cancels.cancel(chat_id, "new-1", debounce_ms=0, flag_ttl_ms=60_000, new_session=True)
     generation = redis_client.get(ChatKeys(chat_id).generation)
     assert generation is not None
-    store.cancel(chat_id, "new-1", debounce_ms=0, flag_ttl_ms=60_000, new_session=True)
+    store.cancels.cancel(chat_id, "new-1", debounce_ms=0, flag_ttl_ms=60_000, new_session=True)
     assert redis_client.get(ChatKeys(chat_id).generation) == generation
-    store.cancel(chat_id, "new-2", debounce_ms=60_000, flag_ttl_ms=60_000, new_session=True)
+    store.cancels.cancel(chat_id, "new-2", debounce_ms=60_000, flag_ttl_ms=60_000, new_session=True)
     assert redis_client.get(ChatKeys(chat_id).generation) != generation, \
         "a debounced /new still starts a new conversation"
 
@@ -510,14 +513,14 @@ def test_a_turn_waiting_long_in_a_backlog_keeps_its_place(redis_client: redis.Re
     never sends it to the back of the queue under a new fence."""
     store = store_for(redis_client, running_ttl_ms=100, queued_ttl_ms=400,
                       requeue_cap_ms=100)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.confirm(turn, "task-1")
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    assert turn is not None and store.inbox.confirm(turn, "task-1")
     deadline = time.monotonic() + 1.2  # three queued TTLs
     while time.monotonic() < deadline:
-        found = store.recover(chat_id)
+        found = store.recovery.recover(chat_id)
         assert found is None or found == ("requeue", turn), found
         time.sleep(0.05)
-    assert store.start(turn, "task-1", "w") is not None, "the original fence still holds"
+    assert store.turns.start(turn, "task-1", "w") is not None, "the original fence still holds"
 
 
 def test_behind_a_broker_backlog_a_queued_turn_is_never_published_again(
@@ -525,14 +528,14 @@ def test_behind_a_broker_backlog_a_queued_turn_is_never_published_again(
     """While turns wait in the broker, a queued turn past its deadline may be
     one of them: it keeps its lease and is not published again (no copies pile up)."""
     store = store_for(redis_client, running_ttl_ms=200, requeue_cap_ms=800, queued_ttl_ms=400)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.confirm(turn, "task-1")
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    assert turn is not None and store.inbox.confirm(turn, "task-1")
     for _ in range(4):  # well past the queued TTL
-        wait_until(lambda: chat_id in store.due_chats(), 2, "the requeue deadline")
-        assert store.recover(chat_id, may_requeue=False) is None
+        wait_until(lambda: chat_id in store.recovery.due_chats(), 2, "the requeue deadline")
+        assert store.recovery.recover(chat_id, may_requeue=False) is None
     assert store.lease(chat_id)["state"] == "queued", "the lease is kept while it waits"
-    wait_until(lambda: chat_id in store.due_chats(), 2, "the next deadline")
-    assert store.recover(chat_id, may_requeue=True) == ("requeue", turn), \
+    wait_until(lambda: chat_id in store.recovery.due_chats(), 2, "the next deadline")
+    assert store.recovery.recover(chat_id, may_requeue=True) == ("requeue", turn), \
         "once nothing waits in the broker it was lost: published again, same fence"
 
 
@@ -544,13 +547,13 @@ def test_sweepers_split_the_due_chats_between_them() -> None:
     store = store_for(redis_client, claim_ttl_ms=50)
     chats = [f"oc_split_{n}" for n in range(10)]
     for n, chat in enumerate(chats):
-        store.ingest(msg(chat, n))
-    wait_until(lambda: len(store.due_chats(20)) == 10, 3, "every claim to run out")
-    first = store.due_chats(6, claim_ms=5000)
-    second = store.due_chats(6, claim_ms=5000)
+        store.inbox.ingest(msg(chat, n))
+    wait_until(lambda: len(store.recovery.due_chats(20)) == 10, 3, "every claim to run out")
+    first = store.recovery.due_chats(6, claim_ms=5000)
+    second = store.recovery.due_chats(6, claim_ms=5000)
     assert len(first) == 6 and len(second) == 4 and not set(first) & set(second)
-    assert store.due_chats(6, claim_ms=5000) == [], "each chat is taken once"
-    found = store.recover_many(first + second)
+    assert store.recovery.due_chats(6, claim_ms=5000) == [], "each chat is taken once"
+    found = store.recovery.recover_many(first + second)
     assert sorted(found) == sorted(chats)
     assert all(kind == "claimed" for kind, _ in found.values())
     redis_client.close()
@@ -560,15 +563,16 @@ def test_sweepers_split_the_due_chats_between_them() -> None:
 def test_a_running_turns_heartbeat_keeps_its_chat_out_of_the_due_set(
         redis_client: redis.Redis, chat_id: str) -> None:
     store = store_for(redis_client, running_ttl_ms=300)
-    turn = store.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.start(turn, "t", "w") is not None
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
+    assert turn is not None and store.turns.start(turn, "t", "w") is not None
     deadline = time.monotonic() + 1.2  # four lease TTLs
     while time.monotonic() < deadline:
-        assert store.heartbeat([turn]) == ["held"]
-        assert chat_id not in store.due_chats(), "no sweeper needs to look at it"
+        assert store.turns.heartbeat([turn]) == ["held"]
+        assert chat_id not in store.recovery.due_chats(), "no sweeper needs to look at it"
         time.sleep(0.05)
-    assert store.heartbeat([turn], [False]) == ["held"], "a check alone extends nothing"
-    wait_until(lambda: chat_id in store.due_chats(), 2, "the chat to be due once beats stop")
+    assert store.turns.heartbeat([turn], [False]) == ["held"], "a check alone extends nothing"
+    wait_until(lambda: chat_id in store.recovery.due_chats(), 2,
+               "the chat to be due once beats stop")
 
 
 def test_a_control_job_a_dead_desk_took_is_adopted_by_another(
@@ -581,7 +585,7 @@ def test_a_control_job_a_dead_desk_took_is_adopted_by_another(
     alive = ControlJobs(redis_client, "desk-alive", orphan_after_ms=100)
     dead.ensure_group()
     alive.ensure_group()
-    assert store.ingest(msg(chat_id, 1, text="/stop"), "stop").outcome == "command"
+    assert store.inbox.ingest(msg(chat_id, 1, text="/stop"), "stop").outcome == "command"
     taken = [job for job in dead.read(10, 100) if job.chat_id == chat_id]
     assert len(taken) == 1 and taken[0].command == "stop"
     assert alive.read(10, 50) == [], "a job is delivered to one desk"
@@ -607,14 +611,14 @@ def test_a_message_right_after_new_belongs_to_the_new_conversation(
     """/new renews the session in the step that admits it, not later on a control desk:
     a message the user sends right after it is never answered in the old conversation."""
     store = store_for(redis_client, inbox_cap=10)
-    before = store.ingest(msg(chat_id, 1)).claimed
+    before = store.inbox.ingest(msg(chat_id, 1)).claimed
     assert before is not None
-    old = store.start(before, "t", "w")
-    assert old is not None and store.complete(before).outcome == "idle"
-    assert store.ingest(msg(chat_id, 2, text="/new"), "new").outcome == "command"
-    after = store.ingest(msg(chat_id, 3)).claimed
+    old = store.turns.start(before, "t", "w")
+    assert old is not None and store.turns.complete(before).outcome == "idle"
+    assert store.inbox.ingest(msg(chat_id, 2, text="/new"), "new").outcome == "command"
+    after = store.inbox.ingest(msg(chat_id, 3)).claimed
     assert after is not None
-    new = store.start(after, "t", "w")
+    new = store.turns.start(after, "t", "w")
     assert new is not None and new.generation > old.generation
 
 
@@ -625,11 +629,11 @@ def test_each_mark_says_which_process_started_the_session_s_previous_turn(
     one, two = (ChatStore(redis_client, StoreConfig(ran_ttl_ms=60_000), runner=name)
                 for name in ("w1:1:aa", "w2:7:bb"))
     a, b = f"{chat_id}/ou_a#0", f"{chat_id}/ou_b#0"
-    assert one.mark_runner(chat_id, a) == "", "nobody ran one before"
-    assert two.mark_runner(chat_id, a) == "w1:1:aa"
-    assert one.mark_runner(chat_id, b) == ""
-    assert one.mark_runner(chat_id, a) == "w2:7:bb", "B's turn on w1 says nothing of A's"
-    assert two.mark_runner(chat_id, b) == "w1:1:aa"
+    assert one.turns.mark_runner(chat_id, a) == "", "nobody ran one before"
+    assert two.turns.mark_runner(chat_id, a) == "w1:1:aa"
+    assert one.turns.mark_runner(chat_id, b) == ""
+    assert one.turns.mark_runner(chat_id, a) == "w2:7:bb", "B's turn on w1 says nothing of A's"
+    assert two.turns.mark_runner(chat_id, b) == "w1:1:aa"
     runners = one.keys(chat_id).runners
     assert runners.startswith(f"gw:{{{chat_id}}}:"), "in the chat's hash slot"
     assert 0 < redis_client.pttl(runners) <= 60_000, "the marks expire"
@@ -640,9 +644,9 @@ def test_a_chat_keeps_the_marks_of_its_latest_sessions_only(
     store = ChatStore(redis_client, StoreConfig(ran_cap=4), runner="w1:1:aa")
     sessions = [f"{chat_id}/ou_{n}#0" for n in range(5)]
     for session in sessions:
-        store.mark_runner(chat_id, session)
+        store.turns.mark_runner(chat_id, session)
         wait_for_next_ms(redis_client)
     assert set(redis_client.hkeys(store.keys(chat_id).runners)) == set(sessions[-3:]), \
         "past the cap, the oldest go, down to half of it, and the newest stays"
-    assert store.mark_runner(chat_id, sessions[0]) == "", "forgotten: its agent is rebuilt"
-    assert store.mark_runner(chat_id, sessions[-1]) == "w1:1:aa"
+    assert store.turns.mark_runner(chat_id, sessions[0]) == "", "forgotten: its agent is rebuilt"
+    assert store.turns.mark_runner(chat_id, sessions[-1]) == "w1:1:aa"

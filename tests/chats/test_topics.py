@@ -65,58 +65,58 @@ def test_the_settings_make_topics_states_by_default() -> None:
 def test_topics_of_one_chat_each_get_a_turn_of_their_own(redis_client: redis.Redis,
                                                          chat_id: str) -> None:
     store = topic_store(redis_client)
-    a1, b1, own = (store.ingest(in_topic(chat_id, 1, "omt_a")),
-                   store.ingest(in_topic(chat_id, 2, "omt_b")),
-                   store.ingest(dataclasses.replace(msg(chat_id, 3), chat_type="group")))
+    a1, b1, own = (store.inbox.ingest(in_topic(chat_id, 1, "omt_a")),
+                   store.inbox.ingest(in_topic(chat_id, 2, "omt_b")),
+                   store.inbox.ingest(dataclasses.replace(msg(chat_id, 3), chat_type="group")))
     assert [x.outcome for x in (a1, b1, own)] == ["dispatch"] * 3, "three queues, all idle"
     assert [x.claimed.chat_id for x in (a1, b1, own) if x.claimed] == [
         f"{chat_id}/omt_a", f"{chat_id}/omt_b", chat_id]
-    a2 = store.ingest(in_topic(chat_id, 4, "omt_a"))
+    a2 = store.inbox.ingest(in_topic(chat_id, 4, "omt_a"))
     assert a2.outcome == "queued", "a topic's next message waits behind its own turn"
-    assert store.ingest(in_topic(chat_id, 1, "omt_a")).outcome == "duplicate"
+    assert store.inbox.ingest(in_topic(chat_id, 1, "omt_a")).outcome == "duplicate"
     assert pending_ids(store, f"{chat_id}/omt_a") == ["om_1", "om_4"]
     assert pending_ids(store, f"{chat_id}/omt_b") == ["om_2"]
     assert pending_ids(store, chat_id) == ["om_3"]
     assert a1.claimed is not None
     started(store, a1.claimed)
-    following = store.complete(a1.claimed).following
+    following = store.turns.complete(a1.claimed).following
     assert following is not None and following.message_id == "om_4"
     assert following.chat_id == f"{chat_id}/omt_a"
-    assert store.live_topics(chat_id) == [f"{chat_id}/omt_a", f"{chat_id}/omt_b"]
-    assert store.live_topics(f"{chat_id}/omt_a") == [], "a topic has no topics"
+    assert store.changes.live_topics(chat_id) == [f"{chat_id}/omt_a", f"{chat_id}/omt_b"]
+    assert store.changes.live_topics(f"{chat_id}/omt_a") == [], "a topic has no topics"
 
 
 def test_a_recall_or_an_edit_that_does_not_say_its_topic_finds_it(redis_client: redis.Redis,
                                                                   chat_id: str) -> None:
     store = topic_store(redis_client)
-    store.ingest(in_topic(chat_id, 1, "omt_a"))  # (its turn holds the topic)
-    store.ingest(in_topic(chat_id, 2, "omt_a"))
-    store.ingest(in_topic(chat_id, 3, "omt_a"))
-    recalled = store.withdraw(chat_id, "om_3")  # (a recall names the chat only)
+    store.inbox.ingest(in_topic(chat_id, 1, "omt_a"))  # (its turn holds the topic)
+    store.inbox.ingest(in_topic(chat_id, 2, "omt_a"))
+    store.inbox.ingest(in_topic(chat_id, 3, "omt_a"))
+    recalled = store.changes.withdraw(chat_id, "om_3")  # (a recall names the chat only)
     assert recalled.how in ("dropped", "idle")
     assert pending_ids(store, f"{chat_id}/omt_a") == ["om_1", "om_2"]
     edited = dataclasses.replace(msg(chat_id, 2, text="new"),
                                  chat_type="group")  # (no thread_id said)
-    assert store.revise(edited, 1_700_000_001_000) == "revised"
+    assert store.changes.revise(edited, 1_700_000_001_000) == "revised"
     [(_, waiting)] = [p for p in store.pending(f"{chat_id}/omt_a") if p[0] == "om_2"]
     assert waiting is not None and waiting.text == "new"
     assert waiting.thread_id == "omt_a", "the edit keeps the message in its topic"
     # a recall that comes first: the message is never admitted, whichever topic it says
-    assert store.withdraw(chat_id, "om_9").how == "unknown"
-    assert store.ingest(in_topic(chat_id, 9, "omt_b")).outcome == "withdrawn"
+    assert store.changes.withdraw(chat_id, "om_9").how == "unknown"
+    assert store.inbox.ingest(in_topic(chat_id, 9, "omt_b")).outcome == "withdrawn"
 
 
 def test_a_removal_of_the_bot_reaches_every_topic(redis_client: redis.Redis,
                                                  chat_id: str) -> None:
     store = topic_store(redis_client)
     for n, thread in enumerate(("omt_a", "omt_a", "omt_b", ""), 1):
-        store.ingest(in_topic(chat_id, n, thread))
-    changes = store.evict_all(chat_id, 0)
+        store.inbox.ingest(in_topic(chat_id, n, thread))
+    changes = store.changes.evict_all(chat_id, 0)
     assert len(changes) == 3, "the chat's own state and its two topics"
     assert sum(c.dropped for c in changes) == 4
     for state in (chat_id, f"{chat_id}/omt_a", f"{chat_id}/omt_b"):
         assert pending_ids(store, state) == []
-    assert store.ingest(in_topic(chat_id, 5, "omt_c", create_time_ms=1)).outcome == "left", \
+    assert store.inbox.ingest(in_topic(chat_id, 5, "omt_c", create_time_ms=1)).outcome == "left", \
         "the chat's `left` mark holds in every topic"
 
 
@@ -130,11 +130,11 @@ def test_thousands_of_topics_keep_bounded_expiring_keys(redis_client: redis.Redi
     alone = f"oc_{uuid.uuid4().hex}"  # (a chat without topics, for the reference)
     for message, n in [(in_topic(chat_id, n, f"omt_{n:012x}"), n) for n in range(topics)] + [
             (dataclasses.replace(msg(alone, 1), chat_type="group"), -1)]:
-        admitted = store.ingest(message)
+        admitted = store.inbox.ingest(message)
         assert admitted.claimed is not None, n
         started(store, admitted.claimed)
-        assert store.complete(admitted.claimed).outcome == "idle"
-    assert store.live_topics(chat_id) == []
+        assert store.turns.complete(admitted.claimed).outcome == "idle"
+    assert store.changes.live_topics(chat_id) == []
 
     def state_bytes(chat: str) -> int:
         size = 0

@@ -41,7 +41,7 @@ def test_the_sweeper_survives_a_failing_publish(chat_id: str) -> None:
     server = start_redis()  # of its own: no other sweeper may take the chat
     client = redis.Redis.from_url(server.url)
     store = ChatStore(client, StoreConfig(claim_ttl_ms=50))
-    store.ingest(Message("om_1", chat_id, "p2p", "ou", "text", "hi"))  # claimed, never sent
+    store.inbox.ingest(Message("om_1", chat_id, "p2p", "ou", "text", "hi"))  # claimed, never sent
     published: list[TurnRef] = []
 
     def publish(turn: TurnRef) -> bool:

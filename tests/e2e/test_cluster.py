@@ -67,27 +67,27 @@ def test_every_step_runs_on_a_cluster_and_the_chats_spread_over_its_masters(
     heads = {}
     for chat in chats:
         for n in range(3):
-            admission = store.ingest(msg(chat, n))
+            admission = store.inbox.ingest(msg(chat, n))
             if admission.claimed is not None:
                 heads[chat] = admission.claimed
-    store.confirm_many([(turn, "task") for turn in heads.values()])
+    store.inbox.confirm_many([(turn, "task") for turn in heads.values()])
     order: dict[str, list[str]] = {chat: [] for chat in chats}
     for chat, turn in heads.items():
-        started = store.start(turn, "task", "w")
+        started = store.turns.start(turn, "task", "w")
         assert started is not None
         following: TurnRef | None = turn
         while following is not None:  # one task drains the chat
             order[chat].append(following.message_id)
-            assert store.heartbeat([following]) == ["held"]
-            assert store.keep_answer(following, Answer("reply", ("ok",)))
-            following = store.complete(following, ("task", "w")).following
+            assert store.turns.heartbeat([following]) == ["held"]
+            assert store.turns.keep_answer(following, Answer("reply", ("ok",)))
+            following = store.turns.complete(following, ("task", "w")).following
     assert all(ids == [f"om_{c}_{n}" for n in range(3)] for c, ids in order.items())
     slots = {client.keyslot(store.keys(c).lease) for c in chats}  # type: ignore[no-untyped-call]
     nodes = {client.get_node_from_key(store.keys(c).lease).name  # type: ignore[no-untyped-call]
              for c in chats}
     assert len(slots) > 3 and len(nodes) == 3, "the shards spread over every master"
     assert all(client.zcard(index) == 0 for index in store.keyspace.indexes)
-    assert store.due_chats(100) == []
+    assert store.recovery.due_chats(100) == []
     store.record_undelivered(chats[0], "om_x", "reply", "HTTP 400")
     assert store.undelivered(chats[0])[0]["message_id"] == "om_x"
     left = [k for k in client.scan_iter(match="gw:{*", count=1000) if client.pttl(k) == -1]
@@ -97,16 +97,16 @@ def test_every_step_runs_on_a_cluster_and_the_chats_spread_over_its_masters(
 def test_running_turns_of_many_shards_beat_in_one_round_trip(client: RedisCluster) -> None:
     store = store_on(client)
     turns = [d for chat in chats_of("beats", 12)
-             if (d := store.ingest(msg(chat, 0)).claimed) is not None]
+             if (d := store.inbox.ingest(msg(chat, 0)).claimed) is not None]
     for turn in turns:
-        assert store.start(turn, "t", "w") is not None
-    assert store.heartbeat(turns) == ["held"] * len(turns)
-    assert store.holds_many(turns) == [True] * len(turns)
+        assert store.turns.start(turn, "t", "w") is not None
+    assert store.turns.heartbeat(turns) == ["held"] * len(turns)
+    assert store.turns.holds_many(turns) == [True] * len(turns)
     client.script_flush()  # every master forgot the scripts
-    assert store.heartbeat(turns) == ["held"] * len(turns), "NOSCRIPT: loaded and run again"
-    step = store.cancel(turns[0].chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=5000)
+    assert store.turns.heartbeat(turns) == ["held"] * len(turns), "NOSCRIPT: loaded and run again"
+    step = store.cancels.cancel(turns[0].chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=5000)
     assert step.how == "running" and step.fence == turns[0].fence
-    assert store.heartbeat(turns[:2]) == ["stopped", "held"]
+    assert store.turns.heartbeat(turns[:2]) == ["stopped", "held"]
 
 
 class Recorder:
@@ -128,9 +128,10 @@ def test_a_sweep_recovers_the_due_chats_of_every_shard_once(client: RedisCluster
     listener = store_on(client, claim_ttl_ms=100)
     chats = chats_of("sweep", 300)
     for chat in chats:
-        assert listener.ingest(msg(chat, 0)).claimed is not None  # claimed, never published
+        assert listener.inbox.ingest(msg(chat, 0)).claimed is not None  # claimed, never published
     store = store_on(client)  # the sweepers' claims outlive the test
-    wait_until(lambda: len(store.due_chats(1000)) >= len(chats), 5, "every claim to run out")
+    wait_until(lambda: len(store.recovery.due_chats(1000)) >= len(chats), 5,
+               "every claim to run out")
     first, second = Recorder(), Recorder()
     sweep_once(store, first, limit=64)  # batches of 4 per shard until no shard is full
     sweep_once(store, second, limit=64)
@@ -145,7 +146,7 @@ def test_control_jobs_of_every_shard_reach_one_desk(client: RedisCluster) -> Non
     jobs.ensure_group()
     chats = chats_of("desk", 20)
     for chat in chats:
-        assert store.ingest(msg(chat, 0, "/stop"), "stop").outcome == "command"
+        assert store.inbox.ingest(msg(chat, 0, "/stop"), "stop").outcome == "command"
     taken: list[str] = []
     deadline = time.monotonic() + 5
     while len(taken) < len(chats) and time.monotonic() < deadline:

@@ -68,7 +68,7 @@ def test_without_a_replica_the_store_refuses_to_call_it_durable(
     client = redis.Redis.from_url(redis_server.url)
     store = ChatStore(client, StoreConfig(durable_ack="replica", durable_ack_timeout_ms=50))
     with pytest.raises(NotDurable):
-        store.ingest(Message("om_1", chat_id, "p2p", "ou_u", "text", "hi"))
+        store.inbox.ingest(Message("om_1", chat_id, "p2p", "ou_u", "text", "hi"))
     client.close()
 
 
@@ -97,8 +97,8 @@ def test_a_redis_that_cannot_make_acks_durable_stops_the_listener_at_start(
             client = redis.Redis.from_url(rig.redis.url)
             store = ChatStore(client, StoreConfig(durable_ack="aof"))
             client.config_set("appendonly", "yes")
-            assert store.ingest(Message("om_1", "oc_x", "p2p", "ou", "text", "hi")).outcome == \
-                "dispatch"
+            hi = Message("om_1", "oc_x", "p2p", "ou", "text", "hi")
+            assert store.inbox.ingest(hi).outcome == "dispatch"
 
 
 def test_on_valkey_an_event_is_acked_only_once_its_admission_is_fsynced(

@@ -88,8 +88,8 @@ def test_a_worker_without_a_log_level_says_it_is_ready_and_logs_a_line_per_turn(
                                         if f"turn turn:{chat}:{message_id}:" in line), None),
                           10, "the turn's line")
     assert isinstance(line, str)
-    assert re.search(rf" INFO gateway\.worker\.turn_runner: turn turn:{chat}:{message_id}:\d+ of chat "
-                     rf"{chat} replied in \d+\.\d\ds \(attempt 1\)$", line), line
+    assert re.search(rf" INFO gateway\.worker\.turn_runner: turn turn:{chat}:{message_id}:\d+ "
+                     rf"of chat {chat} replied in \d+\.\d\ds \(attempt 1\)$", line), line
 
 
 def test_an_operators_log_level_wins_over_gateway_log_level(workerless_rig: Rig,

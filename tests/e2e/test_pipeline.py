@@ -150,7 +150,7 @@ def test_a_message_admitted_but_never_published_is_answered(
     message_id = feishu.send_text(chat_id, "published by nobody", deliver=False)
     client = redis.Redis.from_url(redis_server.url)
     store = ChatStore(client, StoreConfig(claim_ttl_ms=3000, running_ttl_ms=3000, inbox_cap=50))
-    admission = store.ingest(Message(message_id, chat_id, "p2p", "ou_user_1", "text",
+    admission = store.inbox.ingest(Message(message_id, chat_id, "p2p", "ou_user_1", "text",
                                      "published by nobody"))
     client.close()
     assert admission.outcome == "dispatch"  # ... and no publish follows

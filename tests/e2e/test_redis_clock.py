@@ -31,13 +31,13 @@ def test_a_crashed_turn_is_recovered_within_its_lease_after_a_step_back(
     clock, client = stepped
     store = store_for(client, running_ttl_ms=1000)
     turn = first_turn(store, chat_id, 2)
-    assert store.due_chats() == []  # the sweeper has seen the clock
-    assert store.start(turn, "task-1", "w") is not None  # then its worker dies
+    assert store.recovery.due_chats() == []  # the sweeper has seen the clock
+    assert store.turns.start(turn, "task-1", "w") is not None  # then its worker dies
     clock.step(STEP_S)
     began = time.monotonic()
 
     def recovered() -> object:
-        return store.due_chats() and store.recover(chat_id)
+        return store.recovery.due_chats() and store.recovery.recover(chat_id)
 
     found = wait_until(recovered, 10, "the crashed turn to be recovered")
     assert isinstance(found, tuple) and found[1].message_id == "om_1"
@@ -53,5 +53,5 @@ def test_a_stop_after_a_step_back_is_no_double_tap(
     assert not isinstance(canceller.begin(chat_id, "cmd-1"), Stopping)  # nothing ran
     clock.step(STEP_S)
     turn = first_turn(store, chat_id)
-    assert store.start(turn, "task-1", "w") is not None
+    assert store.turns.start(turn, "task-1", "w") is not None
     assert isinstance(canceller.begin(chat_id, "cmd-2"), Stopping), "the running turn stops"

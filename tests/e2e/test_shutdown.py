@@ -85,7 +85,7 @@ def test_a_reply_begun_while_the_worker_leaves_gets_one_attempt_then_is_handed_b
     leaving, next_one = (runner_for(store, simulator, sender) for _ in range(2))
     message_id = simulator.send_text(chat_id, "hello", deliver=False)
     simulator.fail_uuid(reply_uuid(message_id), "5xx-json")
-    turn = store.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text", "hello")).claimed
+    turn = store.inbox.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text", "hello")).claimed
     assert turn is not None
     leaving.leave()
     assert leaving.run(turn, task_id="t1", worker="w1") == "handed-back"
@@ -131,9 +131,9 @@ def test_a_worker_that_begins_to_leave_during_a_turn_starts_no_further_turn_of_i
                                context=context_for_tests(client))
     first = simulator.send_text(chat_id, "first", deliver=False)
     second = simulator.send_text(chat_id, "second", deliver=False)
-    turn = store.ingest(Message(first, chat_id, "p2p", "ou_u", "text", "first")).claimed
+    turn = store.inbox.ingest(Message(first, chat_id, "p2p", "ou_u", "text", "first")).claimed
     assert turn is not None
-    assert store.ingest(Message(second, chat_id, "p2p", "ou_u", "text", "second")).claimed \
+    assert store.inbox.ingest(Message(second, chat_id, "p2p", "ou_u", "text", "second")).claimed \
         is None, "the second waits behind the first"
     assert runner.run(turn, task_id="t1", worker="w1") == "replied"
     assert answered == ["first"], "the waiting message was not run by the leaving worker"
@@ -177,7 +177,7 @@ def test_a_worker_leaving_asks_a_running_agent_to_stop_and_hands_its_turn_back(
     for runner in (leaving, next_one):
         runner.agents = AgentCache(factory_for(runner), 8, context=context_for_tests(client))
     message_id = simulator.send_text(chat_id, "think hard", deliver=False)
-    turn = store.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text",
+    turn = store.inbox.ingest(Message(message_id, chat_id, "p2p", "ou_u", "text",
                                 "think hard")).claimed
     assert turn is not None
     assert leaving.run(turn, task_id="t1", worker="w1") == "handed-back"

@@ -38,7 +38,7 @@ def server_ms(client: redis.Redis) -> int:
 def test_beats_go_on_while_a_long_catch_up_reads(client: redis.Redis,
                                                  simulator: Simulator) -> None:
     app = simulator.app_id
-    store_for(client, active_cap=10).ingest(msg("oc_long", 1), app_id=app)
+    store_for(client, active_cap=10).inbox.ingest(msg("oc_long", 1), app_id=app)
     book = CatchupBook(client, "the-only-listener", after_ms=AFTER_MS, window_ms=3_600_000,
                        margin_ms=100, lease_ms=10_000)
     api = OpenApi(simulator.url, app, SecretStr(simulator.app_secret))

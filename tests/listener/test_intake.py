@@ -229,7 +229,7 @@ def test_after_a_redis_restart_a_batch_past_its_deadline_loads_no_script_for_the
     entries = [Entry(Message(f"om_{uuid.uuid4().hex[:10]}", chat, "p2p", "ou_user", "text",
                              f"m{n}", now_ms + n)) for n in range(3)]
     client.script_flush()
-    answers = store.ingest_many(entries, deadline=time.monotonic())
+    answers = store.inbox.ingest_many(entries, deadline=time.monotonic())
     assert all(isinstance(a, redis.TimeoutError) for a in answers), answers
     assert store.pending(chat) == [], "none taken"
 

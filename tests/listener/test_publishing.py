@@ -41,7 +41,7 @@ def app(private_redis: EmbeddedRedis) -> Iterator[Celery]:
 
 def claimed_turns(store: ChatStore, prefix: str, chats: int) -> list[TurnRef]:
     """A turn claimed in each of `chats` new chats `<prefix>_<n>`."""
-    turns = [store.ingest(msg(f"{prefix}_{n}", n)).claimed for n in range(chats)]
+    turns = [store.inbox.ingest(msg(f"{prefix}_{n}", n)).claimed for n in range(chats)]
     assert all(turns)
     return [turn for turn in turns if turn is not None]
 

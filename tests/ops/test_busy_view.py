@@ -26,12 +26,12 @@ def redis_client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
 def test_the_chat_view_shows_the_mode_and_the_merged_messages(redis_client: redis.Redis,
                                                               chat_id: str) -> None:
     store = store_for(redis_client, merge_window_ms=100)
-    turn = store.ingest(msg(chat_id, 1), busy="merge").claimed
-    store.ingest(msg(chat_id, 2), busy="merge")
+    turn = store.inbox.ingest(msg(chat_id, 1), busy="merge").claimed
+    store.inbox.ingest(msg(chat_id, 2), busy="merge")
     assert turn is not None
-    wait_until(lambda: not isinstance(store.start_or_wait(turn, "t", "w"), MergeWait), 5,
+    wait_until(lambda: not isinstance(store.turns.start_or_wait(turn, "t", "w"), MergeWait), 5,
                "the merge window to pass", interval_s=0.02)
-    assert not isinstance(store.start_or_wait(turn, "t", "w"), Started), "started once"
+    assert not isinstance(store.turns.start_or_wait(turn, "t", "w"), Started), "started once"
     view = chat_view(store, chat_id, busy_here="queue")  # (a shell without the setting)
     assert view["busy"] == "merge", "the mode Redis keeps, not this shell's"
     assert view["turn"]["busy"] == "merge" and view["turn"]["merged"] == ["om_1", "om_2"]

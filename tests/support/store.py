@@ -33,9 +33,9 @@ def lease_gone(store: ChatStore, chat_id: str) -> None:
 
 def first_turn(store: ChatStore, chat_id: str, messages: int = 1) -> TurnRef:
     """Admit messages om_1..om_<messages> to an idle chat: the turn of om_1."""
-    turn = store.ingest(msg(chat_id, 1)).claimed
+    turn = store.inbox.ingest(msg(chat_id, 1)).claimed
     for n in range(2, messages + 1):
-        store.ingest(msg(chat_id, n))
+        store.inbox.ingest(msg(chat_id, n))
     assert turn is not None
     return turn
 
@@ -45,7 +45,7 @@ def started(store: ChatStore, turn: TurnRef) -> Started:
     out: list[Started | MergeWait | None] = []
 
     def go() -> bool:
-        out.append(store.start_or_wait(turn, "task", "w"))
+        out.append(store.turns.start_or_wait(turn, "task", "w"))
         return not isinstance(out[-1], MergeWait)
 
     wait_until(go, 10, "the merge window to pass", interval_s=0.02)

@@ -61,7 +61,7 @@ def chat_view(store: ChatStore, chat_id: str, *, first: int = 5,
     now_ms = store.server_ms()
     k = store.keys(chat_id)
     pending = store.pending(chat_id)
-    reactions = store.reactions(chat_id)
+    reactions = store.feedback.reactions(chat_id)
     generation = store.redis.get(k.generation)
     session_ttl_ms = int(store.redis.pttl(k.generation))
     view: dict[str, Any] = {
@@ -93,7 +93,7 @@ def topics_view(store: ChatStore, chat_id: str, now_ms: int) -> list[dict[str, A
     topic's own state): each one's turn (state, message, for how long) and waiting count."""
     if not store.keyspace.scope.per_thread or topic_of(chat_id):
         return None
-    return state_rows(store, store.live_topics(chat_id), now_ms)
+    return state_rows(store, store.changes.live_topics(chat_id), now_ms)
 
 
 def state_rows(store: ChatStore, states: list[str], now_ms: int) -> list[dict[str, Any]]:
