@@ -6,6 +6,7 @@ whose `prompt` is its spec (forms.py).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,14 @@ class Request:
     @property
     def is_form(self) -> bool:
         return self.key == FORM_KEY
+
+    def form_values(self) -> dict[str, Any]:
+        """A submitted form's values ({} before, or when they cannot be read)."""
+        try:
+            read = json.loads(self.values) if self.values else {}
+        except ValueError:
+            return {}
+        return read if isinstance(read, dict) else {}
 
     @classmethod
     def from_hash(cls, request_id: str, chat_id: str, raw: dict[Any, Any]) -> Request:

@@ -11,7 +11,6 @@ it: a turn run again after its worker died waits on the same request and card.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -110,8 +109,7 @@ class Asker:
             its run again finds them, never a submitted form without its values)."""
             if not submitted:
                 request = self.book.get(state, request_id)
-                read = json.loads(request.values) if request and request.values else {}
-                submitted.update(read if isinstance(read, dict) else {})
+                submitted.update(request.form_values() if request is not None else {})
             return submitted
 
         ended = self._request(

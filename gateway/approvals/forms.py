@@ -84,18 +84,20 @@ def check_submit(spec: Mapping[str, Any], form_value: Any) -> dict[str, FormValu
                 return f"Please tick: {label}"
             values[name] = ticked
             continue
-        value = _value(f, raw)
-        if value is _REFUSED:
-            return _refusal(f, raw)
+        try:
+            value = _value(f, raw)
+        except _Refused as refused:
+            return str(refused)
         if value is None:
             if f["required"]:
                 return f"Please fill in: {label}"
             continue
-        values[name] = value  # type: ignore[assignment]
+        values[name] = value
     return values
 
 
-_REFUSED = object()
+class _Refused(ValueError):
+    """A value a field does not take; its text says why (the toast)."""
 
 
 def _clean(value: Any) -> Any:
@@ -107,40 +109,34 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _value(f: Mapping[str, Any], raw: Any) -> object:
-    """One field's value (None: left empty; _REFUSED: not a value it takes)."""
-    kind = f["kind"]
+def _value(f: Mapping[str, Any], raw: Any) -> FormValue | None:
+    """One field's value (None: left empty); _Refused when it is not one the field takes."""
+    label, kind = f["label"], f["kind"]
+    options = _Refused(f"Choose among the options for: {label}")
     if kind == "multi_select":
         chosen = raw if isinstance(raw, list) else [] if raw in (None, "") else None
         if chosen is None or not all(isinstance(x, str) and x in f["options"] for x in chosen):
-            return _REFUSED
+            raise options
         return list(dict.fromkeys(chosen)) or None
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None
-    if not isinstance(raw, str):
-        return _REFUSED
     if kind == "select":
-        return raw if raw in f["options"] else _REFUSED
+        if raw not in f["options"]:
+            raise options
+        return str(raw)
     if kind == "date":
-        match = DATE.match(raw.strip())
-        if match is None:
-            return _REFUSED
-        try:
-            return date.fromisoformat(match.group(1)).isoformat()
-        except ValueError:
-            return _REFUSED
-    return raw.strip() if len(raw) <= int(f["max_chars"]) else _REFUSED
-
-
-def _refusal(f: Mapping[str, Any], raw: Any) -> str:
-    label, kind = f["label"], f["kind"]
-    if kind in ("select", "multi_select"):
-        return f"Choose among the options for: {label}"
-    if kind == "date":
-        return f"Not a date: {label}"
-    if isinstance(raw, str):
-        return f"Too long (at most {f['max_chars']} characters): {label}"
-    return f"Not a valid value for: {label}"
+        match = DATE.match(raw.strip()) if isinstance(raw, str) else None
+        if match is not None:
+            try:
+                return date.fromisoformat(match.group(1)).isoformat()
+            except ValueError:  # (no such day)
+                pass
+        raise _Refused(f"Not a date: {label}")
+    if not isinstance(raw, str):
+        raise _Refused(f"Not a valid value for: {label}")
+    if len(raw) > int(f["max_chars"]):
+        raise _Refused(f"Too long (at most {f['max_chars']} characters): {label}")
+    return raw.strip()
 
 
 def _text(content: str) -> dict[str, str]:

@@ -11,16 +11,13 @@ from typing import Any
 
 from gateway.approvals.approval_book import ApprovalBook, Request
 from gateway.approvals.card import resolved_card
-from gateway.approvals.policy import DONE_LABELS, may_decide, parse_decision
+from gateway.approvals.clicks import may_act, read_click, toast
+from gateway.approvals.policy import DONE_LABELS, parse_decision
 from gateway.core.logs import shown
 from gateway.core.model import Message
-from gateway.feishu.inbound.fields import clean_text, mapping, text_field
+from gateway.feishu.inbound.fields import mapping
 
 logger = logging.getLogger(__name__)
-
-
-def _toast(kind: str, text: str) -> dict[str, Any]:
-    return {"type": kind, "content": text}
 
 
 class Verdicts:
@@ -30,48 +27,41 @@ class Verdicts:
         self.admins, self.allowed = admins, allowed
 
     def _may(self, clicker: str, request: Request) -> bool:
-        dm_user = request.requester if request.chat_type == "p2p" else ""
-        return may_decide(clicker, requester=request.requester, chat_type=request.chat_type,
-                          dm_user=dm_user, admins=self.admins, allowed=self.allowed)
+        return may_act(clicker, request, admins=self.admins, allowed=self.allowed)
 
     def on_click(self, app_id: str, payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """A `card.action.trigger` event → the callback's answer (None: not our card)."""
-        event = mapping(payload.get("event"))
-        value = mapping(mapping(event.get("action")).get("value"))
-        request_id, decision = value.get("request_id"), parse_decision(value.get("decision"))
-        if not isinstance(request_id, str) or decision is None:
+        value = mapping(mapping(mapping(payload.get("event")).get("action")).get("value"))
+        decision = parse_decision(value.get("decision"))
+        click = read_click(self.book, app_id, payload, "request_id") \
+            if decision is not None else None
+        if click is None or decision is None:
             logger.info("card click ignored: not an approval button")
             return None
-        request_id = clean_text(request_id)  # (what Redis cannot carry is no id of ours)
-        clicker = text_field(mapping(event.get("operator")).get("open_id"))
-        context = mapping(event.get("context"))
-        bound_to = text_field(value.get("chat_id"))
-        chat_id = text_field(context.get("open_chat_id")) or bound_to
-        state = self.book.keyspace.scope.of(  # the clicked bot's requests (in its topic)
-            chat_id, app_id, text_field(value.get("thread_id")))
-        token = text_field(event.get("token") or mapping(payload.get("header")).get("event_id"))
-        request = self.book.get(state, request_id) if chat_id else None
-        if request is None or request.is_form or (bound_to and bound_to != chat_id):
-            logger.warning("card click by %s on unknown approval %s (chat %s)", shown(clicker),
-                           shown(request_id), shown(chat_id or "?"))
-            return {"toast": _toast("error", "This approval request is unknown or too old.")}
-        if not self._may(clicker, request):
+        request = click.request
+        if request is None or request.is_form:
+            logger.warning("card click by %s on unknown approval %s (chat %s)",
+                           shown(click.clicker), shown(click.request_id),
+                           shown(click.chat_id or "?"))
+            return toast("error", "This approval request is unknown or too old.")
+        if not self._may(click.clicker, request):
             logger.warning("approval %s in chat %s: %s may not decide it; refused",
-                           shown(request_id), shown(chat_id), shown(clicker or "?"))
-            return {"toast": _toast("error", "You may not decide this request.")}
-        outcome, ended, by = self.book.decide(state, request_id, decision, clicker, "card",
-                                              token or f"{clicker}:{request_id}")
+                           shown(click.request_id), shown(click.chat_id),
+                           shown(click.clicker or "?"))
+            return toast("error", "You may not decide this request.")
+        outcome, ended, by = self.book.decide(click.state, click.request_id, decision,
+                                              click.clicker, "card", click.dedupe())
         if outcome == "decided":
-            logger.info("approval %s in chat %s: %s by %s (card)", shown(request_id),
-                        shown(chat_id), decision, shown(clicker))
-            return {"toast": _toast("success", DONE_LABELS[decision].capitalize()),
+            logger.info("approval %s in chat %s: %s by %s (card)", shown(click.request_id),
+                        shown(click.chat_id), decision, shown(click.clicker))
+            return {**toast("success", DONE_LABELS[decision].capitalize()),
                     "card": {"type": "raw", "data": resolved_card(request.prompt, decision,
-                                                                  clicker)}}
+                                                                  click.clicker)}}
         if outcome == "expired":
-            return {"toast": _toast("warning", "This request has expired."),
+            return {**toast("warning", "This request has expired."),
                     "card": {"type": "raw", "data": resolved_card(request.prompt, "expired",
                                                                   "")}}
-        return {"toast": _toast("info", f"Already decided: {DONE_LABELS.get(ended, ended)}."),
+        return {**toast("info", f"Already decided: {DONE_LABELS.get(ended, ended)}."),
                 "card": {"type": "raw", "data": resolved_card(request.prompt, ended, by)}}
 
     def by_text(self, message: Message, decision: str) -> str:

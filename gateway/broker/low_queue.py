@@ -33,7 +33,6 @@ DEADLINE_HEADER = "gateway_release_by_ms"
 TIME) the task is of no more use, its agent released in place."""
 
 
-
 def _broker_now_ms(channel: Any) -> int:
     """The broker's clock (a Redis broker's TIME: the bound is judged on it), else this
     host's; the host's too while Redis fails (the publish itself then fails anyway)."""

@@ -16,12 +16,12 @@ for good:
   (and a changed queue argument makes RabbitMQ refuse the queue's declaration). `expires`
   alone leaves every task in the list until some worker takes it. So after each publish
   the producer bounds the list itself, on the connection it published on, in one script
-  (gateway/broker/lua/bound.lua): the oldest tasks go past `RELEASE_QUEUE_CAP_MESSAGES`;
-  from the oldest
-  end, the tasks whose deadline (the `DEADLINE_HEADER` each carries) has passed go; and
-  the list expires `expires_s` after the last publish, when every task in it is past its
-  deadline. A task dropped there is a task skipped: its agent is released in place by the
-  lane's fallback, as when no worker runs it.
+  (gateway/broker/low_queue.py, lua/bound.lua): the oldest tasks go past
+  `RELEASE_QUEUE_CAP_MESSAGES`; from the oldest end, the tasks whose deadline (the
+  `DEADLINE_HEADER` each carries) has passed go; and the list expires `expires_s` after
+  the last publish, when every task in it is past its deadline. A task dropped there is a
+  task skipped: its agent is released in place by the lane's fallback, as when no worker
+  runs it.
 """
 
 from __future__ import annotations
@@ -53,9 +53,7 @@ class CeleryPost:
         """`expires_s`: a task not run by then is of no use (the owner released the agent in
         place meanwhile): a worker that gets it drops it, and the broker does not keep it
         much longer (see the module)."""
-        self._sender = sender
         self._redis = client
-        self._expires_s = expires_s
         self._queue = LowQueue(sender, expires_s=expires_s)
 
     def send(self, parcel: Parcel) -> None:

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.approvals.clicks import toast
 from gateway.approvals.policy import may_decide
 from gateway.chats.scope import chat_of
 from gateway.chats.store import ChatStore
@@ -32,10 +33,6 @@ def _when(header: Mapping[str, Any]) -> int:
         return max(int(str(header.get("create_time") or "0")), 0)
     except ValueError:
         return 0
-
-
-def _toast(kind: str, text: str) -> dict[str, Any]:
-    return {"toast": {"type": kind, "content": text}}
 
 
 class StopButton:
@@ -57,22 +54,22 @@ class StopButton:
         token = text_field(event.get("token") or mapping(payload.get("header")).get("event_id"))
         if not chat or not turn or not token:
             logger.warning("stop click by %s ignored: the button names no turn", shown(clicker))
-            return _toast("error", "This button names no answer to stop.")
+            return toast("error", "This button names no answer to stop.")
         shown_in = text_field(mapping(event.get("context")).get("open_chat_id"))
         if shown_in and shown_in != chat_of(chat):  # (a state id: chat@app/topic)
             logger.warning("stop click by %s refused: a button of chat %s clicked in %s",
                            shown(clicker), shown(chat), shown(shown_in))
-            return _toast("error", "This button names no answer to stop.")
+            return toast("error", "This button names no answer to stop.")
         dm_user = requester if chat_type == "p2p" else ""
         if not may_decide(clicker, requester=requester, chat_type=chat_type, dm_user=dm_user,
                           admins=self.admins, allowed=self.allowed):
             logger.warning("stop click in chat %s by %s refused: not the requester, an admin "
                            "or allowed", shown(chat), shown(clicker or "?"))
-            return _toast("error", "You may not stop this answer.")
+            return toast("error", "You may not stop this answer.")
         click = self._store.clicks.click_stop(chat, turn, clicker, token,
                                        _when(mapping(payload.get("header"))))
         logger.info("stop click in chat %s on the turn of %s by %s: %s", shown(chat),
                     shown(turn), shown(clicker), click.outcome)
         if click.outcome == "over":
-            return _toast("info", "This answer has already ended.")
-        return _toast("success", "Stopping…")
+            return toast("info", "This answer has already ended.")
+        return toast("success", "Stopping…")

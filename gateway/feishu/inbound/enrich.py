@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from gateway.core.model import Attachment, ChatLine
+from gateway.core.model import ChatLine
 from gateway.feishu.inbound.content import attachments_of, other_text, post_text
 from gateway.feishu.inbound.listed import create_ms
 
@@ -50,8 +51,7 @@ def chat_line(item: Mapping[str, Any]) -> ChatLine:
     found = attachments_of(str(item.get("msg_type") or ""), _content(item))
     return ChatLine(message_id, str(sender.get("id") or ""),
                     sender.get("sender_type") == "app", item_text(item), create_ms(item),
-                    tuple(Attachment(a.kind, a.key, a.name, a.size, a.duration_ms,
-                                     message_id=message_id) for a in found))
+                    tuple(replace(a, message_id=message_id) for a in found))
 
 
 def _sender(item: Mapping[str, Any]) -> str:
