@@ -1,18 +1,21 @@
 """The settings of taking events in (the listener's ingest step, its gate, and the events it
-keeps to take later), a part of `Settings` of their own."""
+keeps to take later)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gateway.core.settings_part import SettingsPart
 
 
-class IngestSettings(BaseSettings):
+class IngestSettings(SettingsPart):
     """How the listener takes events: the gate that answers each within Feishu's 3 s, the
     groups it takes together, and the refused events it takes later."""
 
-    model_config = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=True,
-                                      use_attribute_docstrings=True)
+    doc_title: ClassVar[str] = "Taking events in"
+    doc_link: ClassVar[str] = "design.md#taking-events-in"
 
     ingest_wait_max_ms: int = Field(1500, validation_alias="FEISHU_INGEST_WAIT_MAX_MS", ge=0,
                                     le=2900)

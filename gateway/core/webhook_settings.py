@@ -1,19 +1,19 @@
-"""The settings of webhook mode (`feishu-gateway serve`), a part of `Settings` of their own."""
+"""The settings of webhook mode (`feishu-gateway serve`)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-WEBHOOK_SECRETS = ("FEISHU_VERIFICATION_TOKEN", "FEISHU_ENCRYPT_KEY")
-"""Never printed, not even in a bad setting's line."""
+from gateway.core.settings_part import SettingsPart
 
 
-class WebhookSettings(BaseSettings):
+class WebhookSettings(SettingsPart):
     """Feishu's HTTP event subscription: its secrets, the server's address and its bounds."""
 
-    model_config = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=True,
-                                      use_attribute_docstrings=True)
+    doc_title: ClassVar[str] = "Webhook mode (`serve`)"
+    doc_link: ClassVar[str] = "webhook.md"
 
     verification_token: SecretStr = Field(SecretStr(""),
                                           validation_alias="FEISHU_VERIFICATION_TOKEN")
