@@ -21,6 +21,7 @@ from gateway.core.model import Message
 from gateway.core.rules import Rules
 from gateway.feishu.inbound import change_events as ev
 from gateway.feishu.inbound.admission import may_greet
+from gateway.feishu.inbound.change_events import CHANGES
 
 logger = logging.getLogger(__name__)
 
@@ -30,16 +31,29 @@ Tag = Callable[[Message, str], Message]
 """The message as tagged with the app it came to (Intake's rule)."""
 
 
+@dataclass(frozen=True)
+class Welcomes:
+    """What the bot says once on its own (FEISHU_WELCOME_GROUP, FEISHU_WELCOME_DM; empty:
+    nothing)."""
+
+    group: str = ""
+    """In a group it was added to."""
+    dm: str = ""
+    """To a user who opens its direct chat for the first time."""
+
+
 @dataclass
 class ChatChanges:
+    """An event hook (gateway/listener/event_hooks.py): messages and chats after the fact."""
+
+    event_types = CHANGES
     store: ChatStore
     publish: Callable[[TurnRef], None]
     ingest: Ingest
     tag: Tag
     bot_open_ids: Mapping[str, str]
     max_text_chars: int = 16_000
-    welcome_group: str = ""
-    welcome_dm: str = ""
+    welcomes: Welcomes = Welcomes()
     rules: Rules = field(default_factory=Rules)
     """Who may talk to the bot: no greeting where it would answer nobody."""
 
@@ -75,11 +89,11 @@ class ChatChanges:
                         f" ({len(changes) - 1} topic(s) too)" if len(changes) > 1 else "")
             return changes[0].how
         if event_type == ev.BOT_ADDED:
-            return self._greet(chat, self.welcome_group, "group", app_id)
+            return self._greet(chat, self.welcomes.group, "group", app_id)
         if chat.last_message_id:  # (P2P_ENTERED) not a first visit
             logger.debug("direct chat %s opened again: no greeting", chat.chat_id)
             return "returning"
-        return self._greet(chat, self.welcome_dm, "p2p", app_id)
+        return self._greet(chat, self.welcomes.dm, "p2p", app_id)
 
     def _went_on(self, change: Change) -> str:
         if change.following is not None:

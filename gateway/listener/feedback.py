@@ -22,7 +22,7 @@ from gateway.core import metrics
 from gateway.core.errors import MalformedEvent, RejectedError
 from gateway.core.logs import shown
 from gateway.core.model import Reaction
-from gateway.feishu.inbound.reaction_events import emoji_label, parse_reaction
+from gateway.feishu.inbound.reaction_events import REACTION_EVENTS, emoji_label, parse_reaction
 from gateway.feishu.outbound.delivery import Replies
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,10 @@ READ_BUDGET_S = 5.0
 
 
 class ReactionIntake:
+    """An event hook (gateway/listener/event_hooks.py): a person's reaction noted."""
+
+    event_types = REACTION_EVENTS
+
     def __init__(self, store: ChatStore) -> None:
         self._store = store
 
@@ -40,6 +44,11 @@ class ReactionIntake:
         """One reaction event: `noted`, `duplicate`, `app` (an app's own: dropped) or
         `malformed` (one line, dropped). A Redis failure propagates (ACK 500: Feishu
         delivers it again)."""
+        outcome = self._note(event_type, payload, app_id)
+        metrics.changed("reaction", outcome)
+        return outcome
+
+    def _note(self, event_type: str, payload: Mapping[str, Any], app_id: str) -> str:
         try:
             event = parse_reaction(event_type, payload)
         except MalformedEvent as error:

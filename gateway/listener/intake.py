@@ -30,15 +30,11 @@ from gateway.core.logs import shown, turn_context
 from gateway.core.model import Message
 from gateway.core.rules import Rules
 from gateway.feishu.gate import answer_or_error
-from gateway.feishu.inbound.change_events import CHANGES
 from gateway.feishu.inbound.events import chat_of, decode_event, parse_command
-from gateway.feishu.inbound.menu_events import MENU_EVENT
-from gateway.feishu.inbound.reaction_events import REACTION_EVENTS
 from gateway.feishu.inbound.read import MALFORMED, UNJUDGED, Refusal, read
 from gateway.listener.batch import Batch, Outcome, redis_failure
-from gateway.listener.chat_changes import ChatChanges
-from gateway.listener.feedback import ReactionIntake
-from gateway.listener.menu import MenuIntake
+from gateway.listener.chat_changes import ChatChanges, Welcomes
+from gateway.listener.event_hooks import EventHook, by_type
 from gateway.listener.outbox import Coalescing, Outbox
 from gateway.listener.refused import Refused, chat_of_payload, first, kept_of
 
@@ -47,6 +43,9 @@ logger = logging.getLogger(__name__)
 MESSAGE_EVENT = "im.message.receive_v1"
 CARD_EVENT = "card.action.trigger"
 CardHandler = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+OPEN = Rules(require_mention=False)
+"""Everyone may talk to the bot, anywhere, without an @mention (a bare intake's rules)."""
+NO_WELCOMES = Welcomes()
 
 
 class NotYetJudged(TakeLater):
@@ -63,12 +62,10 @@ class OutboxFull(TakeLater):
 class Intake:
     def __init__(self, store: ChatStore, publisher: Publisher, outbox: Outbox, *,
                  max_text_chars: int, primary_app_id: str = "", several_apps: bool = False,
-                 cards: CardHandler | None = None, stops: CardHandler | None = None,
-                 forms: CardHandler | None = None,
-                 rules: Rules | None = None,
-                 refusal_notice_every_s: int = 86_400, welcome_group: str = "",
-                 welcome_dm: str = "", batch_budget_s: float = 0.0, later_cap: int = 0,
-                 later_at_once: int = 64, menu: Mapping[str, str] | None = None) -> None:
+                 hooks: Sequence[EventHook] = (), clicks: Sequence[CardHandler] = (),
+                 rules: Rules = OPEN, refusal_notice_every_s: int = 86_400,
+                 welcomes: Welcomes = NO_WELCOMES, batch_budget_s: float = 0.0,
+                 later_cap: int = 0, later_at_once: int = 64) -> None:
         self._store = store
         self.batch_budget_s = batch_budget_s
         """A batch's steps begin within this (FEISHU_INGEST_WAIT_MAX_MS; 0: no bound)."""
@@ -85,16 +82,15 @@ class Intake:
         """Tag every message with its app (not only those of the further apps), so a worker
         configured with another first app still replies as the right one."""
         self.bot_open_ids: dict[str, str] = {}
-        self.cards = cards
-        self.stops = stops
-        self.forms = forms
-        self.rules = rules or Rules(require_mention=False)
+        self.clicks = tuple(clicks)
+        """A card click's handlers, asked in order until one answers (a card's Stop, a
+        form's submit, an approval's button)."""
+        self.rules = rules
         self.refusal_notice_every_s = refusal_notice_every_s
-        self.reactions = ReactionIntake(store)
-        self.menu = MenuIntake(store, menu or {})
         self.changes = ChatChanges(store, self._publish, self._greeting, self._tag,
-                                   self.bot_open_ids, max_text_chars, welcome_group, welcome_dm,
-                                   self.rules)
+                                   self.bot_open_ids, max_text_chars, welcomes, self.rules)
+        self._hooks = by_type((self.changes, *hooks))
+        """The step of each event type besides a message (event_hooks.py)."""
 
     def on_frame(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
         """A connection's frame handler: a message event is received, an event about
@@ -117,18 +113,12 @@ class Intake:
                 finally:
                     metrics.event(outcome)
                 return None
-            if event_type in CHANGES:
-                self.changes.handle(event_type, event, app_id)
+            hook = self._hooks.get(event_type)
+            if hook is not None:
+                hook.handle(event_type, event, app_id)
                 return None
-            if event_type in REACTION_EVENTS:
-                metrics.changed("reaction", self.reactions.handle(event_type, event, app_id))
-                return None
-            if event_type == MENU_EVENT:
-                metrics.changed("menu", self.menu.handle(event, app_id))
-                return None
-            handlers = [h for h in (self.stops, self.forms, self.cards) if h is not None]
-            if event_type == CARD_EVENT and handlers:  # a card's Stop, a form's, an approval's
-                for handler in handlers:  # (the approvals' handler says what it ignored)
+            if event_type == CARD_EVENT and self.clicks:  # a card's Stop, a form's, an approval's
+                for handler in self.clicks:  # (the approvals' handler says what it ignored)
                     answer = handler(app_id, event)
                     if answer is not None:
                         return answer

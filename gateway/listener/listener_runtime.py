@@ -24,10 +24,11 @@ from gateway.core.redis_client import redis_client
 from gateway.listener.catchup.catchup_book import CatchupBook
 from gateway.listener.catchup.catchup_runner import CatchUpRunner, Limits
 from gateway.listener.catchup.pages import ChatPages
+from gateway.listener.chat_changes import Welcomes
 from gateway.listener.desk import ControlDesk
-from gateway.listener.feedback import ReactionDesk
+from gateway.listener.feedback import ReactionDesk, ReactionIntake
 from gateway.listener.intake import Intake
-from gateway.listener.menu import MenuDesk
+from gateway.listener.menu import MenuDesk, MenuIntake
 from gateway.listener.outbox import Outbox
 from gateway.listener.stop_button import StopButton
 from gateway.runtime import Runtime
@@ -76,16 +77,16 @@ class ListenerRuntime(Runtime):
         s = self.settings
         return Intake(self.store, self.publisher, self.outbox, max_text_chars=s.max_text_chars,
                       primary_app_id=s.primary_app_id, several_apps=len(s.apps) > 1,
-                      cards=self.verdicts.on_click, forms=FormSubmits(
-                          self.approvals, admins=s.admin_ids,
-                          allowed=s.allowed_user_ids).on_click, stops=StopButton(
-                          self.store, admins=s.admin_ids, allowed=s.allowed_user_ids).on_click,
-                      rules=s.admission_rules,
-                      refusal_notice_every_s=s.refusal_notice_every_s,
-                      welcome_group=s.welcome_group, welcome_dm=s.welcome_dm,
+                      hooks=(ReactionIntake(self.store), MenuIntake(self.store, s.menu_items)),
+                      clicks=(StopButton(self.store, admins=s.admin_ids,
+                                         allowed=s.allowed_user_ids).on_click,
+                              FormSubmits(self.approvals, admins=s.admin_ids,
+                                          allowed=s.allowed_user_ids).on_click,
+                              self.verdicts.on_click),
+                      rules=s.admission_rules, refusal_notice_every_s=s.refusal_notice_every_s,
+                      welcomes=Welcomes(s.welcome_group, s.welcome_dm),
                       batch_budget_s=s.ingest_wait_max_ms / 1000,
-                      later_cap=s.ingest_later_cap, later_at_once=s.ingest_group_max,
-                      menu=s.menu_items)
+                      later_cap=s.ingest_later_cap, later_at_once=s.ingest_group_max)
 
     @cached_property
     def sweeper(self) -> Sweeper:

@@ -19,9 +19,15 @@ from typing import Any
 
 from gateway.chats.jobs import ControlJob
 from gateway.chats.store import ChatStore
+from gateway.core import metrics
 from gateway.core.errors import MalformedEvent, RejectedError
 from gateway.core.logs import shown
-from gateway.feishu.inbound.menu_events import ECHO_MARK, menu_message_event, parse_menu_click
+from gateway.feishu.inbound.menu_events import (
+    ECHO_MARK,
+    MENU_EVENT,
+    menu_message_event,
+    parse_menu_click,
+)
 from gateway.feishu.outbound.delivery import Replies, reply_uuid
 
 logger = logging.getLogger(__name__)
@@ -31,12 +37,21 @@ Receive = Callable[[Mapping[str, Any], str], str]
 
 
 class MenuIntake:
+    """An event hook (gateway/listener/event_hooks.py): a click on the bot menu noted."""
+
+    event_types = frozenset({MENU_EVENT})
+
     def __init__(self, store: ChatStore, menu: Mapping[str, str]) -> None:
         self._store, self.menu = store, dict(menu)
 
-    def handle(self, payload: Mapping[str, Any], app_id: str) -> str:
+    def handle(self, event_type: str, payload: Mapping[str, Any], app_id: str) -> str:
         """One menu event: `noted`, `duplicate`, `unmapped` or `malformed` (one line each
         for the last two, no reply). A Redis failure propagates (ACK 500)."""
+        outcome = self._note(payload, app_id)
+        metrics.changed("menu", outcome)
+        return outcome
+
+    def _note(self, payload: Mapping[str, Any], app_id: str) -> str:
         try:
             click = parse_menu_click(payload)
         except MalformedEvent as error:

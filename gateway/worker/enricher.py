@@ -16,6 +16,7 @@ from gateway.core.errors import GatewayError
 from gateway.core.model import ChatLine, Message
 from gateway.feishu.inbound.enrich import chat_line, forwarded
 from gateway.feishu.outbound.delivery import Replies
+from gateway.worker.turn_hooks import TurnHook
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,9 @@ READ_BUDGET_S = 5.0
 """Each read waits for the send quota and is retried within this, then given up."""
 
 
-class Enricher:
+class Enricher(TurnHook):
+    """A turn hook: what the agent is shown of a message, quoted and listed."""
+
     def __init__(self, replies: Replies) -> None:
         self._replies = replies
 
@@ -62,7 +65,7 @@ class Enricher:
             quote = quote[:QUOTE_CHARS] + " …"
         return dataclasses.replace(message, quote=quote, quote_chain=tuple(chain))
 
-    def enrich(self, message: Message) -> Message:
+    def shown(self, message: Message) -> Message:
         """`message` with the chain of messages it replied to quoted and its forwarded
         messages listed."""
         if message.parent_id and not message.quote_chain:

@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import redis
 
@@ -25,7 +25,6 @@ from gateway.broker.publisher import Publisher
 from gateway.chats.keys import turn_task_id
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import Answer, Completion, MergeWait, Started, TurnRef
-from gateway.chats.streams import StreamCards
 from gateway.core import metrics
 from gateway.core.logs import turn_context
 from gateway.core.model import (
@@ -40,14 +39,13 @@ from gateway.core.model import (
     no_progress,
 )
 from gateway.feishu.outbound.delivery import Replies
-from gateway.feishu.outbound.typist import Typist
-from gateway.worker.enricher import Enricher
 from gateway.worker.handles import SHUTDOWN, TIME_LIMIT, ChatHandles, TurnHandle
 from gateway.worker.heartbeat import Heartbeater
 from gateway.worker.media_sender import MediaSender, Said, said
 from gateway.worker.recent_reader import RecentReader
 from gateway.worker.sending import FAILURE_REPLY, AnswerSender, gave_up_reply
 from gateway.worker.streaming import Stream
+from gateway.worker.turn_hooks import TurnHook, agent_running, shown
 
 logger = logging.getLogger(__name__)
 
@@ -59,32 +57,20 @@ class TurnRunner:
     agents: AgentCache
     replies: Replies
     publisher: Publisher
-    reply_chunk_chars: int = 4000
-    reply_format: str = "auto"
-    """How answers are rendered: auto | text | post | card (FEISHU_REPLY_FORMAT)."""
+    sender: AnswerSender
+    """Sends each turn's answer, streamed or whole (gateway/worker/sending.py)."""
+    asker: Asker
+    """Opens approval requests and forms for `Turn.approve` and `Turn.ask`."""
+    hooks: Sequence[TurnHook] = ()
+    """The concerns around each turn's agent, in order (gateway/worker/turn_hooks.py)."""
     session_scope: str = "chat"
     """Whose conversation a turn continues: chat | user | thread (FEISHU_SESSION_SCOPE)."""
     drain_turns: int = 1
     """Turns one task may run for its chat (the first included) when more are waiting."""
     drain_budget_s: float = 0.0
     """No further turn starts in a task once it ran this long."""
-    asker: Asker | None = None
-    """Opens approval requests for `Turn.approve` (none: every ask is denied)."""
-    typist: Typist | None = None
-    """Shows a "Typing" reaction on the message while its agent runs (none: off)."""
-    streams: StreamCards | None = None
-    """Where streaming cards are kept (none: a streamed answer is sent when complete). With
-    reply_format text or post, the answer streams into a message edited in place."""
-    stream_interval_s: float = 0.3
-    enricher: Enricher | None = None
-    """Quotes a replied-to message and lists forwarded ones (none: as they came)."""
     fetch_max_bytes: int = 20 * 1024 * 1024
-    sender: AnswerSender = field(init=False, repr=False)
-    """Sends each turn's answer (built from the fields above)."""
-
-    def __post_init__(self) -> None:
-        self.sender = AnswerSender(self.store, self.replies, self.reply_format,
-                                   self.reply_chunk_chars, self.streams, self.stream_interval_s)
+    """`Turn.fetch` downloads attachments up to this size."""
 
     def leave(self) -> None:
         """The worker is shutting down: replies are no longer retried nor waited for (a
@@ -105,26 +91,20 @@ class TurnRunner:
         """The agent's view; `merged`: every message it answers, `message` the last;
         its progress steps go to `stream` (none: nowhere)."""
         asker, api = self.asker, self.replies.api_for(message.app_id)
-        if self.enricher is not None:
-            enricher = self.enricher
-            merged = tuple(enricher.enrich(m) for m in merged)
-            message = merged[-1] if merged else enricher.enrich(message)
+        merged = tuple(shown(self.hooks, m) for m in merged)
+        message = merged[-1] if merged else shown(self.hooks, message)
 
         asks = itertools.count()  # the n-th question of the turn: the same on a run again
 
         stopped = handle.stopped
 
         def approve(prompt: str, timeout_s: float, key: str | None) -> str:
-            if asker is None:
-                return "deny"
             decision = asker.ask(message, prompt, timeout_s, key, stopped, next(asks),
                                  handed_back=lambda: handle.reason == SHUTDOWN)
             cancelled()  # (a wait the stop cut short: what the agent makes of it is no answer)
             return decision
 
         def ask(title: str, fields: Sequence[FormField], timeout_s: float) -> FormAnswer:
-            if asker is None:
-                return FormAnswer("stopped")
             answer = asker.ask_form(message, title, fields, timeout_s, stopped, next(asks),
                                     handed_back=lambda: handle.reason == SHUTDOWN)
             cancelled()
@@ -265,8 +245,7 @@ class TurnRunner:
                     "gave-up"
             else:
                 stream = self.sender.stream(turn, message, started.attempt, handle)
-                typing = None if self.typist is None else self.typist.begin(
-                    message.message_id, message.app_id, message.chat_id)
+                agent_ended = agent_running(self.hooks, message)
                 handle.answering = True
                 try:
                     if self.replies.leaving.is_set():  # started as the worker was told
@@ -276,8 +255,7 @@ class TurnRunner:
                         self._agent_turn(message, turn.fence, handle, merged, stream))
                 finally:
                     handle.answering = False
-                    if typing is not None and self.typist is not None:
-                        self.typist.end(typing, failed=outcome == "failed")
+                    agent_ended(outcome == "failed")
                 if not handle.seen and not (stream is not None and stream.cut):
                     handle.resume()  # it answered whole, never seeing a shutdown's stop
                 if stream is not None and (stream.live or self.sender.card_kept(

@@ -22,7 +22,10 @@ from gateway.runtime import Runtime
 from gateway.worker.enricher import Enricher
 from gateway.worker.handles import ChatHandles
 from gateway.worker.heartbeat import Heartbeater
+from gateway.worker.sending import AnswerSender
+from gateway.worker.turn_hooks import TurnHook
 from gateway.worker.turn_runner import TurnRunner
+from gateway.worker.typing_hook import TypingHook
 
 
 class WorkerRuntime(Runtime):
@@ -89,17 +92,22 @@ class WorkerRuntime(Runtime):
 
     @locked_cached_property
     def runner(self) -> TurnRunner:
+        s = self.settings
         return TurnRunner(
             store=self.store, locks=self.locks, heartbeats=self.heartbeats,
             agents=self.agents, replies=self.replies, publisher=self.publisher,
-            reply_chunk_chars=self.settings.reply_chunk_chars,
-            reply_format=self.settings.reply_format, session_scope=self.settings.session_scope,
-            streams=StreamCards(self.redis, keyspace(self.settings))
-            if self.settings.streaming else None,
-            stream_interval_s=self.settings.stream_interval_ms / 1000,
-            enricher=Enricher(self.replies), fetch_max_bytes=self.settings.fetch_max_bytes,
-            drain_turns=self.settings.drain_turns, drain_budget_s=self.settings.drain_budget_s,
-            asker=Asker(self.approvals, self.replies),
-            typist=Typist(self.replies.api_for, emoji=self.settings.typing_emoji,
-                          failure_emoji=self.settings.failure_emoji, quota=self.quota)
-            if self.settings.typing else None)
+            sender=AnswerSender(self.store, self.replies, s.reply_format, s.reply_chunk_chars,
+                                StreamCards(self.redis, keyspace(s)) if s.streaming else None,
+                                s.stream_interval_ms / 1000),
+            asker=Asker(self.approvals, self.replies), hooks=self.turn_hooks,
+            session_scope=s.session_scope, fetch_max_bytes=s.fetch_max_bytes,
+            drain_turns=s.drain_turns, drain_budget_s=s.drain_budget_s)
+
+    @cached_property
+    def turn_hooks(self) -> tuple[TurnHook, ...]:
+        """The concerns around each turn's agent: what it is shown of a message (quotes,
+        forwards), and the "Typing" reaction while it runs (FEISHU_TYPING)."""
+        s = self.settings
+        typing = TypingHook(Typist(self.replies.api_for, emoji=s.typing_emoji,
+                                   failure_emoji=s.failure_emoji, quota=self.quota))
+        return (Enricher(self.replies), *((typing,) if s.typing else ()))

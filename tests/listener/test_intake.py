@@ -23,6 +23,7 @@ from gateway.core.redis_client import redis_client
 from gateway.core.rules import Rules
 from gateway.feishu.outbound.stream_card import STOP_ACTION
 from gateway.listener.batch import RedisUnavailable
+from gateway.listener.chat_changes import Welcomes
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
 from gateway.listener.stop_button import StopButton
@@ -93,7 +94,7 @@ def test_a_late_message_is_noted_once_and_never_queued(client: redis.Redis) -> N
     assert take.receive(late) == "duplicate", "a redelivery is not told twice"
     assert control_kinds(client, chat).count("late") == 1
     assert store.pending(chat) == []
-    assert take.receive(event(client, chat, 55_000)) == "dispatch"
+    assert take.receive(event(client, chat, 55_000)) == "claimed"
 
 
 def test_a_late_message_may_be_dropped_instead(client: redis.Redis) -> None:
@@ -136,17 +137,17 @@ def test_a_full_outbox_refuses_events_without_recording_them(client: redis.Redis
     take = Intake(store, Publisher(HangingBroker(), store), outbox,  # type: ignore[arg-type]
                   max_text_chars=100, primary_app_id="cli_a")
     chats = [f"oc_{uuid.uuid4().hex[:8]}" for _ in range(4)]
-    assert take.receive(event(client, chats[0], 0)) == "dispatch"
+    assert take.receive(event(client, chats[0], 0)) == "claimed"
     publishing.wait(10)  # its publish hangs on the broker
     for chat in chats[1:3]:  # two more wait behind it: the outbox is full
-        assert take.receive(event(client, chat, 0)) == "dispatch"
+        assert take.receive(event(client, chat, 0)) == "claimed"
     refused = event(client, chats[3], 0)
     with pytest.raises(RetryableError, match="outbox is full"):
         take.on_frame("cli_a", "event", json.dumps(refused).encode())
     assert store.pending(chats[3]) == []
     broker_back.set()
     wait_until(lambda: not outbox.full(), 10, "the outbox to drain")
-    assert take.receive(refused) == "dispatch", "the redelivery is taken"
+    assert take.receive(refused) == "claimed", "the redelivery is taken"
     outbox.stop()
 
 
@@ -163,7 +164,7 @@ def test_greetings_once_only_when_set_and_only_where_someone_may_talk(
     assert quiet.on_frame("cli_a", "event", frame(added)) is None
     assert store.pending(chat) == [], "no welcome set: nothing to send"
     welcoming = Intake(store, quiet._publisher, Outbox(), max_text_chars=100,
-                       primary_app_id="cli_a", welcome_group="Hello, team")
+                       primary_app_id="cli_a", welcomes=Welcomes(group="Hello, team"))
     welcoming.on_frame("cli_a", "event", frame(added))
     welcoming.on_frame("cli_a", "event", frame(added))  # redelivered: the same event id
     [(greeting_id, greeting)] = store.pending(chat)
@@ -171,7 +172,7 @@ def test_greetings_once_only_when_set_and_only_where_someone_may_talk(
     assert (greeting.message_type, greeting.text, greeting.chat_type) == (
         GREETING, "Hello, team", "group")
     closed = Intake(store, quiet._publisher, Outbox(), max_text_chars=100, primary_app_id="cli_a",
-                    welcome_group="Hello", welcome_dm="Hi",
+                    welcomes=Welcomes(group="Hello", dm="Hi"),
                     rules=Rules(group_policy="disabled", dm_policy="allowlist",
                                 allowed=frozenset({"ou_friend"})))
     shut = f"oc_{uuid.uuid4().hex[:8]}"

@@ -9,6 +9,8 @@ from pydantic import SecretStr
 
 from gateway.agents.cache import AgentCache
 from gateway.agents.echo import factory as echo
+from gateway.approvals.approval_book import ApprovalBook
+from gateway.approvals.asking import Asker
 from gateway.broker.publisher import Publisher
 from gateway.chats.store import ChatStore
 from gateway.feishu.outbound.delivery import Replies, RetryPolicy
@@ -16,6 +18,7 @@ from gateway.feishu.outbound.openapi import OpenApi
 from gateway.simulator import Simulator
 from gateway.worker.handles import ChatHandles
 from gateway.worker.heartbeat import Heartbeater
+from gateway.worker.sending import AnswerSender
 from gateway.worker.turn_runner import TurnRunner
 from tests.support.agents import context_for_tests
 
@@ -24,13 +27,15 @@ def runner_for(store: ChatStore, simulator: Simulator, sender: Any,
                **options: Any) -> TurnRunner:
     """A turn runner in this process, echoing, replying through the simulator."""
     locks = ChatHandles(16)
+    replies = Replies(OpenApi(simulator.url, simulator.app_id,
+                              SecretStr(simulator.app_secret)), RetryPolicy(budget_s=5))
     return TurnRunner(
         store=store, locks=locks,
         heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),
         agents=AgentCache(echo, 8, context=context_for_tests()),
-        replies=Replies(OpenApi(simulator.url, simulator.app_id,
-                                SecretStr(simulator.app_secret)), RetryPolicy(budget_s=5)),
-        publisher=Publisher(sender, store), **options)
+        replies=replies, publisher=Publisher(sender, store),
+        sender=AnswerSender(store, replies, "auto", 4000, None, 0.3),
+        asker=Asker(ApprovalBook(store.redis), replies), **options)
 
 
 class RecordingSender:
