@@ -43,7 +43,7 @@ def active_member(app_id: str, chat_type: str, chat_id: str) -> str:
 def _admission(chat_id: str, reply: Any) -> Admission:
     outcome = text_of(reply[0])
     if outcome == "claimed":
-        return Admission("dispatch", int(reply[1]), claimed_turn(chat_id, reply[2], reply[3]))
+        return Admission("claimed", int(reply[1]), claimed_turn(chat_id, reply[2], reply[3]))
     if outcome in ("queued", "full"):
         return Admission(outcome, int(reply[1]))  # type: ignore[arg-type]
     if outcome == "late":

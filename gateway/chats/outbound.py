@@ -83,7 +83,7 @@ def outbound_message(out: Outbound, *, max_text_chars: int) -> Message:
 @dataclass(frozen=True, slots=True)
 class Posted:
     """What posting did: `queued` (it waits behind `waiting` messages of its chat or
-    topic), `dispatch` (its chat was idle: its turn is published), `duplicate` (its key
+    topic), `claimed` (its chat was idle: its turn is published), `duplicate` (its key
     posted already), `full` (the chat's queue is full: not posted) or `left` (the bot was
     removed from the chat)."""
 
@@ -95,7 +95,7 @@ class Posted:
     def describe(self) -> str:
         where = f"chat {self.state}"
         return {
-            "dispatch": f"{self.message_id} posts to {where} now",
+            "claimed": f"{self.message_id} posts to {where} now",
             "queued": f"{self.message_id} posts to {where} after the {self.waiting} "
                       "message(s) before it",
             "duplicate": f"{self.message_id}: this key posted to {where} already; "

@@ -70,9 +70,10 @@ class TurnRef:
 @dataclass(frozen=True, slots=True)
 class Admission:
     """What `ingest` did with a message. `outcome` is also the events metric's label:
-    `dispatch` when its chat was idle and its turn was claimed."""
+    `claimed` when its chat was idle and its turn was claimed (to be published), the word
+    the scripts use."""
 
-    outcome: Literal["dispatch", "queued", "duplicate", "full", "command", "late", "withdrawn",
+    outcome: Literal["claimed", "queued", "duplicate", "full", "command", "late", "withdrawn",
                      "left"]
     waiting: int = 0
     claimed: TurnRef | None = None

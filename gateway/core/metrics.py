@@ -42,7 +42,7 @@ def _build(prom: Any, role: str) -> dict[str, Any]:
     if role == "listener":
         return {
             "events": c("gateway_events_total", "Message events by what the listener did with "
-                        "them (dispatch, queued, duplicate, command, refused, malformed, late, "
+                        "them (claimed, queued, duplicate, command, refused, malformed, late, "
                         "full)", ["outcome"]),
             "refused": c("gateway_events_refused_total", "Events refused at admission",
                          ["reason"]),

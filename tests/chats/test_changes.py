@@ -100,7 +100,7 @@ def test_a_message_recalled_before_it_arrives_is_never_admitted(
     assert store.inbox.ingest(msg(chat_id, 1)).outcome == "withdrawn"
     assert store.inbox.ingest(msg(chat_id, 1)).outcome == "withdrawn", "redelivered: still not"
     assert store.pending(chat_id) == [] and store.lease(chat_id) == {}
-    assert store.inbox.ingest(msg(chat_id, 2)).outcome == "dispatch"
+    assert store.inbox.ingest(msg(chat_id, 2)).outcome == "claimed"
 
 
 def text_it_runs(store: ChatStore, turn: TurnRef | None) -> str:
@@ -138,7 +138,7 @@ def test_marks_of_the_layout_before_marks_by_day_still_hold(
     assert store.inbox.ingest(msg(chat_id, 1, create_ms=created)).outcome == "duplicate"
     assert store.inbox.ingest(msg(chat_id, 2, create_ms=created)).outcome == "withdrawn"
     assert store.inbox.ingest(msg(chat_id, 2, create_ms=created)).outcome == "withdrawn"
-    assert store.inbox.ingest(msg(chat_id, 3, create_ms=created)).outcome == "dispatch"
+    assert store.inbox.ingest(msg(chat_id, 3, create_ms=created)).outcome == "claimed"
 
 
 def test_a_message_of_an_earlier_day_is_remembered_for_the_dedupe_ttl_after_it_came(
@@ -226,7 +226,7 @@ def test_the_bot_removed_drops_everything_and_stops_the_running_turn(
     late = dataclasses.replace(msg(chat_id, 4), create_time_ms=store.server_ms() - 5000)
     assert store.inbox.ingest(late).outcome == "left", "sent before the removal, arriving late"
     back = dataclasses.replace(msg(chat_id, 5), create_time_ms=store.server_ms() + 1000)
-    assert store.inbox.ingest(back).outcome == "dispatch", "sent once the bot was back"
+    assert store.inbox.ingest(back).outcome == "claimed", "sent once the bot was back"
 
 
 def test_the_bot_removed_before_a_turn_started_leaves_the_chat_idle(
@@ -298,7 +298,7 @@ def test_while_the_version_before_may_run_it_sees_what_this_one_admitted(
         redis_client: redis.Redis, upgraded: ChatStore, chat_id: str) -> None:
     store = upgraded
     created = redis_ms(redis_client)
-    assert store.inbox.ingest(msg(chat_id, 1, create_ms=created)).outcome == "dispatch"
+    assert store.inbox.ingest(msg(chat_id, 1, create_ms=created)).outcome == "claimed"
     assert redis_client.get(ChatKeys(chat_id).seen("om_1")) == "1"  # its key per message
     redis_client.set(ChatKeys(chat_id).seen("om_2"), "1", ex=3600)  # admitted by it
     assert store.inbox.ingest(msg(chat_id, 2, create_ms=created)).outcome == "duplicate"

@@ -81,7 +81,7 @@ def test_one_message_to_two_bots_is_admitted_once_for_each(redis_client: redis.R
     to_a, to_b = (dataclasses.replace(msg(chat_id, 1), chat_type="group", app_id=app)
                   for app in ("cli_a", "cli_b"))
     first, second = store.inbox.ingest(to_a), store.inbox.ingest(to_b)
-    assert (first.outcome, second.outcome) == ("dispatch", "dispatch")
+    assert (first.outcome, second.outcome) == ("claimed", "claimed")
     assert first.claimed is not None and second.claimed is not None
     assert (first.claimed.chat_id, second.claimed.chat_id) == (f"{chat_id}@cli_a",
                                                                f"{chat_id}@cli_b")

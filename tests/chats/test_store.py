@@ -44,7 +44,7 @@ def test_first_message_takes_the_lease_later_ones_queue(redis_client: redis.Redi
                                                         chat_id: str) -> None:
     store = store_for(redis_client)
     first = store.inbox.ingest(msg(chat_id, 1))
-    assert first.outcome == "dispatch" and first.claimed is not None
+    assert first.outcome == "claimed" and first.claimed is not None
     assert first.claimed.message_id == "om_1"
     second = store.inbox.ingest(msg(chat_id, 2))
     assert (second.outcome, second.waiting, second.claimed) == ("queued", 1, None)

@@ -98,7 +98,7 @@ def test_a_redis_that_cannot_make_acks_durable_stops_the_listener_at_start(
             store = ChatStore(client, StoreConfig(durable_ack="aof"))
             client.config_set("appendonly", "yes")
             hi = Message("om_1", "oc_x", "p2p", "ou", "text", "hi")
-            assert store.inbox.ingest(hi).outcome == "dispatch"
+            assert store.inbox.ingest(hi).outcome == "claimed"
 
 
 def test_on_valkey_an_event_is_acked_only_once_its_admission_is_fsynced(

@@ -62,7 +62,7 @@ def test_the_listeners_series_move_with_traffic(rig: Rig) -> None:
 
     def moved() -> bool:
         now = scrape(port)
-        return (value(now, 'gateway_events_total{outcome="dispatch"}') >= 1
+        return (value(now, 'gateway_events_total{outcome="claimed"}') >= 1
                 and value(now, 'gateway_events_total{outcome="duplicate"}') >= 1
                 and value(now, 'gateway_events_refused_total{reason="groups-disabled"}') >= 1
                 and value(now, 'gateway_ack_seconds_count{code="200"}') >= 3)

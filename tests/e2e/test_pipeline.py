@@ -100,7 +100,7 @@ def test_two_listeners_share_the_app_and_every_message_is_answered_once(
         events = agent_events(redis_client, chat_id)
         assert sorted(e["message_id"] for e in events if e["event"] == "start") == sorted(sent)
         assert [e["event"] for e in events] == ["start", "end"] * 20, "turns overlapped"
-        assert f"of chat {chat_id}: dispatch" in second.log() or (
+        assert f"of chat {chat_id}: claimed" in second.log() or (
             f"of chat {chat_id}: queued" in second.log()), "the second listener took part"
     finally:
         second.stop()
@@ -153,7 +153,7 @@ def test_a_message_admitted_but_never_published_is_answered(
     admission = store.inbox.ingest(Message(message_id, chat_id, "p2p", "ou_user_1", "text",
                                      "published by nobody"))
     client.close()
-    assert admission.outcome == "dispatch"  # ... and no publish follows
+    assert admission.outcome == "claimed"  # ... and no publish follows
     wait_until(lambda: message_id in replies_to(feishu, chat_id), 3 + 10, "the healed turn")
     assert replies_to(feishu, chat_id)[message_id] == ["echo: published by nobody"]
 

@@ -141,7 +141,7 @@ def test_more_kept_than_one_step_takes_keep_their_order_with_what_comes_behind(
             take.on_frames("cli_a", [])
     lines = [r.getMessage() for r in caplog.records]
     taken = [names[line.split(" ")[1]] for line in lines
-             if line.split(" ")[1] in names and (": queued" in line or ": dispatch" in line)]
+             if line.split(" ")[1] in names and (": queued" in line or ": claimed" in line)]
     assert taken == ["g0", "g1", "g2", "g3", "g4", "g5"], "taken in the order they were sent"
 
 

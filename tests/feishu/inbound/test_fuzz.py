@@ -508,7 +508,7 @@ def test_ingest_keeps_every_valid_message_and_says_why_it_drops_the_rest(
         elif outcome == "duplicate":
             assert ": duplicate (" in said
         else:
-            assert ": dispatch (" in said or ": queued (" in said
+            assert ": claimed (" in said or ": queued (" in said
             stored.append(detail)
         if step == "valid":
             assert outcome in ("stored", "duplicate"), (outcome, detail)
