@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         r["raw_celery"] = contenders.raw_celery(st, args.burst, args.singles)
         step("naive bot")
         r["naive_bot"] = contenders.naive_bot(st, args.burst, args.singles)
+        step("Celery reply bot")
+        r["celery_bot"] = contenders.celery_bot(st, args.burst, args.singles)
         step("bare SDK ACKs")
         r["bare_sdk_acks"] = contenders.bare_sdk_acks(st, rates, args.ack_seconds)
         step("gateway")

@@ -1,7 +1,9 @@
-"""The two single-process peers the gateway is measured against, on the real lark-oapi SDK:
+"""The peers the gateway is measured against, on the real lark-oapi SDK's long connection:
 
 - `python -m bench.clients naive`: the naive bot, replying inside the SDK's handler (as the
   single-process bots our users run today);
+- `python -m bench.clients celery`: the Celery reply bot's listener, a task per message
+  (bench/celery_bot.py replies);
 - `python -m bench.clients noop`: the bare SDK with a no-op handler (the ACK floor).
 
 Credentials and domain come from the gateway's settings (FEISHU_APP_ID, ... in the env).
@@ -38,11 +40,19 @@ def main(kind: str) -> None:
                                 .message_id(message.message_id)
                                 .request_body(body).build())
 
+    def celery(data: P2ImMessageReceiveV1) -> None:
+        from bench.celery_bot import reply
+
+        message = data.event.message
+        text = json.loads(message.content or "{}").get("text", "")
+        reply.apply_async((message.message_id, text))
+
     def noop(data: P2ImMessageReceiveV1) -> None:
         return None
 
+    handlers = {"naive": naive, "celery": celery, "noop": noop}
     handler = (lark.EventDispatcherHandler.builder("", "")
-               .register_p2_im_message_receive_v1(naive if kind == "naive" else noop).build())
+               .register_p2_im_message_receive_v1(handlers[kind]).build())
     client = lark.ws.Client(s.feishu_app_id, secret, event_handler=handler,
                             domain=s.feishu_domain, log_level=lark.LogLevel.WARNING)
     print(f"{kind} client starting", flush=True)

@@ -34,7 +34,7 @@ def raw_celery(st: Stack, burst: int, singles: int) -> Figures:
         wait_until(lambda: client.llen(raw.DONE_KEY) >= 20, 30, "warm-up tasks")
         client.delete(raw.DONE_KEY)
         st.reset_stats()
-        cpu = CpuMeter({"worker": [worker.pid]}).start()
+        cpu = CpuMeter({"worker": [worker.pid], "redis": [st.redis_pid]}).start()
         first = time.time()
         for _ in range(burst):
             raw.noop.apply_async((time.time(),))
@@ -85,6 +85,20 @@ def naive_bot(st: Stack, burst: int, singles: int) -> Figures:
         return _burst_and_singles(st, "naive", burst, singles, {"bot": [bot.pid]})
     finally:
         bot.stop()
+        st.wait_connections(0)
+
+
+def celery_bot(st: Stack, burst: int, singles: int) -> Figures:
+    """The Celery reply bot (bench/celery_bot.py): the SDK's listener, a task per message."""
+    worker = st.worker(app="bench.celery_bot")
+    bot = st.client_process("celery")
+    try:
+        return _burst_and_singles(st, "celerybot", burst, singles,
+                                  {"listener": [bot.pid], "worker": [worker.pid],
+                                   "redis": [st.redis_pid]})
+    finally:
+        bot.stop()
+        worker.stop()
         st.wait_connections(0)
 
 
@@ -179,7 +193,8 @@ def gateway(st: Stack, burst: int, singles: int, rates: tuple[int, ...],
     listener = st.listener(**env)
     try:
         figures = _burst_and_singles(st, "gw", burst, singles,
-                                     {"listener": [listener.pid], "worker": [worker.pid]})
+                                     {"listener": [listener.pid], "worker": [worker.pid],
+                                      "redis": [st.redis_pid]})
         figures["acks"] = acks(st, "gwack", rates, duration_s, drain=True)
         figures["ack_burst"] = overload(st, ack_burst, "ackb")
         figures["overload"] = overload(st, overload_burst)

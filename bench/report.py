@@ -35,6 +35,13 @@ def rows(r: dict[str, Any]) -> list[Row]:
              _ok(ratio_raw >= 0.6)),
             ("gateway / naive bot msgs/s", _f(ratio_naive, "x"), ">= 1.0x",
              _ok(ratio_naive >= 1.0))]
+    bot = r.get("celery_bot")
+    if bot is not None:
+        ratio_bot = gw["msgs_per_s"] / bot["msgs_per_s"]
+        out += [("Celery reply bot (a task per message; no order, dedupe or recovery), msgs/s",
+                 _f(bot["msgs_per_s"]), "", ""),
+                ("gateway / Celery reply bot msgs/s", _f(ratio_bot, "x"), ">= 0.9x",
+                 _ok(ratio_bot >= 0.9))]
     if "gateway_events" in r:
         ev = r["gateway_events"]["msgs_per_s"]
         out.append(("gateway with task events on, msgs/s", _f(ev),
@@ -47,8 +54,13 @@ def rows(r: dict[str, Any]) -> list[Row]:
         ("gateway one message p50 / p99", f"{_f(gw['single']['p50_ms'], ' ms')} / "
          f"{_f(gw['single']['p99_ms'], ' ms')}", f"p50 <= raw + 2 ms "
          f"({_f(raw['single']['p50_ms'] + 2, ' ms')})", _ok(single_gap <= 2)),
-        ("naive bot one message p50", _f(naive["single"]["p50_ms"], " ms"), "", ""),
+        ("naive bot one message p50", _f(naive["single"]["p50_ms"], " ms"),
+         f"gateway's p50 <= this + 1 ms ({_f(naive['single']['p50_ms'] + 1, ' ms')})",
+         _ok(gw["single"]["p50_ms"] <= naive["single"]["p50_ms"] + 1)),
     ]
+    if bot is not None:
+        out.append(("Celery reply bot one message p50", _f(bot["single"]["p50_ms"], " ms"),
+                    "", ""))
     for rate, sdk_acks in sdk.items():
         mine = gw["acks"][rate]
         out.append((f"ACK p99 at {rate} msgs/s: gateway / bare SDK (gateway's handler p99)",
@@ -68,10 +80,18 @@ def rows(r: dict[str, Any]) -> list[Row]:
                         f"{_f(burst['ack_max_ms'], ' ms')} ({burst['refused']:,}; "
                         f"{burst['answered']:,})", target, _ok(met(burst))))
     cpu = [(name, figures.get("cpu_ms_per_msg", {})) for name, figures in
-           (("raw Celery", raw), ("naive bot", naive), ("gateway", gw))]
+           (("raw Celery", raw), ("naive bot", naive), ("Celery reply bot", bot or {}),
+            ("gateway", gw))]
     out.append(("CPU ms per message in the burst: " + ", ".join(
         f"{name} {role}" for name, roles in cpu for role in roles),
         " / ".join(_f(ms) for _, roles in cpu for ms in roles.values()), "stated", ""))
+    total = {name: sum(roles.values()) for name, roles in cpu if roles}
+    if "gateway" in total and "naive bot" in total:
+        out.append(("CPU ms per message in the burst, all its processes (listener, worker and "
+                    "Redis): gateway / naive bot" + (" / Celery reply bot" if bot else ""),
+                    " / ".join(_f(total[n]) for n in ("gateway", "naive bot", "Celery reply bot")
+                               if n in total),
+                    "gateway <= naive bot", _ok(total["gateway"] <= total["naive bot"])))
     stop = gw["stop_to_next"]
     out += [
         ("/stop -> next turn started p50 / p99",
@@ -80,7 +100,8 @@ def rows(r: dict[str, Any]) -> list[Row]:
         ("Redis commands per message (gateway; scripts' inner calls included)",
          _f(gw["redis_commands_per_msg"]), "<= 20", _ok(gw["redis_commands_per_msg"] <= 20)),
         ("Redis commands per message to an idle chat (one at a time)",
-         _f(gw.get("redis_commands_per_single", float("nan"))), "", ""),
+         _f(gw.get("redis_commands_per_single", float("nan"))), "<= 30",
+         _ok(gw.get("redis_commands_per_single", math.inf) <= 30)),
         ("Redis commands per task (raw Celery)", _f(raw["redis_commands_per_msg"]), "", ""),
         ("Redis bytes per finished chat: its turn history (one turn; GATEWAY_HISTORY_TURNS)",
          _f(gw.get("history_bytes_per_chat", float("nan"))), "stated", ""),
@@ -181,6 +202,8 @@ def plot(r: dict[str, Any], path: Path) -> Path | None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     series = [("raw Celery burst", r["raw_celery"]["burst"]),
               ("naive bot burst", r["naive_bot"]["burst"]),
+              *([("Celery reply bot burst", r["celery_bot"]["burst"])]
+                if "celery_bot" in r else []),
               ("gateway burst", r["gateway"]["burst"])]
     for label, figures in series:
         _cdf(left, figures["samples"], label)

@@ -83,6 +83,11 @@ class Stack:
         wait_until(lambda: self.sim.connection_count == count, 30,
                    f"{count} connection(s) to the simulator")
 
+    @property
+    def redis_pid(self) -> int:
+        """The Redis server's process (its CPU is a share of each message's)."""
+        return int(self.client.info("server")["process_id"])
+
     def reset_stats(self) -> None:
         self.client.config_resetstat()
 
