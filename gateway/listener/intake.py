@@ -26,6 +26,7 @@ from gateway.chats.store import ChatStore
 from gateway.chats.store_types import Admission, NotDurable, TurnRef
 from gateway.core import metrics
 from gateway.core.errors import RetryableError, TakeLater
+from gateway.core.ingest_settings import IngestSettings
 from gateway.core.logs import shown, turn_context
 from gateway.core.model import Message
 from gateway.core.rules import Rules
@@ -46,6 +47,8 @@ CardHandler = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
 OPEN = Rules(require_mention=False)
 """Everyone may talk to the bot, anywhere, without an @mention (a bare intake's rules)."""
 NO_WELCOMES = Welcomes()
+UNBOUNDED = IngestSettings(ingest_wait_max_ms=0, ingest_group_max=64, ingest_later_cap=0)
+"""A bare intake's steps: no wait bound, no refused event kept (FEISHU_INGEST_*)."""
 
 
 class NotYetJudged(TakeLater):
@@ -64,14 +67,13 @@ class Intake:
                  max_text_chars: int, primary_app_id: str = "", several_apps: bool = False,
                  hooks: Sequence[EventHook] = (), clicks: Sequence[CardHandler] = (),
                  rules: Rules = OPEN, refusal_notice_every_s: int = 86_400,
-                 welcomes: Welcomes = NO_WELCOMES, batch_budget_s: float = 0.0,
-                 later_cap: int = 0, later_at_once: int = 64) -> None:
+                 welcomes: Welcomes = NO_WELCOMES, ingest: IngestSettings = UNBOUNDED) -> None:
         self._store = store
-        self.batch_budget_s = batch_budget_s
+        self.batch_budget_s = ingest.ingest_wait_max_ms / 1000
         """A batch's steps begin within this (FEISHU_INGEST_WAIT_MAX_MS; 0: no bound)."""
-        self.refused = Refused(later_cap)
+        self.refused = Refused(ingest.ingest_later_cap)
         """The refused events, kept to take later (refused.py)."""
-        self._later_at_once = later_at_once
+        self._later_at_once = ingest.ingest_group_max
         self._one_at_a_time = threading.Lock()  # (the kept events: one step at a time)
         self._publisher = publisher
         self._outbox = outbox

@@ -84,9 +84,7 @@ class ListenerRuntime(Runtime):
                                           allowed=s.allowed_user_ids).on_click,
                               self.verdicts.on_click),
                       rules=s.admission_rules, refusal_notice_every_s=s.refusal_notice_every_s,
-                      welcomes=Welcomes(s.welcome_group, s.welcome_dm),
-                      batch_budget_s=s.ingest_wait_max_ms / 1000,
-                      later_cap=s.ingest_later_cap, later_at_once=s.ingest_group_max)
+                      welcomes=Welcomes(s.welcome_group, s.welcome_dm), ingest=s)
 
     @cached_property
     def sweeper(self) -> Sweeper:

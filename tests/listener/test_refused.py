@@ -19,9 +19,10 @@ from gateway.broker.publisher import Publisher
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import StoreConfig
 from gateway.core.errors import TakeLater
+from gateway.core.ingest_settings import IngestSettings
 from gateway.core.redis_client import redis_client
 from gateway.core.rules import Rules
-from gateway.listener.intake import Intake
+from gateway.listener.intake import UNBOUNDED, Intake
 from gateway.listener.outbox import Outbox
 from gateway.listener.refused import Refused
 from gateway.ops.embedded_redis import EmbeddedRedis
@@ -43,11 +44,16 @@ class Sender:  # publishing is not what these tests look at
         raise RuntimeError("not publishing in this test")
 
 
+def kept(cap: int, *, at_once: int = 64) -> IngestSettings:
+    """An intake's steps that keep `cap` refused events, taking `at_once` in a step."""
+    return UNBOUNDED.model_copy(update={"ingest_later_cap": cap, "ingest_group_max": at_once})
+
+
 def intake(client: redis.Redis, **rules: object) -> tuple[Intake, ChatStore]:
     store = ChatStore(client, StoreConfig())
     take = Intake(store, Publisher(Sender(), store), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
                   primary_app_id="cli_a", rules=Rules(**rules),  # type: ignore[arg-type]
-                  later_cap=100)
+                  ingest=kept(100))
     take.bot_open_ids["cli_a"] = BOT
     return take, store
 
@@ -124,8 +130,8 @@ def test_more_kept_than_one_step_takes_keep_their_order_with_what_comes_behind(
     after them (it was put ahead of them, and taken before them)."""
     store = ChatStore(client, StoreConfig())
     take = Intake(store, Publisher(Sender(), store), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
-                  primary_app_id="cli_a", rules=Rules(require_mention=True), later_cap=100,
-                  later_at_once=2)
+                  primary_app_id="cli_a", rules=Rules(require_mention=True),
+                  ingest=kept(100, at_once=2))
     take.bot_open_ids["cli_a"] = ""
     group = f"oc_{uuid.uuid4().hex[:8]}"
     frames = [message(group, f"g{n}", group=True) for n in range(6)]
@@ -182,7 +188,7 @@ def test_a_message_refused_while_the_outbox_is_full_is_taken_once_it_drained(
     store = ChatStore(client, StoreConfig())
     outbox = Outbox(cap=1)
     take = Intake(store, Publisher(Sender(), store), outbox, max_text_chars=100,  # type: ignore[arg-type]
-                  primary_app_id="cli_a", later_cap=100)
+                  primary_app_id="cli_a", ingest=kept(100))
     chat = f"oc_{uuid.uuid4().hex[:8]}"
     outbox.submit(lambda: None)  # (a publish the broker has not taken yet)
     assert isinstance(take.on_frames("cli_a", [message(chat, "m0")])[0], TakeLater)
