@@ -14,6 +14,7 @@ from bench.agents import STARTS_KEY
 from bench.cpu import CpuMeter
 from bench.load import Sent, percentile
 from bench.stack import Stack
+from gateway.chats.keys import Keyspace
 from gateway.ops.processes import LISTENER_ARGV, LISTENER_READY, wait_until
 
 Figures = dict[str, Any]
@@ -161,8 +162,12 @@ def finished_chat_bytes(st: Stack, chats: int) -> Figures:
                 other += size
             if st.client.ttl(key) == -1:
                 unbounded += 1
+    index = Keyspace().actives(st.sim.app_id)
     return {"bytes_per_chat": other / chats, "dedupe_bytes_per_message": marks / chats,
-            "history_bytes_per_chat": history / chats, "keys_without_ttl": unbounded}
+            "history_bytes_per_chat": history / chats, "keys_without_ttl": unbounded,
+            "active_index_bytes": sum(int(st.client.memory_usage(k, samples=0) or 0)
+                                      for k in index),
+            "active_index_chats": sum(int(st.client.zcard(k)) for k in index)}
 
 
 def overload(st: Stack, count: int, tag: str = "over") -> Figures:

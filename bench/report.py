@@ -109,6 +109,11 @@ def rows(r: dict[str, Any]) -> list[Row]:
          "<= 100, all with TTL", _ok(gw["bytes_per_chat"] <= 100 and
                                      gw["keys_without_ttl"] == 0)),
     ]
+    if "active_index_bytes" in gw:
+        out.append(("the index of active chats (catch-up), bytes in all (chats in it; capped by "
+                    "FEISHU_CATCHUP_MAX_CHATS per shard and app, whatever the number of chats)",
+                    f"{_f(gw['active_index_bytes'])} ({gw['active_index_chats']:,})", "stated",
+                    ""))
     if "ingest" in r:
         one, grouped = r["ingest"]["one_per_step"], r["ingest"]["grouped"]
         ratio = grouped["ceiling_per_s"] / max(one["ceiling_per_s"], 1)
