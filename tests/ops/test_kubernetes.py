@@ -175,3 +175,16 @@ def test_webhook_mode_is_served_behind_a_service_and_an_ingress_on_its_path() ->
     [path] = rule["http"]["paths"]
     assert path["path"] == load_settings().webhook_path
     assert path["backend"]["service"]["name"] == "webhook"
+
+
+def test_a_pod_is_restarted_only_after_five_minutes_unhealthy() -> None:
+    """Every process waits out an outage of Feishu, Redis or the broker by itself: its
+    liveness probe gives it five minutes before a restart, its startup probe two."""
+    for name in BUILDS:
+        for doc in build(name).values():
+            for container in containers(doc):
+                live, start = container["livenessProbe"], container["startupProbe"]
+                assert live["periodSeconds"] * live["failureThreshold"] >= 300, \
+                    doc["metadata"]["name"]
+                assert start["periodSeconds"] * start["failureThreshold"] >= 120, \
+                    doc["metadata"]["name"]
