@@ -47,7 +47,8 @@ CardHandler = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
 OPEN = Rules(require_mention=False)
 """Everyone may talk to the bot, anywhere, without an @mention (a bare intake's rules)."""
 NO_WELCOMES = Welcomes()
-UNBOUNDED = IngestSettings(ingest_wait_max_ms=0, ingest_group_max=64, ingest_later_cap=0)
+UNBOUNDED = IngestSettings.model_construct(ingest_wait_max_ms=0, ingest_group_max=64,
+                                           ingest_later_cap=0)  # (no environment read)
 """A bare intake's steps: no wait bound, no refused event kept (FEISHU_INGEST_*)."""
 
 
@@ -95,10 +96,10 @@ class Intake:
         """The step of each event type besides a message (event_hooks.py)."""
 
     def on_frame(self, app_id: str, kind: str, payload: bytes) -> Mapping[str, Any] | None:
-        """A connection's frame handler: a message event is received, an event about
-        messages and chats after the fact goes to `changes`, a card click to `cards` (its
-        answer is the callback's answer); anything else is ACKed and dropped with one DEBUG
-        line, and counted by type."""
+        """A connection's frame handler: a message event is received, any other event goes
+        to the hook naming its type (chat changes, reactions, the menu), a card click to
+        `clicks` (the first answer is the callback's answer); anything else is ACKed and
+        dropped with one DEBUG line, and counted by type."""
         decoded = decode_event(payload)
         if isinstance(decoded, str):
             logger.warning("event frame dropped: %s", decoded)

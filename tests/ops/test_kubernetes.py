@@ -179,12 +179,29 @@ def test_webhook_mode_is_served_behind_a_service_and_an_ingress_on_its_path() ->
 
 def test_a_pod_is_restarted_only_after_five_minutes_unhealthy() -> None:
     """Every process waits out an outage of Feishu, Redis or the broker by itself: its
-    liveness probe gives it five minutes before a restart, its startup probe two."""
+    liveness probe gives it five minutes before a restart, and so does its startup probe."""
     for name in BUILDS:
         for doc in build(name).values():
             for container in containers(doc):
                 live, start = container["livenessProbe"], container["startupProbe"]
                 assert live["periodSeconds"] * live["failureThreshold"] >= 300, \
                     doc["metadata"]["name"]
-                assert start["periodSeconds"] * start["failureThreshold"] >= 120, \
+                assert start["periodSeconds"] * start["failureThreshold"] >= 300, \
                     doc["metadata"]["name"]
+
+
+def test_every_object_of_every_build_is_in_the_gateway_namespace() -> None:
+    """An overlay's own objects too: a ScaledObject, a Service or a TriggerAuthentication in
+    another namespace finds no Deployment, no pods and no Secret."""
+    for name in BUILDS:
+        for doc in build(name).values():
+            if doc["kind"] != "Namespace":
+                assert doc["metadata"].get("namespace") == "feishu-gateway", \
+                    (name, doc["kind"], doc["metadata"]["name"])
+
+
+def test_the_workers_replicas_are_the_autoscalers_alone() -> None:
+    """An apply never resets what the HPA or KEDA chose (and stops busy pods doing so)."""
+    for name in BUILDS:
+        assert "replicas" not in build(name)[("Deployment", "worker")]["spec"]
+

@@ -48,10 +48,16 @@ def render(folder: Path) -> list[Doc]:
             doc["metadata"].setdefault("labels", {}).update(label["pairs"])
         for image in kustomization.get("images", []):
             for container in containers(doc):
-                if container.get("image", "").split(":")[0] == image["name"]:
+                if repository(container.get("image", "")) == image["name"]:
                     container["image"] = f"{image.get('newName', image['name'])}:" \
                                          f"{image['newTag']}"
     return docs
+
+
+def repository(image: str) -> str:
+    """An image reference without its tag (a registry's port is not a tag)."""
+    name, _, tag = image.rpartition(":")
+    return name if name and "/" not in tag else image
 
 
 def load(path: Path) -> list[Doc]:
