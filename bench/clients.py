@@ -24,6 +24,11 @@ from lark_oapi.api.im.v1 import (
 from gateway.core.settings import load_settings
 
 
+def text_of(content: str | None) -> str:
+    """A text message's text, as each peer reads it."""
+    return str(json.loads(content or "{}").get("text", ""))
+
+
 def main(kind: str) -> None:
     s = load_settings()
     secret = s.feishu_app_secret.get_secret_value()
@@ -32,7 +37,7 @@ def main(kind: str) -> None:
 
     def naive(data: P2ImMessageReceiveV1) -> None:
         message = data.event.message
-        text = json.loads(message.content or "{}").get("text", "")
+        text = text_of(message.content)
         body = (ReplyMessageRequestBody.builder().msg_type("text")
                 .content(json.dumps({"text": f"echo: {text}"}))
                 .uuid(f"r-{message.message_id}").build())
@@ -44,8 +49,7 @@ def main(kind: str) -> None:
         from bench.celery_bot import reply
 
         message = data.event.message
-        text = json.loads(message.content or "{}").get("text", "")
-        reply.apply_async((message.message_id, text))
+        reply.apply_async((message.message_id, text_of(message.content)))
 
     def noop(data: P2ImMessageReceiveV1) -> None:
         return None

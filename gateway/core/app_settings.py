@@ -45,7 +45,7 @@ class AppSettings(SettingsPart):
     @field_validator("feishu_domain")
     @classmethod
     def _check_domain(cls, value: str) -> str:
-        return http_url(value, "https://open.feishu.cn")
+        return http_url(value, DEFAULT_DOMAIN)
 
     @field_validator("feishu_apps")
     @classmethod

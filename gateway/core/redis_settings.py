@@ -45,7 +45,7 @@ class RedisSettings(SettingsPart):
     @classmethod
     def _check_redis_url(cls, value: str) -> str:
         if urlsplit(value).scheme not in ("redis", "rediss", "unix"):
-            raise ValueError("expected a redis:// URL such as redis://127.0.0.1:6379/0")
+            raise ValueError(f"expected a redis:// URL such as {DEFAULT_REDIS_URL}")
         return value
 
     @field_validator("celery_broker_url")

@@ -26,11 +26,6 @@ from gateway.core.settings_part import SettingsPart
 from gateway.core.turn_settings import TurnSettings
 from gateway.core.webhook_settings import WebhookSettings
 
-PARTS: tuple[type[SettingsPart], ...] = (
-    AppSettings, IngestSettings, WebhookSettings, CatchupSettings, AccessSettings, ReplySettings,
-    BusySettings, AgentSettings, OpenAISettings, RedisSettings, TurnSettings, OperatingSettings,
-    GreetingSettings)
-"""The parts in the order docs/settings.md shows them."""
 
 class Settings(AppSettings, IngestSettings, WebhookSettings, CatchupSettings, AccessSettings,
                ReplySettings, BusySettings, AgentSettings, OpenAISettings, RedisSettings,
@@ -50,6 +45,11 @@ class Settings(AppSettings, IngestSettings, WebhookSettings, CatchupSettings, Ac
                      require_mention=self.require_mention, mention_all=self.mention_all,
                      allow_bots=self.allow_bots, groups=parse_group_rules(self.group_rules),
                      busy=self.busy_mode)
+
+
+PARTS: tuple[type[SettingsPart], ...] = tuple(
+    part for part in Settings.__bases__ if issubclass(part, SettingsPart))
+"""The parts, in the order `Settings` lists them and docs/settings.md shows them."""
 
 
 def _describe(error: ValidationError) -> str:

@@ -108,6 +108,8 @@ class WorkerRuntime(Runtime):
         """The concerns around each turn's agent: what it is shown of a message (quotes,
         forwards), and the "Typing" reaction while it runs (FEISHU_TYPING)."""
         s = self.settings
-        typing = TypingHook(Typist(self.replies.api_for, emoji=s.typing_emoji,
-                                   failure_emoji=s.failure_emoji, quota=self.quota))
-        return (Enricher(self.replies), *((typing,) if s.typing else ()))
+        if not s.typing:
+            return (Enricher(self.replies),)
+        return (Enricher(self.replies), TypingHook(Typist(
+            self.replies.api_for, emoji=s.typing_emoji, failure_emoji=s.failure_emoji,
+            quota=self.quota)))
