@@ -1,4 +1,4 @@
-"""Feishu's open API over one kept-alive HTTP connection pool (httpx), one attempt per call.
+"""Feishu's open API over one pool of kept-alive HTTP/1.1 connections, one attempt per call.
 
 `OpenApi._call` is the one place where an answer becomes a value or a classified error:
 anything that may succeed later (network errors, HTTP 5xx whatever the body, an answer that
@@ -8,13 +8,13 @@ or the target is wrong, permission is missing) is a RejectedError. Nothing else 
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import httpx
 from pydantic import SecretStr
 
 from gateway.core.errors import (
@@ -24,6 +24,7 @@ from gateway.core.errors import (
     RetryableError,
     TooLarge,
 )
+from gateway.feishu.outbound.http_pool import Answer, HttpPool, TransportError, json_body, multipart
 
 RATE_LIMIT_CODES = frozenset({99991400, 99991402, 11020, 11021, 230020})
 """Feishu's frequency control (99991400 is "request trigger frequency limit")."""
@@ -37,9 +38,10 @@ BOT_NOT_IN_CHAT = frozenset({230002})
 """The bot is not in the chat (it was removed): never retried, the send is given up."""
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 TOKEN_MARGIN_S = 300.0
+DOWNLOAD_BLOCK_BYTES = 65536
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: Answer) -> float | None:
     for header in ("x-ogw-ratelimit-reset", "retry-after"):
         value = response.headers.get(header)
         try:
@@ -49,9 +51,9 @@ def _retry_after(response: httpx.Response) -> float | None:
     return None
 
 
-def classify(response: httpx.Response, what: str) -> dict[str, Any]:
+def classify(response: Answer, what: str) -> dict[str, Any]:
     """The body of a successful answer, or the error this answer means (pure)."""
-    status = response.status_code
+    status = response.status
     try:
         body = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -85,12 +87,11 @@ class OpenApi:
     """Thread-safe; the tenant token is fetched on first use and renewed before it expires."""
 
     def __init__(self, domain: str, app_id: str, app_secret: SecretStr, *,
-                 timeout_s: float = 10.0, http: httpx.Client | None = None) -> None:
+                 timeout_s: float = 10.0) -> None:
         self.app_id = app_id
         self._secret = app_secret
-        self._http = http or httpx.Client(
-            base_url=domain, timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
-            limits=httpx.Limits(max_keepalive_connections=8, keepalive_expiry=60))
+        self._http = HttpPool(domain, timeout_s=timeout_s,
+                              connect_timeout_s=min(timeout_s, 5.0), size=8, idle_s=60.0)
         self._token_lock = threading.Lock()
         self._token = ""
         self._token_expires_at = 0.0
@@ -106,11 +107,17 @@ class OpenApi:
               form: dict[str, str] | None = None,
               files: dict[str, tuple[str, bytes]] | None = None) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if files is not None:
+            data, content_type = multipart(form or {}, files)
+        elif body is not None:
+            data, content_type = json_body(body), "application/json; charset=utf-8"
+        else:
+            data, content_type = None, ""
         try:
-            response = self._http.request(method, path, json=body, params=params,
-                                          headers=headers, data=form, files=files)
-        except httpx.TransportError as error:  # connect, read, reset, protocol errors
-            raise RetryableError(f"{what}: {type(error).__name__}: {error}") from None
+            response = self._http.request(method, path, params=params, headers=headers,
+                                          body=data, content_type=content_type)
+        except TransportError as error:  # connect, read, reset, protocol errors
+            raise RetryableError(f"{what}: {error}") from None
         self._note_date(response.headers.get("date"))
         return classify(response, what)
 
@@ -287,21 +294,23 @@ class OpenApi:
         try:
             with self._http.stream("GET", path, params={"type": kind},
                                    headers={"Authorization": f"Bearer {token}"}) as response:
-                if response.status_code != 200 or response.headers.get(
-                        "content-type", "").startswith("application/json"):
-                    response.read()
-                    classify(response, what)  # raises what the error answer means
-                    raise RejectedError(f"{what}: HTTP {response.status_code}")
-                declared = response.headers.get("content-length", "")
+                if response.status != 200 or (response.headers.get(
+                        "content-type") or "").startswith("application/json"):
+                    answer = Answer(response.status, response.headers, response.read())
+                    classify(answer, what)  # raises what the error answer means
+                    raise RejectedError(f"{what}: HTTP {response.status}")
+                declared = response.headers.get("content-length") or ""
                 if declared.isdigit() and int(declared) > max_bytes:
                     raise TooLarge(f"{what} is {int(declared)} bytes, over {max_bytes}")
                 data = bytearray()
-                for block in response.iter_bytes():
+                while block := response.read(DOWNLOAD_BLOCK_BYTES):
                     data += block
                     if len(data) > max_bytes:
                         raise TooLarge(f"{what} is over {max_bytes} bytes")
                 return bytes(data)
-        except httpx.TransportError as error:
+        except TransportError as error:
+            raise RetryableError(f"{what}: {error}") from None
+        except (OSError, http.client.HTTPException) as error:  # while reading the body
             raise RetryableError(f"{what}: {type(error).__name__}: {error}") from None
 
     def edit_message(self, message_id: str, *, msg_type: str, content: dict[str, Any]) -> None:
