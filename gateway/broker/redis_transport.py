@@ -1,10 +1,21 @@
-"""kombu's Redis transport, with a connection close that closes every channel, and one
-client object per channel instead of a new one for every command.
+"""kombu's Redis transport, with a connection close that closes every channel, one client
+object per channel instead of a new one for every command, and a turn's delivery kept
+unacknowledged in the worker's memory only.
 
 Speed: kombu 5.7's Redis channel builds a new `redis.Redis` client (on its shared pool) for
 every publish and every ack, about half a millisecond each on this machine, a third of a
 publish. `Channel.conn_or_acquire` here reuses one client per channel and pool (clients are
 thread-safe; the pool, and so the connections, are kombu's as before).
+
+A turn held unacknowledged: kombu keeps a copy of every message a worker holds in Redis
+(`unacked` and its index, written when it is delivered and deleted when it is acknowledged:
+8 commands a message) so that a dead worker's messages come back after the visibility
+timeout. A turn needs none of it: its chat's lease and the sweeper publish it again when
+its worker dies, within the lease TTL (design.md). So `run_turn`'s delivery is held in the
+worker's memory alone (kombu's own in-memory bookkeeping, which the prefetch limit
+counts), and pushed back to its queue at once when the worker gives it back (a warm
+shutdown, a reject with requeue), as kombu would from Redis. Every other task
+(`post_message`, releases, reactions) keeps kombu's copy: nothing else would bring it back.
 
 Outages:
 Workaround for kombu 5.7.0 + celery 5.7.0 (no fixed release yet). When Redis dies, celery
@@ -27,12 +38,58 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kombu.transport import redis
+from kombu.transport import redis, virtual
+
+from gateway.broker.names import RUN_TURN
 
 logger = logging.getLogger(__name__)
 
 
+class QoS(redis.QoS):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        self._in_memory: set[str] = set()
+        """The delivery tags of the turns held here, with no copy in Redis."""
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        if (message.headers or {}).get("task") == RUN_TURN:
+            self._in_memory.add(delivery_tag)
+            virtual.QoS.append(self, message, delivery_tag)  # type: ignore[no-untyped-call]
+            return
+        super().append(message, delivery_tag)  # type: ignore[no-untyped-call]
+
+    def ack(self, delivery_tag: str) -> None:
+        if delivery_tag in self._in_memory:
+            self._in_memory.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+            return
+        super().ack(delivery_tag)  # type: ignore[no-untyped-call]
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        if delivery_tag in self._in_memory:
+            if requeue:
+                self.restore_by_tag(delivery_tag, leftmost=True)
+            self._in_memory.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+            return
+        super().reject(delivery_tag, requeue)  # type: ignore[no-untyped-call]
+
+    def restore_by_tag(self, tag: str, client: Any = None, leftmost: bool = False) -> None:
+        if tag not in self._in_memory:
+            super().restore_by_tag(tag, client, leftmost)  # type: ignore[no-untyped-call]
+            return
+        self._in_memory.discard(tag)
+        message = self._delivered.get(tag)
+        if message is None:
+            return
+        delivery = message.delivery_info
+        with self.channel.conn_or_acquire(client) as redis_client:
+            self.channel._do_restore_message(message._raw, delivery["exchange"],
+                                             delivery["routing_key"], redis_client, leftmost)
+
+
 class Channel(redis.Channel):
+    QoS = QoS
     _client_for: tuple[Any, Any] | None = None
 
     @contextmanager

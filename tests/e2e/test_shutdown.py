@@ -15,6 +15,7 @@ import redis
 from celery import Celery
 
 from gateway.agents.cache import AgentCache
+from gateway.chats.keys import ChatKeys
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import StoreConfig, TurnRef
 from gateway.core.model import AgentContext, Message, Turn
@@ -25,7 +26,7 @@ from gateway.simulator import Simulator
 from gateway.worker.sending import HANDED_OVER_NOTE
 from gateway.worker.turn_runner import TurnRunner
 from tests.support.agents import context_for_tests
-from tests.support.replies import agent_events, replies_to
+from tests.support.replies import agent_events, replies_to, started
 from tests.support.rig import POOLS, Rig, rig_up
 from tests.support.runner import RecordingSender, runner_for
 
@@ -144,6 +145,40 @@ def test_a_worker_that_begins_to_leave_during_a_turn_starts_no_further_turn_of_i
     runner.replies.api.close()
     app.close()
     client.close()
+
+
+def test_turns_a_stopped_worker_had_reserved_are_back_in_the_queue_at_once(
+        rig: Rig, chat_id: str) -> None:
+    """Turns a worker holds reserved (taken from the queue, not started) have no copy in
+    Redis's unacked hash: their chats' leases bring them back if the worker dies. Its warm
+    shutdown pushes them back to the queue at once, and the next worker answers each once,
+    long before a lease (60 s here) could run out."""
+    sim, client = rig.sim, rig.client()
+    leaving = rig.fleet("worker", concurrency=1, extra=("--prefetch-multiplier", "4"))
+    busy_chat = f"{chat_id}_busy"
+    busy = sim.send_text(busy_chat, "sleep 12")
+    wait_until(lambda: started(client, busy_chat, busy), 20, "the slot to be taken")
+    waiting = {f"{chat_id}_{n}": sim.send_text(f"{chat_id}_{n}", f"reserved {n}")
+               for n in range(3)}
+    wait_until(lambda: client.llen("gateway.turns") == 0 and all(
+        client.hget(ChatKeys(c).lease, "state") == "queued" for c in waiting), 10,
+        "the worker to reserve every turn (nothing left in the queue, none started)")
+    assert client.hlen("unacked") == 0, "no copy of a held turn in Redis"
+    leaving.process.send_signal(signal.SIGTERM)
+    wait_until(lambda: not leaving.alive, EXIT_WITHIN_S, "the stopped worker to exit")
+    assert client.llen("gateway.turns") == 4, "the three reserved and the handed-back one"
+    taking_over = rig.fleet("worker", concurrency=2)
+    try:
+        wait_until(lambda: all(m in replies_to(sim, c) for c, m in waiting.items()), 15,
+                   "every reserved turn, answered by the next worker")
+        wait_until(lambda: busy in replies_to(sim, busy_chat), 30,
+                   "the handed-back turn, run again (nothing left for the next test)")
+        for chat, message_id in waiting.items():
+            assert replies_to(sim, chat)[message_id] == [f"echo: reserved {chat[-1]}"]
+            assert [e["message_id"] for e in agent_events(client, chat)
+                    if e["event"] == "start"] == [message_id], "run exactly once"
+    finally:
+        taking_over.stop()
 
 
 def test_a_worker_leaving_asks_a_running_agent_to_stop_and_hands_its_turn_back(
