@@ -70,7 +70,7 @@ class Runtime:
 
     @cached_property
     def publisher(self) -> Publisher:
-        return Publisher(self.sender, self.store)
+        return Publisher(self.sender)
 
     @cached_property
     def replies(self) -> Replies:

@@ -14,7 +14,6 @@ from kombu.exceptions import ChannelError, KombuError
 from gateway.broker.low_queue import LowQueue
 from gateway.broker.names import ON_REACTION, RUN_TURN, TURNS_QUEUE, TaskSender
 from gateway.chats.keys import turn_task_id
-from gateway.chats.store import ChatStore
 from gateway.chats.store_types import TurnRef
 from gateway.core.model import Reaction
 
@@ -42,9 +41,8 @@ def bound_publishing(app: Any, timeout_s: float) -> None:
 
 
 class Publisher:
-    def __init__(self, sender: TaskSender, store: ChatStore) -> None:
+    def __init__(self, sender: TaskSender) -> None:
         self._sender = sender
-        self._store = store
         self._low = LowQueue(sender, expires_s=REACTION_EXPIRES_S)
 
     def _send_task(self, turn: TurnRef, producer: Any = None) -> str:
@@ -91,12 +89,10 @@ class Publisher:
 
     def publish_many(self, turns: Sequence[TurnRef]) -> int:
         """`publish` for many turns: their tasks in one round trip where the broker allows
-        (else one by one), then one round trip for all the confirmations."""
+        (else one by one); how many were sent."""
         sent = self._send_together(turns) if len(turns) > 1 else None
         if sent is None:
             sent = [(turn, task_id) for turn in turns if (task_id := self._send(turn))]
-        if sent:
-            self._store.inbox.confirm_many(sent)
         return len(sent)
 
     def backlog(self) -> int | None:
@@ -121,14 +117,9 @@ class Publisher:
         self._low.send(ON_REACTION, {"reaction": reaction.to_dict()})
 
     def publish(self, turn: TurnRef) -> bool:
-        """Publish `run_turn`, then mark the turn queued.
+        """Publish `run_turn` (its claim wrote the lease as queued already).
 
-        A failed publish is only logged: the claim lease expires (or the queued turn is
-        requeued) and the sweeper publishes the chat again, so nothing is lost. Publishing
-        the same turn twice is harmless: the first copy a worker starts wins, the other is
-        skipped as stale."""
-        task_id = self._send(turn)
-        if task_id is None:
-            return False
-        self._store.inbox.confirm(turn, task_id)
-        return True
+        A failed publish is only logged: no worker starts the turn by its claim TTL, and the
+        sweeper publishes it again, so nothing is lost. Publishing the same turn twice is
+        harmless: the first copy a worker starts wins, the other is skipped as stale."""
+        return self._send(turn) is not None

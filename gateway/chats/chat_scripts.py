@@ -23,20 +23,21 @@ from gateway.core.scripts import pack, register
 P = TypeVar("P", bound="ChatScripts")
 
 LIMITS: dict[str, tuple[str, ...]] = {
-    "ingest": ("dedupe_ttl_s", "inbox_cap", "claim_ttl_ms", "control_cap", "session_ttl_ms",
-               "history_cap", "history_ttl_ms", "late_after_ms", "late_events", "active_cap"),
+    "ingest": ("dedupe_ttl_s", "inbox_cap", "claim_ttl_ms", "queued_ttl_ms", "control_cap",
+               "session_ttl_ms", "history_cap", "history_ttl_ms", "late_after_ms",
+               "late_events", "active_cap"),
     "start": ("running_ttl_ms", "max_attempts", "session_ttl_ms", "merge_window_ms"),
-    "complete": ("claim_ttl_ms", "running_ttl_ms", "max_attempts", "session_ttl_ms",
-                 "history_cap", "history_ttl_ms"),
+    "complete": ("claim_ttl_ms", "queued_ttl_ms", "running_ttl_ms", "max_attempts",
+                 "session_ttl_ms", "history_cap", "history_ttl_ms"),
     "recover": ("claim_ttl_ms", "running_ttl_ms", "requeue_cap_ms", "queued_ttl_ms",
                 "history_cap", "history_ttl_ms", "stop_hold_ms"),
-    "retry": ("claim_ttl_ms", "inbox_cap", "history_cap", "history_ttl_ms"),
-    "cancel": ("claim_ttl_ms", "session_ttl_ms", "history_cap", "history_ttl_ms",
-               "stop_hold_ms"),
-    "withdraw": ("dedupe_ttl_s", "claim_ttl_ms", "control_cap", "history_cap", "history_ttl_ms",
-                 "flag_ttl_ms", "stop_hold_ms"),
-    "evict": ("dedupe_ttl_s", "claim_ttl_ms", "control_cap", "history_cap", "history_ttl_ms",
-              "flag_ttl_ms", "stop_hold_ms"),
+    "retry": ("claim_ttl_ms", "queued_ttl_ms", "inbox_cap", "history_cap", "history_ttl_ms"),
+    "cancel": ("claim_ttl_ms", "queued_ttl_ms", "session_ttl_ms", "history_cap",
+               "history_ttl_ms", "stop_hold_ms"),
+    "withdraw": ("dedupe_ttl_s", "claim_ttl_ms", "queued_ttl_ms", "control_cap", "history_cap",
+                 "history_ttl_ms", "flag_ttl_ms", "stop_hold_ms"),
+    "evict": ("dedupe_ttl_s", "claim_ttl_ms", "queued_ttl_ms", "control_cap", "history_cap",
+              "history_ttl_ms", "flag_ttl_ms", "stop_hold_ms"),
 }
 """The store's limits each script with a packed argument reads from it."""
 

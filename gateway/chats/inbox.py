@@ -1,6 +1,6 @@
 """The listener's steps: a message enters its chat's inbox (or is recorded as a command, a
-"not queued" or a "late" notice), a claimed turn is confirmed published, a refused person is
-told (lua/ingest.lua, confirm.lua, refuse.lua)."""
+"not queued" or a "late" notice), a refused person is told (lua/ingest.lua, refuse.lua).
+A claimed turn's lease already says it is queued: publishing it takes no second step."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import redis
 
 from gateway.chats.chat_scripts import ChatScripts
 from gateway.chats.keys import day_of, mark_field, marks_expire_at
-from gateway.chats.store_types import Admission, NotDurable, TurnRef, claimed_turn, text_of
+from gateway.chats.store_types import Admission, NotDurable, claimed_turn, text_of
 from gateway.core.model import OUTBOUND, OUTBOUND_CARD, Message
 from gateway.core.redis_client import refused_outright
 
@@ -162,19 +162,6 @@ class InboxSteps(ChatScripts):
                                  admission)
         elif int(answer) < 1:
             raise NotDurable(f"WAIT: no replica acknowledged within {timeout} ms", admission)
-
-    def confirm(self, turn: TurnRef, task_id: str) -> bool:
-        """After a publish: the turn waits in the broker; requeued if not picked up in time."""
-        c = self.config
-        return bool(self._run("confirm", turn.chat_id, turn.fence, task_id, c.queued_ttl_ms,
-                              c.running_ttl_ms, turn.chat_id))
-
-    def confirm_many(self, confirmed: Sequence[tuple[TurnRef, str]]) -> None:
-        """`confirm` for many published turns in one round trip."""
-        c = self.config
-        self._batch("confirm", [(self.keys(turn.chat_id).all, [
-            turn.fence, task_id, c.queued_ttl_ms, c.running_ttl_ms, turn.chat_id])
-            for turn, task_id in confirmed])
 
     def refuse(self, message: Message, reason: str, every_s: int) -> bool:
         """A person's refused direct message: a 'refused' notice for the desk, unless the

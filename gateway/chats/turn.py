@@ -104,7 +104,8 @@ class TurnSteps(ChatScripts):
         c = self.config
         k = self.keys(turn.chat_id)
         reply = self._scripts["handback"](keys=[*k.all, k.done], args=[
-            turn.fence, c.claim_ttl_ms, turn.chat_id, c.history_cap, c.history_ttl_ms])
+            turn.fence, c.claim_ttl_ms, turn.chat_id, c.history_cap, c.history_ttl_ms,
+            c.queued_ttl_ms])
         if text_of(reply[0]) != "claimed":
             return None
         return claimed_turn(turn.chat_id, reply[1], reply[2])

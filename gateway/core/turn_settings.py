@@ -25,13 +25,15 @@ class TurnSettings(SettingsPart):
     stop_debounce_s: float = Field(3.0, validation_alias="GATEWAY_STOP_DEBOUNCE_S", ge=0)
     """A /stop within this long of the chat's previous one does nothing more."""
     lease_ttl_s: float = Field(30.0, validation_alias="GATEWAY_LEASE_TTL_S", gt=0)
-    """A running turn's lease: a killed worker's chat runs again after this. Also how
-    long a published turn may wait before it is published again."""
+    """A running turn's lease: a killed worker's chat runs again after this. Also the step
+    of the backoff of a published turn no worker started (see GATEWAY_QUEUED_TTL_S)."""
     claim_ttl_s: float = Field(15.0, validation_alias="GATEWAY_CLAIM_TTL_S", gt=0)
-    """The lease of a turn being published; a lost publish heals after this."""
+    """How long a claimed turn may wait for a worker to start it before the sweeper
+    publishes it again: a publish lost with its listener or the broker heals after this."""
     queued_ttl_s: float = Field(900.0, validation_alias="GATEWAY_QUEUED_TTL_S", gt=0)
     """The longest lease of a published turn no worker started yet (it is published
-    again after the lease TTL, then 2x, 4x ... up to 8x it, while the turns queue is empty)."""
+    again after the claim TTL, then after 2x, 4x ... up to 8x the lease TTL, while the turns
+    queue is empty)."""
     sweep_interval_s: float = Field(2.0, validation_alias="GATEWAY_SWEEP_INTERVAL_S", gt=0)
     """How often each listener's and worker's sweeper runs."""
     max_attempts: int = Field(3, validation_alias="GATEWAY_MAX_ATTEMPTS", ge=1)

@@ -13,7 +13,7 @@ import redis
 from gateway.chats.cancel import Canceller, Stopping
 from gateway.chats.history import read_history
 from gateway.chats.jobs import ControlJobs
-from gateway.chats.keys import CONTROL_KEY, ChatKeys, Keyspace
+from gateway.chats.keys import CONTROL_KEY, ChatKeys, Keyspace, turn_task_id
 from gateway.chats.store import ChatStore
 from gateway.chats.store_types import Answer, StoreConfig, TurnRef
 from gateway.core.errors import SettingsError
@@ -159,9 +159,9 @@ def test_a_queued_turn_nobody_picked_up_is_published_again_under_the_same_fence(
         redis_client: redis.Redis, chat_id: str) -> None:
     """A turn taken by a worker that died before starting it (reserved,
     prefetched) is published again after the lease TTL, and still runs only once."""
-    store = store_for(redis_client, running_ttl_ms=200, requeue_cap_ms=800)
+    store = store_for(redis_client, claim_ttl_ms=200, running_ttl_ms=200, requeue_cap_ms=800)
     turn = store.inbox.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.inbox.confirm(turn, "task-1")
+    assert turn is not None and store.lease(chat_id)["state"] == "queued"
     assert store.recovery.recover(chat_id) is None
     wait_until(lambda: chat_id in store.recovery.due_chats(), 2, "the requeue deadline")
     assert store.recovery.recover(chat_id) == ("requeue", turn)
@@ -266,13 +266,15 @@ def test_stopping_a_turn_not_started_drops_it_in_the_same_step(
     store = store_for(redis_client, claim_ttl_ms=200)
     turn = store.inbox.ingest(msg(chat_id, 1)).claimed
     store.inbox.ingest(msg(chat_id, 2))
-    assert turn is not None and store.inbox.confirm(turn, "task-1")
+    assert turn is not None
     step = store.cancels.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
-    assert step.how == "not-started" and step.task_id == "task-1"
+    assert step.how == "not-started"
+    assert step.task_id == turn_task_id(chat_id, "om_1", turn.fence), "its own task, revoked"
     assert step.following is not None and step.following.message_id == "om_2"
     assert store.turns.start(turn, "task-1", "w") is None, "the stopped turn never runs"
-    # the canceller dies before publishing the next turn: the claim runs out, sweeper heals
-    wait_until(lambda: chat_id in store.recovery.due_chats(), 3, "the claim to run out")
+    # the canceller dies before publishing the next turn: not started within the claim TTL,
+    # the sweeper publishes it
+    wait_until(lambda: chat_id in store.recovery.due_chats(), 3, "the claim TTL to pass")
     found = store.recovery.recover(chat_id)
     assert found is not None and found[1].message_id == "om_2"
     again = store.cancels.cancel(chat_id, "cmd-1", debounce_ms=0, flag_ttl_ms=60_000)
@@ -511,10 +513,10 @@ def test_a_turn_waiting_long_in_a_backlog_keeps_its_place(redis_client: redis.Re
                                                           chat_id: str) -> None:
     """Requeues keep the queued lease alive: a long broker backlog slows a chat down, it
     never sends it to the back of the queue under a new fence."""
-    store = store_for(redis_client, running_ttl_ms=100, queued_ttl_ms=400,
+    store = store_for(redis_client, claim_ttl_ms=100, running_ttl_ms=100, queued_ttl_ms=400,
                       requeue_cap_ms=100)
     turn = store.inbox.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.inbox.confirm(turn, "task-1")
+    assert turn is not None
     deadline = time.monotonic() + 1.2  # three queued TTLs
     while time.monotonic() < deadline:
         found = store.recovery.recover(chat_id)
@@ -527,9 +529,10 @@ def test_behind_a_broker_backlog_a_queued_turn_is_never_published_again(
         redis_client: redis.Redis, chat_id: str) -> None:
     """While turns wait in the broker, a queued turn past its deadline may be
     one of them: it keeps its lease and is not published again (no copies pile up)."""
-    store = store_for(redis_client, running_ttl_ms=200, requeue_cap_ms=800, queued_ttl_ms=400)
+    store = store_for(redis_client, claim_ttl_ms=200, running_ttl_ms=200, requeue_cap_ms=800,
+                      queued_ttl_ms=400)
     turn = store.inbox.ingest(msg(chat_id, 1)).claimed
-    assert turn is not None and store.inbox.confirm(turn, "task-1")
+    assert turn is not None
     for _ in range(4):  # well past the queued TTL
         wait_until(lambda: chat_id in store.recovery.due_chats(), 2, "the requeue deadline")
         assert store.recovery.recover(chat_id, may_requeue=False) is None
@@ -548,14 +551,14 @@ def test_sweepers_split_the_due_chats_between_them() -> None:
     chats = [f"oc_split_{n}" for n in range(10)]
     for n, chat in enumerate(chats):
         store.inbox.ingest(msg(chat, n))
-    wait_until(lambda: len(store.recovery.due_chats(20)) == 10, 3, "every claim to run out")
+    wait_until(lambda: len(store.recovery.due_chats(20)) == 10, 3, "every claim TTL to pass")
     first = store.recovery.due_chats(6, claim_ms=5000)
     second = store.recovery.due_chats(6, claim_ms=5000)
     assert len(first) == 6 and len(second) == 4 and not set(first) & set(second)
     assert store.recovery.due_chats(6, claim_ms=5000) == [], "each chat is taken once"
     found = store.recovery.recover_many(first + second)
     assert sorted(found) == sorted(chats)
-    assert all(kind == "claimed" for kind, _ in found.values())
+    assert all(kind == "requeue" for kind, _ in found.values()), "published again"
     redis_client.close()
     stop_redis(server)
 

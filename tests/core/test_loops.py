@@ -40,7 +40,7 @@ def test_a_thread_goes_on_after_any_exception(caplog: pytest.LogCaptureFixture) 
 def test_the_sweeper_survives_a_failing_publish(chat_id: str) -> None:
     server = start_redis()  # of its own: no other sweeper may take the chat
     client = redis.Redis.from_url(server.url)
-    store = ChatStore(client, StoreConfig(claim_ttl_ms=50))
+    store = ChatStore(client, StoreConfig(claim_ttl_ms=50, running_ttl_ms=50))
     store.inbox.ingest(Message("om_1", chat_id, "p2p", "ou", "text", "hi"))  # claimed, never sent
     published: list[TurnRef] = []
 

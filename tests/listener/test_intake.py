@@ -61,7 +61,7 @@ def intake(client: redis.Redis, late_events: str) -> tuple[Intake, ChatStore]:
             published.append(args)
             raise RuntimeError("not publishing in this test")
 
-    take = Intake(store, Publisher(Sender(), store), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
+    take = Intake(store, Publisher(Sender()), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
                   primary_app_id="cli_a")
     return take, store
 
@@ -134,7 +134,7 @@ def test_a_full_outbox_refuses_events_without_recording_them(client: redis.Redis
             raise RuntimeError("the broker is down")
 
     outbox = Outbox(cap=2).start()
-    take = Intake(store, Publisher(HangingBroker(), store), outbox,  # type: ignore[arg-type]
+    take = Intake(store, Publisher(HangingBroker()), outbox,  # type: ignore[arg-type]
                   max_text_chars=100, primary_app_id="cli_a")
     chats = [f"oc_{uuid.uuid4().hex[:8]}" for _ in range(4)]
     assert take.receive(event(client, chats[0], 0)) == "claimed"

@@ -51,7 +51,7 @@ def kept(cap: int, *, at_once: int = 64) -> IngestSettings:
 
 def intake(client: redis.Redis, **rules: object) -> tuple[Intake, ChatStore]:
     store = ChatStore(client, StoreConfig())
-    take = Intake(store, Publisher(Sender(), store), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
+    take = Intake(store, Publisher(Sender()), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
                   primary_app_id="cli_a", rules=Rules(**rules),  # type: ignore[arg-type]
                   ingest=kept(100))
     take.bot_open_ids["cli_a"] = BOT
@@ -129,7 +129,7 @@ def test_more_kept_than_one_step_takes_keep_their_order_with_what_comes_behind(
     once: the next message of the group, refused behind the three still kept, is taken
     after them (it was put ahead of them, and taken before them)."""
     store = ChatStore(client, StoreConfig())
-    take = Intake(store, Publisher(Sender(), store), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
+    take = Intake(store, Publisher(Sender()), Outbox(), max_text_chars=100,  # type: ignore[arg-type]
                   primary_app_id="cli_a", rules=Rules(require_mention=True),
                   ingest=kept(100, at_once=2))
     take.bot_open_ids["cli_a"] = ""
@@ -187,7 +187,7 @@ def test_a_message_refused_while_the_outbox_is_full_is_taken_once_it_drained(
         client: redis.Redis) -> None:
     store = ChatStore(client, StoreConfig())
     outbox = Outbox(cap=1)
-    take = Intake(store, Publisher(Sender(), store), outbox, max_text_chars=100,  # type: ignore[arg-type]
+    take = Intake(store, Publisher(Sender()), outbox, max_text_chars=100,  # type: ignore[arg-type]
                   primary_app_id="cli_a", ingest=kept(100))
     chat = f"oc_{uuid.uuid4().hex[:8]}"
     outbox.submit(lambda: None)  # (a publish the broker has not taken yet)

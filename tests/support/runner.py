@@ -33,7 +33,7 @@ def runner_for(store: ChatStore, simulator: Simulator, sender: Any,
         store=store, locks=locks,
         heartbeats=Heartbeater(store, locks, poll_s=0.05, time_limit_s=60),
         agents=AgentCache(echo, 8, context=context_for_tests()),
-        replies=replies, publisher=Publisher(sender, store),
+        replies=replies, publisher=Publisher(sender),
         sender=AnswerSender(store, replies, "auto", 4000, None, 0.3),
         asker=Asker(ApprovalBook(store.redis), replies), **options)
 

@@ -9,7 +9,7 @@
 --         new_session (true: start a new conversation too; false also when the ingest step
 --         of the /new already did)
 --         only_queued (true: a running turn is left to run: 'nothing'; a revoked copy of it)
---         claim_ttl_ms session_ttl_ms history_cap history_ttl_ms stop_hold_ms (a running
+--         claim_ttl_ms queued_ttl_ms session_ttl_ms history_cap history_ttl_ms stop_hold_ms (a running
 --         turn's lease lives at least this long once flagged: chat.lua hold_for_canceller)
 --         sent_ms (the command's create_time: under busy mode merge or interrupt a turn not
 --         yet started drops the waiting messages sent up to it; 0 or absent: all of them)
@@ -116,7 +116,8 @@ if entry then
   behind = redis.call('ZCARD', K.inbox)
 end
 local r = record('not-started', fence, task_id)
-local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true)  -- its head was dropped
+local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true, nil, nil, nil,
+                opts.queued_ttl_ms)  -- its head was dropped
 if c then
   r[5], r[6] = c[1], c[2]
 end

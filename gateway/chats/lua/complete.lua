@@ -4,7 +4,7 @@
 -- task_id and a worker, the caller goes straight on with it (same task), so it starts here too.
 -- KEYS: chat.lua's, then 9 done (history.lua)
 -- ARGV: 1 fence  2 chat_id  3 outcome (how the turn ended, for the chat's history; ''
---       records nothing)  4 options (JSON): claim_ttl_ms running_ttl_ms max_attempts
+--       records nothing)  4 options (JSON): claim_ttl_ms queued_ttl_ms running_ttl_ms max_attempts
 --       session_ttl_ms history_cap history_ttl_ms legacy_before_ms mixed (upgrade.py)
 --       5 task_id  6 worker (only when the caller runs the next turn itself)
 -- → {'stale'} | {'idle'} | {'claimed', fence, entry} (the next turn, to be published)
@@ -46,7 +46,8 @@ if lease[2] then
 end
 local known = {fence = tries[3], busy = busy}
 if not ARGV[5] or merging(busy) then
-  local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true, nil, nil, known)
+  local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, true, nil, nil, known,
+                  opts.queued_ttl_ms)
   if not c then return {'idle'} end
   return {'claimed', c[1], c[2]}
 end
@@ -54,5 +55,5 @@ local c = claim(ARGV[2], now_us, now_ms, opts.running_ttl_ms, true, {ARGV[5], AR
                 known)
 if not c then return {'idle'} end
 -- (a fresh head, its attempt counted; claim emptied its batch)
-local s = begin(c[2], opts.max_attempts, opts.session_ttl_ms, 1, '')
+local s = begin(c[2], opts.max_attempts, opts.session_ttl_ms, 1, '', 0)
 return {'started', c[1], s[1], s[2], s[3], s[4], s[5], s[6], s[7]}

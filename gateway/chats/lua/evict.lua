@@ -9,7 +9,7 @@
 -- again changes nothing more.
 -- KEYS: chat.lua's, then 9 left  10 done (history.lua)
 -- ARGV: 1 chat_id  2 the removal's time (ms, Feishu's clock; '0' unknown: now)
---       3 options (JSON): dedupe_ttl_s claim_ttl_ms control_cap history_cap history_ttl_ms
+--       3 options (JSON): dedupe_ttl_s claim_ttl_ms queued_ttl_ms control_cap history_cap history_ttl_ms
 --         flag_ttl_ms stop_hold_ms
 -- → {dropped, 'stopping' | 'idle' | 'none'} (none: no turn of a message before the removal
 --   held the chat) | {dropped, 'claimed', fence, entry} (what was sent after the removal
@@ -36,6 +36,7 @@ if lease[2] == 'running' then
   return {dropped, 'none'}  -- (a turn of a message sent since: it goes on)
 end
 if not lease[1] or before then return {dropped, 'none'} end  -- (its message is still there)
-local c = claim(ARGV[1], now_us, now_ms, opts.claim_ttl_ms, true)
+local c = claim(ARGV[1], now_us, now_ms, opts.claim_ttl_ms, true, nil, nil, nil,
+                opts.queued_ttl_ms)
 if c then return {dropped, 'claimed', c[1], c[2]} end
 return {dropped, 'idle'}

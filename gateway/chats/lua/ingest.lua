@@ -7,7 +7,7 @@
 --          active_key)  14 seen:<message_id> (a mark of the layout before marks by day)
 --       15 latenote (the chat was told of its late messages within LATE_NOTE_EVERY_MS)
 -- ARGV: 1 message_id  2 chat_id  3 create_ms  4 command ('' for a message)  5 message json
---       6 options (JSON): dedupe_ttl_s inbox_cap claim_ttl_ms control_cap (the control
+--       6 options (JSON): dedupe_ttl_s inbox_cap claim_ttl_ms queued_ttl_ms control_cap (the control
 --         stream's) session_ttl_ms history_cap history_ttl_ms late_after_ms (0: never late)
 --         late_events ('note' | 'drop') busy (the chat's busy mode: 'merge' | 'interrupt';
 --         absent: queue) active_cap (chats kept in the active index; 0: none written)
@@ -38,6 +38,7 @@
 -- here, so every message admitted after it belongs to the new conversation (the job says
 -- `renewed`: the desk does not renew it again).
 local LATE_NOTE_EVERY_MS = 600000
+local ACTIVE_TTL_MS = 86400000  -- the longest catch-up window
 local opts = cjson.decode(ARGV[6])
 local created = tonumber(ARGV[3]) or 0
 local now_us, now_ms = clock()
@@ -67,13 +68,16 @@ if mark then
   redis.call('HSET', KEYS[9], ARGV[8], '1')
   edited = redis.call('HGET', KEYS[11], 'json')
 end
-if (opts.active_cap or 0) > 0 and ARGV[7] and ARGV[7] ~= '' then
-  -- (the TTL is the longest catch-up window; the set grows only by a new chat)
-  if redis.call('ZADD', KEYS[13], str(now_ms), ARGV[7]) == 1
-     and redis.call('ZCARD', KEYS[13]) > opts.active_cap + 64 then  -- trimmed in batches
-    redis.call('ZREMRANGEBYRANK', KEYS[13], 0, -(opts.active_cap + 1))
+local active = (opts.active_cap or 0) > 0 and ARGV[7] and ARGV[7] ~= ''
+if active then
+  -- (the set grows only by a new chat: trimmed then, in batches)
+  if redis.call('ZADD', KEYS[13], str(now_ms), ARGV[7]) == 1 then
+    if redis.call('ZCARD', KEYS[13]) > opts.active_cap + 64 then
+      redis.call('ZREMRANGEBYRANK', KEYS[13], 0, -(opts.active_cap + 1))
+    end
+    redis.call('PEXPIRE', KEYS[13], ACTIVE_TTL_MS)
+    active = false
   end
-  redis.call('PEXPIRE', KEYS[13], 86400000)
 end
 local late_after = opts.late_after_ms
 local left = tonumber(redis.call('GET', KEYS[12]) or '')
@@ -108,7 +112,8 @@ if waiting >= opts.inbox_cap then
 end
 local score = created
 if score <= 0 then score = now_ms end
-redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, ARGV[1], stored))
+local entry = string.format('%016.0f|%s|%s', now_us, ARGV[1], stored)
+redis.call('ZADD', K.inbox, str(score), entry)
 -- the chat's busy mode lives in its state (tries, while the chat is active, and its copy in
 -- the lease), read by every worker's start and complete: the latest message's setting wins
 local busy = opts.busy or ''
@@ -138,7 +143,13 @@ if lease[1] then  -- (a lease always has its sweeper deadline)
   end
   return {'queued', waiting}
 end
+-- (the active index lives a day from its last new chat or idle chat's message: a chat
+-- that becomes active refreshes it, one that stays active need not)
+if active then redis.call('PEXPIRE', KEYS[13], ACTIVE_TTL_MS) end
+local oldest = false
+if waiting == 0 then oldest = entry end
 local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, false, nil,
-                {KEYS[10], opts.history_cap, opts.history_ttl_ms}, {busy = busy})
-mark_busy()
+                {KEYS[10], opts.history_cap, opts.history_ttl_ms},
+                {busy = busy, oldest = oldest or nil}, opts.queued_ttl_ms)
+if not c[3] then mark_busy() end  -- (a fresh head's tries got it from the claim)
 return {'claimed', waiting, c[1], c[2]}

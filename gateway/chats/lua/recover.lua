@@ -58,6 +58,6 @@ end
 -- The lease is gone: its holder died, or a stopped turn's lease ran out (then `claim` drops
 -- its message: the flag outlives the lease).
 local c = claim(ARGV[1], now_us, now_ms, opts.claim_ttl_ms, false, nil,
-                {KEYS[9], opts.history_cap, opts.history_ttl_ms})
+                {KEYS[9], opts.history_cap, opts.history_ttl_ms}, nil, queued_ttl)
 if not c then return {'empty'} end
 return {'claimed', c[1], c[2]}

@@ -6,7 +6,7 @@
 -- KEYS: chat.lua's, then 9 done (history.lua)
 -- ARGV: 1 message_id  2 chat_id  3 the fence of the record the json was made from
 --       4 the message json to store (its retry count raised)
---       5 options (JSON): claim_ttl_ms inbox_cap history_cap history_ttl_ms
+--       5 options (JSON): claim_ttl_ms queued_ttl_ms inbox_cap history_cap history_ttl_ms
 -- → {'unknown'} (no turn of it in the history: never seen, or older than its retention)
 --   | {'answered', outcome} | {'changed'} (a newer record of it came meanwhile: read again)
 --   | {'waiting'} (it waits or runs already) | {'full', waiting}
@@ -41,5 +41,5 @@ if last[2] then score = math.max(score, tonumber(last[2]) + 1) end
 redis.call('ZADD', K.inbox, str(score), string.format('%016.0f|%s|%s', now_us, ARGV[1], ARGV[4]))
 if redis.call('EXISTS', K.lease) == 1 then return {'queued', waiting} end
 local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, false, nil,
-                {KEYS[9], opts.history_cap, opts.history_ttl_ms})
+                {KEYS[9], opts.history_cap, opts.history_ttl_ms}, nil, opts.queued_ttl_ms)
 return {'claimed', waiting, c[1], c[2]}

@@ -26,7 +26,7 @@ if oldest ~= entry and not redis.call('ZSCORE', K.inbox, entry) then return {'st
 local now_us, now_ms = clock()
 local opts = cjson.decode(ARGV[5])
 local merge = merging(lease_busy(lease[4], opts.mixed))
-local tries = redis.call('HMGET', K.tries, 'n', 'batch')
+local tries = redis.call('HMGET', K.tries, 'n', 'batch', 'handed')
 local first = tonumber(tries[1] or '0') == 0
 local batch = nil
 local function own(e) return string.sub(entry_id(e), 1, 5) == 'send_' end
@@ -74,4 +74,4 @@ redis.call('HSET', K.lease, 'state', 'running', 'task_id', ARGV[3], 'worker', AR
            'since_ms', str(now_ms), 'entry', entry, 'message_id', entry_id(entry))
 redis.call('PEXPIRE', K.lease, opts.running_ttl_ms)
 redis.call('ZADD', K.index, str(now_ms + opts.running_ttl_ms), ARGV[2])
-return begin(entry, opts.max_attempts, opts.session_ttl_ms, attempt, fixed)
+return begin(entry, opts.max_attempts, opts.session_ttl_ms, attempt, fixed, tries[3])

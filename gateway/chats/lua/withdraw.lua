@@ -13,7 +13,7 @@
 --       (history.lua)  11... the candidate marks (marks.lua), the last one the message's
 --       own (a message without a create time)
 -- ARGV: 1 message_id  2 chat_id
---       3 options (JSON): dedupe_ttl_s claim_ttl_ms control_cap history_cap history_ttl_ms
+--       3 options (JSON): dedupe_ttl_s claim_ttl_ms queued_ttl_ms control_cap history_cap history_ttl_ms
 --         flag_ttl_ms stop_hold_ms
 --       4 the message's field in its marks  5 JSON: when each candidate's marks expire
 -- → {'unknown'} (not waiting: not admitted yet, or answered already; the tombstone is set)

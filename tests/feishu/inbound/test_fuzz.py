@@ -473,7 +473,7 @@ def test_ingest_keeps_every_valid_message_and_says_why_it_drops_the_rest(
     client.flushdb()
     caplog.set_level(logging.DEBUG, logger="gateway")
     store = ChatStore(client, StoreConfig(inbox_cap=10_000))
-    take = Intake(store, Publisher(NoBroker(), store), Outbox(),  # type: ignore[arg-type]
+    take = Intake(store, Publisher(NoBroker()), Outbox(),  # type: ignore[arg-type]
                   max_text_chars=MAX_CHARS, primary_app_id=APP, rules=RULES)
     take.bot_open_ids[APP] = BOT
     seen: set[tuple[str, str]] = set()

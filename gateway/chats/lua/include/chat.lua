@@ -129,15 +129,20 @@ end
 -- Give the dispatched message (if it is still waiting: its turn crashed) or else the oldest
 -- one a fresh lease under a new fence, or end the chat's activity when nothing waits.
 -- `done` says the head just finished (complete): then the pin is known stale, not read.
+-- The lease is written `queued` under the turn's own task id (keys.py turn_task_id), for
+-- the caller to publish: it lives `queued_ttl_ms`, and the sweeper publishes the turn again
+-- when no worker started it by `ttl_ms` (the claim TTL: a publish that was lost, with its
+-- publisher or the broker, heals then; recover.lua). So a publish needs no second step.
 -- `run` ({task_id, worker}) writes the lease as already running (a worker goes straight on
 -- with it: complete.lua), with `ttl_ms` the running TTL.
 -- `history` ({done key, cap, ttl_ms}, see history.lua): where a stopped turn dropped here
 -- is recorded.
--- `known` ({fence, busy}, each may be nil): tries' `fence` and the chat's busy mode as the
--- caller read them already.
+-- `known` ({fence, busy, oldest}, each may be nil): tries' `fence` and the chat's busy mode
+-- as the caller read them already, and the inbox's oldest entry when the caller knows it
+-- (it just added the only one). A fresh head's tries get the busy mode when it is known.
 -- Returns {fence, entry, fresh}, or nil when the inbox is empty; `fresh`: a new head (with
 -- `run`, its attempt is already counted: 1).
-local function claim(chat, now_us, now_ms, ttl_ms, done, run, history, known)
+local function claim(chat, now_us, now_ms, ttl_ms, done, run, history, known, queued_ttl_ms)
   known = known or {}
   local fence_read = nil
   local function fence_now()  -- (read once: nothing here changes it before it is written)
@@ -146,6 +151,8 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history, known)
   end
   local first = false
   if not done then
+    local pinned = redis.call('HMGET', K.tries, 'head', 'fence')
+    if known.fence == nil then known.fence = pinned[2] or false end
     -- a stopped turn whose lease ran out (its worker and its canceller gone): its message
     -- is done, not to be run again (the flag outlives the lease)
     local stopped = redis.call('HGET', K.stop, 'entry')
@@ -166,11 +173,11 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history, known)
         end
       end
     end
-    if not anew then first = redis.call('HGET', K.tries, 'head') end
+    if not anew then first = pinned[1] end
     if first and not redis.call('ZSCORE', K.inbox, first) then first = false end
   end
   local fresh = not first
-  if fresh then first = redis.call('ZRANGE', K.inbox, 0, 0)[1] end
+  if fresh then first = known.oldest or redis.call('ZRANGE', K.inbox, 0, 0)[1] end
   if not first then
     redis.call('SET', K.fence, str(fence_now()), 'PX', KEEP_MS)
     redis.call('DEL', K.lease, K.tries)
@@ -180,19 +187,25 @@ local function claim(chat, now_us, now_ms, ttl_ms, done, run, history, known)
   local id = entry_id(first)
   local f = str(math.max(fence_now() + 1, now_us))
   if fresh then
-    redis.call('HSET', K.tries, 'fence', f, 'head', first, 'n', run and '1' or '0', 'aid', '',
-               'chunks', '', 'batch', '', 'handed', '0')
+    local fields = {'fence', f, 'head', first, 'n', run and '1' or '0', 'aid', '', 'chunks', '',
+                    'batch', '', 'handed', '0'}
+    if known.busy then
+      fields[#fields + 1] = 'busy'
+      fields[#fields + 1] = known.busy
+    end
+    redis.call('HSET', K.tries, unpack(fields))
   else
     redis.call('HSET', K.tries, 'fence', f)
   end
   redis.call('PEXPIRE', K.tries, KEEP_MS)
-  redis.call('HSET', K.lease, 'fence', f, 'state', run and 'running' or 'claimed',
+  local due = str(now_ms + ttl_ms)
+  redis.call('HSET', K.lease, 'fence', f, 'state', run and 'running' or 'queued',
              'since_ms', str(now_ms), 'message_id', id, 'entry', first,
-             'task_id', run and run[1] or '', 'worker', run and run[2] or '',
-             'requeue_at_ms', '', 'requeues', '0', 'busy', busy_mode(known.busy),
-             'stopping', '')
-  redis.call('PEXPIRE', K.lease, ttl_ms)
-  redis.call('ZADD', K.index, str(now_ms + ttl_ms), chat)
+             'task_id', run and run[1] or ('turn:' .. chat .. ':' .. id .. ':' .. f),
+             'worker', run and run[2] or '', 'requeue_at_ms', run and '' or due,
+             'requeues', '0', 'busy', busy_mode(known.busy), 'stopping', '')
+  redis.call('PEXPIRE', K.lease, run and ttl_ms or queued_ttl_ms)
+  redis.call('ZADD', K.index, due, chat)
   return {f, first, fresh}
 end
 
@@ -206,8 +219,8 @@ end
 -- any answer an earlier attempt kept. `attempt`: this one's number, already counted.
 -- Returns {'run' | 'poison', entry, generation, attempt, answer_kind, answer_chunks, batch}
 -- (batch: the JSON list of the merged entries, oldest first, or false: the entry alone).
--- `batch`: tries' `batch` as the caller knows it (nil: read here).
-local function begin(entry, max_attempts, session_ttl_ms, attempt, batch)
+-- `batch`, `handed`: tries' `batch` and `handed` as the caller knows them (nil: read here).
+local function begin(entry, max_attempts, session_ttl_ms, attempt, batch, handed)
   local gen = redis.call('GET', K.gen) or '0'
   if gen ~= '0' then redis.call('PEXPIRE', K.gen, session_ttl_ms) end
   local kind, chunks = false, false
@@ -217,7 +230,8 @@ local function begin(entry, max_attempts, session_ttl_ms, attempt, batch)
   end
   local outcome = 'run'
   -- (an attempt handed back by a worker that was leaving is no failed attempt)
-  local handed = tonumber(redis.call('HGET', K.tries, 'handed') or '0') or 0
+  if handed == nil then handed = redis.call('HGET', K.tries, 'handed') end
+  handed = tonumber(handed or '0') or 0
   if attempt - handed > tonumber(max_attempts) then outcome = 'poison' end
   if batch == nil then batch = redis.call('HGET', K.tries, 'batch') end
   if batch == '' then batch = false end

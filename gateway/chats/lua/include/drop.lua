@@ -58,7 +58,8 @@ local function drop_waiting(chat, entry, why, opts, done_key, now_us, now_ms, he
   remember(done_key, entry, why, lease[2] == entry and lease[3] or '', fence,
            redis.call('HGET', K.tries, 'n'), opts.history_cap, opts.history_ttl_ms, now_ms)
   if not lease[1] or not held then return {'dropped'} end
-  local c = claim(chat, now_us, now_ms, opts.claim_ttl_ms, true)
+  local c = claim(chat, now_us, now_ms, opts.claim_ttl_ms, true, nil, nil, nil,
+                  opts.queued_ttl_ms)
   if not c then return {'idle'} end
   return {'claimed', c[1], c[2]}
 end
