@@ -104,10 +104,11 @@ def _dropped(connection: http.client.HTTPConnection) -> bool:
     if sock is None:
         return True
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
+        poller = select.poll()  # (select.select fails on a descriptor past 1,024)
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
     except (OSError, ValueError):
         return True
-    return bool(readable)
 
 
 class HttpPool:
