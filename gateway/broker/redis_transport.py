@@ -78,14 +78,14 @@ class QoS(redis.QoS):
         if tag not in self._in_memory:
             super().restore_by_tag(tag, client, leftmost)  # type: ignore[no-untyped-call]
             return
-        self._in_memory.discard(tag)
         message = self._delivered.get(tag)
-        if message is None:
-            return
-        delivery = message.delivery_info
-        with self.channel.conn_or_acquire(client) as redis_client:
-            self.channel._do_restore_message(message._raw, delivery["exchange"],
-                                             delivery["routing_key"], redis_client, leftmost)
+        if message is not None:
+            delivery = message.delivery_info
+            with self.channel.conn_or_acquire(client) as redis_client:
+                self.channel._do_restore_message(message._raw, delivery["exchange"],
+                                                 delivery["routing_key"], redis_client,
+                                                 leftmost)
+        self._in_memory.discard(tag)  # (only once pushed back: a failed push may be retried)
 
 
 class Channel(redis.Channel):

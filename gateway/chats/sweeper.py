@@ -2,12 +2,13 @@
 
 That is how a SIGKILLed worker (whatever its turn was doing: running, reserved, prefetched),
 a lost publish or a listener that died between its Redis step and the publish heal: within
-the lease TTL plus one sweep. Every listener and worker runs a sweeper; they split the work:
-each batch of due chats is taken by one sweeper only (`due.lua` hides it from the others),
-and each recovery is one atomic script, with deadlines read on the Redis server's clock. A
-running turn's heartbeat keeps its chat out of the due set, so sweepers only ever look at
-chats that need them. A full batch is followed by the next one at once, so a mass outage
-(100,000 chats whose leases expired together) is recovered at the speed of the broker.
+the lease TTL (a lost publish: the claim TTL) plus one sweep. Every listener and worker runs
+a sweeper; they split the work: each batch of due chats is taken by one sweeper only
+(`due.lua` hides it from the others), and each recovery is one atomic script, with deadlines
+read on the Redis server's clock. A running turn's heartbeat keeps its chat out of the due
+set, so sweepers only ever look at chats that need them. A full batch is followed by the
+next one at once, so a mass outage (100,000 chats whose leases expired together) is
+recovered at the speed of the broker.
 """
 
 from __future__ import annotations

@@ -525,14 +525,19 @@ def test_a_turn_waiting_long_in_a_backlog_keeps_its_place(redis_client: redis.Re
     assert store.turns.start(turn, "task-1", "w") is not None, "the original fence still holds"
 
 
-def test_behind_a_broker_backlog_a_queued_turn_is_never_published_again(
+def test_behind_a_broker_backlog_a_queued_turn_is_published_again_once_then_never(
         redis_client: redis.Redis, chat_id: str) -> None:
-    """While turns wait in the broker, a queued turn past its deadline may be
-    one of them: it keeps its lease and is not published again (no copies pile up)."""
-    store = store_for(redis_client, claim_ttl_ms=200, running_ttl_ms=200, requeue_cap_ms=800,
+    """At its first deadline a queued turn is published again even behind a backlog: its
+    claimer's publish may have been lost (nothing confirms it). After that, while turns wait
+    in the broker, it may be one of them: it keeps its lease and is not published again (no
+    copies pile up)."""
+    store = store_for(redis_client, claim_ttl_ms=200, running_ttl_ms=200, requeue_cap_ms=300,
                       queued_ttl_ms=400)
     turn = store.inbox.ingest(msg(chat_id, 1)).claimed
     assert turn is not None
+    wait_until(lambda: chat_id in store.recovery.due_chats(), 2, "the claim TTL to pass")
+    assert store.recovery.recover(chat_id, may_requeue=False) == ("requeue", turn), \
+        "a lost publish heals behind a backlog too"
     for _ in range(4):  # well past the queued TTL
         wait_until(lambda: chat_id in store.recovery.due_chats(), 2, "the requeue deadline")
         assert store.recovery.recover(chat_id, may_requeue=False) is None

@@ -11,8 +11,10 @@
 -- that TTL (a stopping turn's own TTL is stop_hold_ms).
 -- → {'held'} | {'empty'} | {'claimed', fence, entry} (a new turn) | {'requeue', fence, entry}
 --   (publish the same turn again: it was not picked up in time, maybe lost with a worker)
--- Behind a broker backlog a queued turn is never published again (no copies pile up): its
--- lease is kept and it is looked at again after the backoff.
+-- Behind a broker backlog a queued turn is published again once, at its first deadline (the
+-- claim TTL: nothing confirms its claimer's publish, which may have been lost with its
+-- process or refused by the broker), then never more (no copies pile up): its lease is kept
+-- and it is looked at again after the backoff.
 local now_us, now_ms = clock()
 local opts = cjson.decode(ARGV[3])
 local running_ttl, queued_ttl = opts.running_ttl_ms, opts.queued_ttl_ms
@@ -37,7 +39,8 @@ if pttl > 0 then
   if at and state == 'queued' then
     local outcome = {'held'}
     if now_ms >= at then
-      if ARGV[2] == '1' then
+      -- (the first time even behind a backlog: the claimer's publish may have been lost)
+      if ARGV[2] == '1' or (redis.call('HGET', K.lease, 'requeues') or '0') == '0' then
         local n = redis.call('HINCRBY', K.lease, 'requeues', 1)
         at = now_ms + math.min(running_ttl * 2 ^ n, opts.requeue_cap_ms)
         outcome = {'requeue', redis.call('HGET', K.lease, 'fence'),

@@ -10,8 +10,9 @@ socket reads as ready, at end of file) or idle past `idle_s` is closed and repla
 request is written to it, never after. Anything that goes wrong on the wire (connect, reset,
 timeout, a malformed answer) is one `TransportError`, and that connection is closed.
 
-`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` are honoured as curl reads them (an
-HTTPS origin through a proxy is tunnelled with CONNECT); TLS verifies against `SSL_CERT_FILE`
+`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` are honoured as curl reads them, for
+an http:// proxy (an HTTPS origin through it is tunnelled with CONNECT; another kind of
+proxy is a SettingsError); TLS verifies against `SSL_CERT_FILE`
 / `SSL_CERT_DIR` when set, else certifi's bundle, as httpx does.
 """
 
@@ -32,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlencode, urlsplit
 from urllib.request import getproxies_environment
+
+from gateway.core.errors import SettingsError
 
 USER_AGENT = "feishu-gateway"
 
@@ -142,12 +145,16 @@ class HttpPool:
         if not url or bypassed(self._host, self._port, proxies.get("no", "")):
             return None
         proxy = urlsplit(url if "://" in url else f"http://{url}")
+        if proxy.scheme != "http" or not proxy.hostname:
+            raise SettingsError(f"proxy {proxy.scheme}://{proxy.hostname or ''} (from the "
+                                "environment): only an http:// proxy is supported (HTTPS "
+                                "goes through it with CONNECT)")
         headers = {}
         if proxy.username is not None:
             login = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}"
             headers["Proxy-Authorization"] = "Basic " + base64.b64encode(
                 login.encode()).decode()
-        return proxy.hostname or "", proxy.port or 8080, headers
+        return proxy.hostname, proxy.port or 80, headers
 
     def _connect(self) -> http.client.HTTPConnection:
         host, port = (self._proxy[0], self._proxy[1]) if self._proxy else (self._host, self._port)

@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from gateway.core.errors import SettingsError
 from gateway.feishu.outbound.http_pool import HttpPool, TransportError, bypassed, multipart
 
 
@@ -150,6 +151,15 @@ def test_no_proxy_lets_a_host_past_the_proxy(origin: Origin, pool_to: Pools,
     monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
     assert pool_to(origin.url).request("POST", "/x", body=b"{}").status == 200
     assert origin.paths == ["/x"]
+
+
+def test_a_proxy_of_another_kind_than_http_is_refused_with_one_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "socks5://proxy.corp:1080")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with pytest.raises(SettingsError, match="only an http:// proxy is supported"):
+        HttpPool("https://open.feishu.cn", timeout_s=5, connect_timeout_s=5)
 
 
 @pytest.mark.parametrize(("host", "no_proxy", "passes"), [
