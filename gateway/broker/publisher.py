@@ -60,19 +60,21 @@ class Publisher:
         )
         return task_id
 
-    def _send(self, turn: TurnRef) -> str | None:
-        """Publish `run_turn`; the task id, or None (logged) when the broker failed."""
+    def _send(self, turn: TurnRef) -> bool:
+        """Publish `run_turn`; False (logged) when the broker failed."""
         try:
-            return self._send_task(turn)
+            self._send_task(turn)
+            return True
         except BROKER_ERRORS as error:
             logger.error("publish of %s failed (%s); the sweeper will publish it again",
                          turn_task_id(turn.chat_id, turn.message_id, turn.fence), error)
-            return None
+            return False
 
-    def _send_together(self, turns: Sequence[TurnRef]) -> list[tuple[TurnRef, str]] | None:
+    def _send_together(self, turns: Sequence[TurnRef]) -> int | None:
         """Publish every turn in one round trip (kombu's publish batch: one pipeline on
-        Redis); None when the broker cannot batch or the batch failed (logged). A failed
-        batch may have delivered some of its tasks: publishing them again is harmless."""
+        Redis): how many; None when the broker cannot batch or the batch failed (logged). A
+        failed batch may have delivered some of its tasks: publishing them again is
+        harmless."""
         acquire = getattr(self._sender, "producer_or_acquire", None)
         if acquire is None:
             return None
@@ -81,7 +83,9 @@ class Publisher:
                 if not getattr(producer, "supports_batch_publish", False):
                     return None
                 with producer.batch(max_size=len(turns)):
-                    return [(turn, self._send_task(turn, producer)) for turn in turns]
+                    for turn in turns:
+                        self._send_task(turn, producer)
+                    return len(turns)
         except BROKER_ERRORS as error:
             logger.warning("publishing %d turns together failed (%s); publishing them one "
                            "by one", len(turns), error)
@@ -91,9 +95,7 @@ class Publisher:
         """`publish` for many turns: their tasks in one round trip where the broker allows
         (else one by one); how many were sent."""
         sent = self._send_together(turns) if len(turns) > 1 else None
-        if sent is None:
-            sent = [(turn, task_id) for turn in turns if (task_id := self._send(turn))]
-        return len(sent)
+        return sent if sent is not None else sum(self._send(turn) for turn in turns)
 
     def backlog(self) -> int | None:
         """Turns waiting in the broker's queue now; None when the broker cannot tell."""
@@ -122,4 +124,4 @@ class Publisher:
         A failed publish is only logged: no worker starts the turn by its claim TTL, and the
         sweeper publishes it again, so nothing is lost. Publishing the same turn twice is
         harmless: the first copy a worker starts wins, the other is skipped as stale."""
-        return self._send(turn) is not None
+        return self._send(turn)

@@ -146,10 +146,8 @@ end
 -- (the active index lives a day from its last new chat or idle chat's message: a chat
 -- that becomes active refreshes it, one that stays active need not)
 if active then redis.call('PEXPIRE', KEYS[13], ACTIVE_TTL_MS) end
-local oldest = false
-if waiting == 0 then oldest = entry end
 local c = claim(ARGV[2], now_us, now_ms, opts.claim_ttl_ms, false, nil,
                 {KEYS[10], opts.history_cap, opts.history_ttl_ms},
-                {busy = busy, oldest = oldest or nil}, opts.queued_ttl_ms)
+                {busy = busy, oldest = waiting == 0 and entry or nil}, opts.queued_ttl_ms)
 if not c[3] then mark_busy() end  -- (a fresh head's tries got it from the claim)
 return {'claimed', waiting, c[1], c[2]}

@@ -19,7 +19,7 @@ local now_us, now_ms = clock()
 local opts = cjson.decode(ARGV[3])
 local running_ttl, queued_ttl = opts.running_ttl_ms, opts.queued_ttl_ms
 local pttl = redis.call('PTTL', K.lease)
-local lease = redis.call('HMGET', K.lease, 'state', 'stopping')
+local lease = redis.call('HMGET', K.lease, 'state', 'stopping', 'requeues')
 local state = lease[1]
 local own_ttl = state == 'running' and running_ttl or state == 'queued' and queued_ttl
                 or opts.claim_ttl_ms
@@ -40,7 +40,7 @@ if pttl > 0 then
     local outcome = {'held'}
     if now_ms >= at then
       -- (the first time even behind a backlog: the claimer's publish may have been lost)
-      if ARGV[2] == '1' or (redis.call('HGET', K.lease, 'requeues') or '0') == '0' then
+      if ARGV[2] == '1' or (lease[3] or '0') == '0' then
         local n = redis.call('HINCRBY', K.lease, 'requeues', 1)
         at = now_ms + math.min(running_ttl * 2 ^ n, opts.requeue_cap_ms)
         outcome = {'requeue', redis.call('HGET', K.lease, 'fence'),
