@@ -1,6 +1,6 @@
 """The webhook server: Feishu POSTs each event and card callback to one request URL; a push
-is read (within READ_TIMEOUT_S, within READ_BUDGET_BYTES being read at once), checked
-(verify.py), then its
+is read (its head within KEEPALIVE_S, its body within READ_TIMEOUT_S, within
+READ_BUDGET_BYTES being read at once), checked (verify.py), then its
 one Redis step (the listener's intake, the same as the long connection's) runs on a bounded
 pool of threads off the event loop, and only then is it answered: 200 with the callback's
 answer (`{}` for an event), 500 when the step failed (Feishu pushes it again: 15 s, 5 min,
@@ -58,8 +58,12 @@ QUEUE_PER_THREAD = 4
 CALLBACK_THREADS = 2
 SHUTDOWN_S = 5.0
 READ_TIMEOUT_S = 5.0
-"""A request's headers, then its body, are read within this each (Feishu gives up on a push
-after 3 s); an idle kept-alive connection is closed after as long."""
+"""A request's body is read within this (Feishu gives up on a push after 3 s)."""
+KEEPALIVE_S = 75.0
+"""An idle connection (after its last answer, or since it opened) is closed after this, and a
+request head must come whole within it. Longer than the senders keep one idle (load
+balancers and nginx 60 s, aiohttp 15 s): they close it first, so the server never closes one
+as a push is written to it (that push would get no answer and wait for Feishu's next try)."""
 READ_BUDGET_BYTES = 64 * 1024 * 1024
 """The bytes of request bodies read at once (each counted by its Content-Length, or as
 FEISHU_WEBHOOK_MAX_BODY_BYTES without one): a push past it is answered 503 unread, so slow
@@ -172,7 +176,7 @@ class WebhookServer:
         # (a connection that sends no whole request head this long after it opened, or
         # after its last answer, is closed)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_S,
-                                     handle_signals=False, keepalive_timeout=READ_TIMEOUT_S)
+                                     handle_signals=False, keepalive_timeout=KEEPALIVE_S)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
 

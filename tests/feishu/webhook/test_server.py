@@ -192,10 +192,11 @@ def test_a_push_refused_behind_its_chat_keeps_its_place_in_the_line() -> None:
 def test_slow_and_stalled_requests_are_bounded_in_number_and_in_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A body is read within READ_TIMEOUT_S (408 after), a connection that sends no request
-    head is closed after as long, and past READ_BUDGET_BYTES of bodies being read at once a
-    push is answered 503 unread: stalled strangers pin a bounded amount of memory, for a
+    head is closed after KEEPALIVE_S, and past READ_BUDGET_BYTES of bodies being read at once
+    a push is answered 503 unread: stalled strangers pin a bounded amount of memory, for a
     bounded time."""
     monkeypatch.setattr(server_module, "READ_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(server_module, "KEEPALIVE_S", 1.0)
     monkeypatch.setattr(server_module, "READ_BUDGET_BYTES", 4 * 60000)
     intake = Intake()
     intake.release.set()
@@ -225,4 +226,38 @@ def test_slow_and_stalled_requests_are_bounded_in_number_and_in_time(
     finally:
         for sock in [*stalled, silent]:
             sock.close()
+        server.stop()
+
+
+def test_a_kept_alive_connection_outlasts_the_senders_idle_pool(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Feishu's senders, load balancers and proxies keep a connection after its answer and
+    write the next push to it when one comes: the server keeps an idle connection for
+    KEEPALIVE_S, longer than they keep one, so it never closes one as a push is written to
+    it (the push would get no answer, and wait 15 s for Feishu's next try). Here the read
+    timeout is 1 s and the connection sits idle 2 s between two pushes."""
+    monkeypatch.setattr(server_module, "READ_TIMEOUT_S", 1.0)
+    intake = Intake()
+    intake.release.set()
+    server = WebhookServer(Keys(TOKEN), ServerOptions("127.0.0.1", 0, "/feishu", 65536, 1),
+                           intake, apps=["cli_app"], now_s=lambda: 0.0).start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.settimeout(5)
+            answers = sock.makefile("rb")
+            for n in range(2):
+                if n:
+                    time.sleep(2.0)  # (the idle time is the condition under test)
+                body = push("im.message.receive_v1", n)
+                sock.sendall(b"POST /feishu HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                             b"application/json\r\nContent-Length: %d\r\n\r\n%s"
+                             % (len(body), body))
+                status = answers.readline()
+                assert status.startswith(b"HTTP/1.1 200"), (n, status)
+                length = 0
+                while (line := answers.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                answers.read(length)
+    finally:
         server.stop()
