@@ -17,7 +17,11 @@ import pytest
 
 from gateway.broker.names import RELEASE_QUEUE, TURNS_QUEUE
 from gateway.core.settings import load_settings
+from gateway.feishu.webhook.server import KEEPALIVE_S
 from tests.support.kustomize import Doc, containers, render
+
+INGRESS_NGINX_UPSTREAM_IDLE_S = 60.0
+"""How long ingress-nginx keeps an idle connection to a pod (`upstream-keepalive-timeout`)."""
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"
@@ -175,6 +179,10 @@ def test_webhook_mode_is_served_behind_a_service_and_an_ingress_on_its_path() ->
     [path] = rule["http"]["paths"]
     assert path["path"] == load_settings().webhook_path
     assert path["backend"]["service"]["name"] == "webhook"
+    # the ingress (ingress-nginx: upstream-keepalive-timeout 60 s) closes an idle connection
+    # to a pod before the pod does, so no push is written to a connection being closed
+    assert docs[("Ingress", "webhook")]["spec"]["ingressClassName"] == "nginx"
+    assert KEEPALIVE_S > INGRESS_NGINX_UPSTREAM_IDLE_S
 
 
 def test_a_pod_is_restarted_only_after_five_minutes_unhealthy() -> None:
