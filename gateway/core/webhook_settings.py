@@ -37,6 +37,13 @@ class WebhookSettings(SettingsPart):
                                         validation_alias="FEISHU_WEBHOOK_MAX_BODY_BYTES",
                                         ge=4096, le=67_108_864)
     """A bigger request body is refused with 413 (Feishu's events are a few KB)."""
+    webhook_keepalive_s: float = Field(75.0, validation_alias="FEISHU_WEBHOOK_KEEPALIVE_S",
+                                       ge=5, le=3600)
+    """How long an idle connection is kept open (after its last answer, or since it opened:
+    a request head must come whole within it). Keep it longer than whatever sends the pushes
+    keeps an idle connection (ingress-nginx and most load balancers: 60 s; Google's: 600 s,
+    so 620 there), so the sender always closes first and no push is written to a connection
+    being closed."""
     webhook_concurrency: int = Field(8, validation_alias="FEISHU_WEBHOOK_CONCURRENCY",
                                      ge=1, le=256)
     """Pushes whose Redis step runs at once (threads off the event loop); four times as many

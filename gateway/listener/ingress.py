@@ -40,7 +40,7 @@ def webhook_server(settings: Settings, intake: Intake,
                        "(docs/webhook.md)")
     options = ServerOptions(settings.webhook_addr, settings.webhook_port, settings.webhook_path,
                             settings.webhook_max_body_bytes, settings.webhook_concurrency,
-                            settings.ingest_wait_max_ms / 1000)
+                            settings.ingest_wait_max_ms / 1000, settings.webhook_keepalive_s)
     refused = intake.refused
     return WebhookServer(keys, options, intake.on_push, apps=[a for a, _ in settings.apps],
                          now_s=now_s, keeper=Keeper(refused.keep, refused.__len__,

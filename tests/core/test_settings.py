@@ -38,6 +38,7 @@ def test_secret_never_prints(monkeypatch: pytest.MonkeyPatch) -> None:
     ("GATEWAY_DEDUPE_TTL_S", "60", "GATEWAY_DEDUPE_TTL_S"),
     ("GATEWAY_DURABLE_ACK", "always", "GATEWAY_DURABLE_ACK: Input should be 'none', 'aof' or"),
     ("GATEWAY_REPLY_RETRY_BUDGET_S", "-1", "GATEWAY_REPLY_RETRY_BUDGET_S"),
+    ("FEISHU_WEBHOOK_KEEPALIVE_S", "1", "FEISHU_WEBHOOK_KEEPALIVE_S"),
     ("GATEWAY_REDIS_TIMEOUT_S", "0", "GATEWAY_REDIS_TIMEOUT_S"),
     ("GATEWAY_STOP_DEBOUNCE_S", "x", "GATEWAY_STOP_DEBOUNCE_S"),
 ])

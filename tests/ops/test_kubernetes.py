@@ -17,7 +17,6 @@ import pytest
 
 from gateway.broker.names import RELEASE_QUEUE, TURNS_QUEUE
 from gateway.core.settings import load_settings
-from gateway.feishu.webhook.server import KEEPALIVE_S
 from tests.support.kustomize import Doc, containers, render
 
 INGRESS_NGINX_UPSTREAM_IDLE_S = 60.0
@@ -182,7 +181,9 @@ def test_webhook_mode_is_served_behind_a_service_and_an_ingress_on_its_path() ->
     # the ingress (ingress-nginx: upstream-keepalive-timeout 60 s) closes an idle connection
     # to a pod before the pod does, so no push is written to a connection being closed
     assert docs[("Ingress", "webhook")]["spec"]["ingressClassName"] == "nginx"
-    assert KEEPALIVE_S > INGRESS_NGINX_UPSTREAM_IDLE_S
+    keepalive_s = float(env.get("FEISHU_WEBHOOK_KEEPALIVE_S",
+                                load_settings(_env_file=None).webhook_keepalive_s))
+    assert keepalive_s > INGRESS_NGINX_UPSTREAM_IDLE_S
 
 
 def test_a_pod_is_restarted_only_after_five_minutes_unhealthy() -> None:

@@ -1,5 +1,5 @@
 """The webhook server: Feishu POSTs each event and card callback to one request URL; a push
-is read (its head within KEEPALIVE_S, its body within READ_TIMEOUT_S, within
+is read (its head within FEISHU_WEBHOOK_KEEPALIVE_S, its body within READ_TIMEOUT_S, within
 READ_BUDGET_BYTES being read at once), checked (verify.py), then its
 one Redis step (the listener's intake, the same as the long connection's) runs on a bounded
 pool of threads off the event loop, and only then is it answered: 200 with the callback's
@@ -61,14 +61,22 @@ READ_TIMEOUT_S = 5.0
 """A request's body is read within this (Feishu gives up on a push after 3 s)."""
 KEEPALIVE_S = 75.0
 """An idle connection (after its last answer, or since it opened) is closed after this, and a
-request head must come whole within it. Longer than the senders keep one idle (load
-balancers and nginx 60 s, aiohttp 15 s): they close it first, so the server never closes one
-as a push is written to it (that push would get no answer and wait for Feishu's next try)."""
+request head must come whole within it (FEISHU_WEBHOOK_KEEPALIVE_S's default). Longer than
+the senders keep one idle (load balancers and ingress-nginx 60 s, aiohttp 15 s): they close
+it first, so the server never closes one as a push is written to it (that push would get no
+answer and wait for Feishu's next try)."""
 READ_BUDGET_BYTES = 64 * 1024 * 1024
 """The bytes of request bodies read at once (each counted by its Content-Length, or as
 FEISHU_WEBHOOK_MAX_BODY_BYTES without one): a push past it is answered 503 unread, so slow
 or stalled bodies pin at most this much (Feishu's pushes are a few KB: thousands at once)."""
-CLOSE = {"Connection": "close"}
+
+
+def closing(answer: dict[str, str], status: int) -> web.Response:
+    """An answer after which its connection is closed, its request's body unread (aiohttp
+    closes it only when told so: a `Connection: close` header alone leaves it open)."""
+    response = web.json_response(answer, status=status)
+    response.force_close()
+    return response
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,8 @@ class ServerOptions:
     max_body_bytes: int
     concurrency: int
     ingest_wait_max_s: float = 0.0
+    keepalive_s: float | None = None
+    """None: KEEPALIVE_S."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +186,8 @@ class WebhookServer:
         # (a connection that sends no whole request head this long after it opened, or
         # after its last answer, is closed)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_S,
-                                     handle_signals=False, keepalive_timeout=KEEPALIVE_S)
+                                     handle_signals=False,
+                                     keepalive_timeout=self.options.keepalive_s or KEEPALIVE_S)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
 
@@ -187,7 +198,7 @@ class WebhookServer:
         if self._reading + size > READ_BUDGET_BYTES:
             self._unread.note("%d push(es) answered 503 unread (the latest from %s): %d bytes "
                               "of request bodies are being read", request.remote, self._reading)
-            return web.json_response({"msg": "busy"}, status=503, headers=CLOSE)
+            return closing({"msg": "busy"}, 503)
         self._reading += size
         try:
             if (request.content_length or 0) > self.options.max_body_bytes:
@@ -197,11 +208,11 @@ class WebhookServer:
         except web.HTTPRequestEntityTooLarge:
             logger.warning("push from %s refused: a body over FEISHU_WEBHOOK_MAX_BODY_BYTES "
                            "(%d)", request.remote, self.options.max_body_bytes)
-            return web.json_response({"msg": "body too large"}, status=413, headers=CLOSE)
+            return closing({"msg": "body too large"}, 413)
         except TimeoutError:
             logger.warning("push from %s refused: its body was not read within %.0fs",
                            request.remote, READ_TIMEOUT_S)
-            return web.json_response({"msg": "too slow"}, status=408, headers=CLOSE)
+            return closing({"msg": "too slow"}, 408)
         finally:
             self._reading -= size
         try:

@@ -4,6 +4,7 @@ are answered 503 (Feishu pushes them again)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -192,16 +193,16 @@ def test_a_push_refused_behind_its_chat_keeps_its_place_in_the_line() -> None:
 def test_slow_and_stalled_requests_are_bounded_in_number_and_in_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A body is read within READ_TIMEOUT_S (408 after), a connection that sends no request
-    head is closed after KEEPALIVE_S, and past READ_BUDGET_BYTES of bodies being read at once
-    a push is answered 503 unread: stalled strangers pin a bounded amount of memory, for a
-    bounded time."""
+    head is closed after its keep-alive (FEISHU_WEBHOOK_KEEPALIVE_S), and past
+    READ_BUDGET_BYTES of bodies being read at once a push is answered 503 unread: stalled
+    strangers pin a bounded amount of memory, for a bounded time."""
     monkeypatch.setattr(server_module, "READ_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(server_module, "KEEPALIVE_S", 1.0)
     monkeypatch.setattr(server_module, "READ_BUDGET_BYTES", 4 * 60000)
     intake = Intake()
     intake.release.set()
-    server = WebhookServer(Keys(TOKEN), ServerOptions("127.0.0.1", 0, "/feishu", 65536, 1),
-                           intake, apps=["cli_app"], now_s=lambda: 0.0).start()
+    options = ServerOptions("127.0.0.1", 0, "/feishu", 65536, 1, keepalive_s=1.0)
+    server = WebhookServer(Keys(TOKEN), options, intake, apps=["cli_app"],
+                           now_s=lambda: 0.0).start()
     head = (b"POST /feishu HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: 60000\r\n\r\n{\"partial\": ")
     try:
@@ -259,5 +260,34 @@ def test_a_kept_alive_connection_outlasts_the_senders_idle_pool(
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":")[1])
                 answers.read(length)
+    finally:
+        server.stop()
+
+
+def test_a_push_refused_unread_is_not_kept_alive() -> None:
+    """A push answered without its body read (413 over the cap, 503 past the read budget,
+    408 too slow) ends its connection: the rest of its body is read and dropped for a
+    moment (so its sender sees the answer), then the connection is closed, never kept for
+    another request (the answer's `Connection: close` header alone would not do it: aiohttp
+    keeps a connection open unless told itself)."""
+    intake = Intake()
+    intake.release.set()
+    server = WebhookServer(Keys(TOKEN), ServerOptions("127.0.0.1", 0, "/feishu", 65536, 1),
+                           intake, apps=["cli_app"], now_s=lambda: 0.0).start()
+    size = 100_000
+    try:
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.settimeout(5)
+            sock.sendall(b"POST /feishu HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                         b"\r\nContent-Length: %d\r\n\r\n" % size)
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += sock.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 413"), answer
+            assert b"connection: close" in answer.lower()
+            sock.sendall(b" " * size)  # the rest of the body comes: still no second request
+            with contextlib.suppress(ConnectionResetError):
+                while sock.recv(4096):
+                    pass  # (the answer's body, then the close)
     finally:
         server.stop()
