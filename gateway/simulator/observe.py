@@ -6,6 +6,7 @@ from gateway.simulator.apps import AppRegistry
 from gateway.simulator.records import Ack, CardResponse, SentMessage, card_response
 from gateway.simulator.redelivery import MISSED, REDELIVERIES, WATCHED
 from gateway.simulator.state import SimState
+from gateway.simulator.webhook import UNANSWERED
 
 
 class Observations:
@@ -124,6 +125,12 @@ class Observations:
         """Automatic redeliveries that found no client of the event's app connected: tries
         lost, as Feishu's are."""
         return self.state.counter(MISSED)
+
+    @property
+    def unanswered_pushes(self) -> dict[str, int]:
+        """Webhook pushes that got no answer, by why ('timeout': none within Feishu's 3 s;
+        'disconnected': the server closed the connection first)."""
+        return self.state.counters(UNANSWERED)
 
     @property
     def pending_redeliveries(self) -> int:

@@ -32,6 +32,9 @@ from gateway.simulator.state import SimState
 
 logger = logging.getLogger(__name__)
 
+UNANSWERED = "push-unanswered:"
+"""The counters of pushes that got no answer, by why: `timeout`, `disconnected`
+(`Simulator.unanswered_pushes`)."""
 Answered = Callable[[str, int, "dict[str, Any] | None", "int | None"], None]
 """(frame id, HTTP status, the answer's JSON object, None) → recorded as an ACK."""
 
@@ -117,10 +120,12 @@ class WebhookPusher:
             except TimeoutError:  # (before ClientConnectionError: aiohttp's read timeout is
                 logger.info("push %s to %s: no answer in %.1fs", frame_id, url,  # both)
                             self.config.timeout_s)
+                self.state.bump(f"{UNANSWERED}timeout")
                 break
             except aiohttp.ClientConnectionError as error:
                 if isinstance(error, aiohttp.ServerDisconnectedError):
                     logger.info("push %s to %s: no answer (%s)", frame_id, url, error)
+                    self.state.bump(f"{UNANSWERED}disconnected")
                     break  # it may have been taken: Feishu retries later, never at once
                 logger.info("push %s: %s refused the connection; the next one", frame_id, url)
         if status:  # (no answer is no ACK: the redeliverer pushes it again)
