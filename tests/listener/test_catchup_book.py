@@ -5,9 +5,6 @@ one listener holds, and the progress a dead holder leaves to the next."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import redis
 
 from gateway.chats.active import ActiveChat
@@ -20,10 +17,8 @@ from gateway.listener.catchup.catchup_book import (
     up_key,
     upf_key,
 )
-from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from tests.support.clocks import stepped_redis
-from tests.support.rig import client_of
 
 AFTER_MS, WINDOW_MS, MARGIN_MS = 60_000, 6 * 3_600_000, 15_000
 
@@ -36,11 +31,6 @@ def book(client: redis.Redis, owner: str, lease_ms: int = 5000) -> CatchupBook:
 def server_ms(client: redis.Redis) -> int:
     seconds, micros = client.time()
     return int(seconds) * 1000 + int(micros) // 1000
-
-
-@pytest.fixture
-def client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
-    yield from client_of(private_redis)
 
 
 def test_a_two_minute_gap_on_redis_clock_plans_a_catch_up_of_it() -> None:

@@ -5,9 +5,7 @@ catch-up). Real Redis, the simulator's list API over real HTTP."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
-import pytest
 import redis
 from pydantic import SecretStr
 
@@ -16,18 +14,11 @@ from gateway.feishu.outbound.openapi import OpenApi
 from gateway.listener.catchup.catchup_book import CatchupBook, job_key, up_key
 from gateway.listener.catchup.catchup_runner import CatchUpRunner, Limits
 from gateway.listener.catchup.pages import ChatPages
-from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.simulator import Simulator
-from tests.support.rig import client_of
 from tests.support.store import msg, store_for
 
 AFTER_MS = 1000
-
-
-@pytest.fixture
-def client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
-    yield from client_of(private_redis)
 
 
 def server_ms(client: redis.Redis) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -17,13 +16,6 @@ from gateway.core.settings import load_settings
 from gateway.listener.ingress import webhook_server
 from gateway.listener.intake import UNBOUNDED, Intake
 from gateway.listener.outbox import Outbox
-from gateway.ops.embedded_redis import EmbeddedRedis
-from tests.support.rig import client_of
-
-
-@pytest.fixture
-def client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
-    yield from client_of(private_redis)
 
 
 class Sender:  # publishing is not what this test looks at

@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import pytest
 import redis
@@ -27,16 +27,9 @@ from gateway.listener.chat_changes import Welcomes
 from gateway.listener.intake import Intake
 from gateway.listener.outbox import Outbox
 from gateway.listener.stop_button import StopButton
-from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
 from gateway.simulator.chat_events import member_event, p2p_entered_event
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
-from tests.support.rig import client_of
-
-
-@pytest.fixture
-def client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
-    yield from client_of(private_redis)
 
 
 def redis_now_ms(client: redis.Redis) -> int:

@@ -23,13 +23,7 @@ from gateway.chats.store_types import TurnRef
 from gateway.listener.outbox import Coalescing, Outbox
 from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.ops.processes import wait_until
-from tests.support.rig import client_of
 from tests.support.store import msg, store_for
-
-
-@pytest.fixture
-def client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
-    yield from client_of(private_redis)
 
 
 @pytest.fixture

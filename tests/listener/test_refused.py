@@ -10,7 +10,6 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -25,18 +24,11 @@ from gateway.core.rules import Rules
 from gateway.listener.intake import UNBOUNDED, Intake
 from gateway.listener.outbox import Outbox
 from gateway.listener.refused import Refused
-from gateway.ops.embedded_redis import EmbeddedRedis
 from gateway.simulator.payloads import IncomingMessage, message_receive_event
-from tests.support.rig import client_of
 
 BOT = "ou_bot"
 CREATED = itertools.count(int(time.time() * 1000))
 """Each message is created a millisecond after the one before."""
-
-
-@pytest.fixture
-def client(private_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
-    yield from client_of(private_redis)
 
 
 class Sender:  # publishing is not what these tests look at
