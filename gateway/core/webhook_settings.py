@@ -8,6 +8,12 @@ from pydantic import Field, SecretStr, field_validator
 
 from gateway.core.settings_part import SettingsPart
 
+KEEPALIVE_S = 75.0
+"""FEISHU_WEBHOOK_KEEPALIVE_S's default: longer than the senders keep an idle connection
+(load balancers and ingress-nginx 60 s, aiohttp 15 s), so they close it first and the server
+never closes one as a push is written to it (that push would get no answer and wait for
+Feishu's next try)."""
+
 
 class WebhookSettings(SettingsPart):
     """Feishu's HTTP event subscription: its secrets, the server's address and its bounds."""
@@ -37,8 +43,8 @@ class WebhookSettings(SettingsPart):
                                         validation_alias="FEISHU_WEBHOOK_MAX_BODY_BYTES",
                                         ge=4096, le=67_108_864)
     """A bigger request body is refused with 413 (Feishu's events are a few KB)."""
-    webhook_keepalive_s: float = Field(75.0, validation_alias="FEISHU_WEBHOOK_KEEPALIVE_S",
-                                       ge=5, le=3600)
+    webhook_keepalive_s: float = Field(KEEPALIVE_S, ge=5, le=3600,
+                                       validation_alias="FEISHU_WEBHOOK_KEEPALIVE_S")
     """How long an idle connection is kept open (after its last answer, or since it opened:
     a request head must come whole within it). Keep it longer than whatever sends the pushes
     keeps an idle connection (ingress-nginx and most load balancers: 60 s; Google's: 600 s,

@@ -41,6 +41,7 @@ from gateway.core import metrics
 from gateway.core.errors import GatewayError, TakeLater
 from gateway.core.logs import Tally
 from gateway.core.presence import STOPPED
+from gateway.core.webhook_settings import KEEPALIVE_S
 from gateway.feishu.gate import LATER_RETRY_S, Gate, Shed
 from gateway.feishu.webhook.crypto import warm
 from gateway.feishu.webhook.order import ChatOrder, chat_key
@@ -59,12 +60,6 @@ CALLBACK_THREADS = 2
 SHUTDOWN_S = 5.0
 READ_TIMEOUT_S = 5.0
 """A request's body is read within this (Feishu gives up on a push after 3 s)."""
-KEEPALIVE_S = 75.0
-"""An idle connection (after its last answer, or since it opened) is closed after this, and a
-request head must come whole within it (FEISHU_WEBHOOK_KEEPALIVE_S's default). Longer than
-the senders keep one idle (load balancers and ingress-nginx 60 s, aiohttp 15 s): they close
-it first, so the server never closes one as a push is written to it (that push would get no
-answer and wait for Feishu's next try)."""
 READ_BUDGET_BYTES = 64 * 1024 * 1024
 """The bytes of request bodies read at once (each counted by its Content-Length, or as
 FEISHU_WEBHOOK_MAX_BODY_BYTES without one): a push past it is answered 503 unread, so slow
@@ -87,8 +82,9 @@ class ServerOptions:
     max_body_bytes: int
     concurrency: int
     ingest_wait_max_s: float = 0.0
-    keepalive_s: float | None = None
-    """None: KEEPALIVE_S."""
+    keepalive_s: float = KEEPALIVE_S
+    """An idle connection (after its last answer, or since it opened) is closed after this,
+    and a request head must come whole within it."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +183,7 @@ class WebhookServer:
         # after its last answer, is closed)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_S,
                                      handle_signals=False,
-                                     keepalive_timeout=self.options.keepalive_s or KEEPALIVE_S)
+                                     keepalive_timeout=self.options.keepalive_s)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
 

@@ -234,9 +234,9 @@ def test_a_kept_alive_connection_outlasts_the_senders_idle_pool(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Feishu's senders, load balancers and proxies keep a connection after its answer and
     write the next push to it when one comes: the server keeps an idle connection for
-    KEEPALIVE_S, longer than they keep one, so it never closes one as a push is written to
-    it (the push would get no answer, and wait 15 s for Feishu's next try). Here the read
-    timeout is 1 s and the connection sits idle 2 s between two pushes."""
+    FEISHU_WEBHOOK_KEEPALIVE_S, longer than they keep one, so it never closes one as a push
+    is written to it (the push would get no answer, and wait 15 s for Feishu's next try).
+    Here the read timeout is 1 s and the connection sits idle 2 s between two pushes."""
     monkeypatch.setattr(server_module, "READ_TIMEOUT_S", 1.0)
     intake = Intake()
     intake.release.set()
@@ -264,30 +264,25 @@ def test_a_kept_alive_connection_outlasts_the_senders_idle_pool(
         server.stop()
 
 
-def test_a_push_refused_unread_is_not_kept_alive() -> None:
+def test_a_push_refused_unread_is_not_kept_alive(
+        served: tuple[WebhookServer, Intake]) -> None:
     """A push answered without its body read (413 over the cap, 503 past the read budget,
     408 too slow) ends its connection: the rest of its body is read and dropped for a
     moment (so its sender sees the answer), then the connection is closed, never kept for
     another request (the answer's `Connection: close` header alone would not do it: aiohttp
     keeps a connection open unless told itself)."""
-    intake = Intake()
-    intake.release.set()
-    server = WebhookServer(Keys(TOKEN), ServerOptions("127.0.0.1", 0, "/feishu", 65536, 1),
-                           intake, apps=["cli_app"], now_s=lambda: 0.0).start()
+    server, _ = served
     size = 100_000
-    try:
-        with socket.create_connection(("127.0.0.1", server.port)) as sock:
-            sock.settimeout(5)
-            sock.sendall(b"POST /feishu HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                         b"\r\nContent-Length: %d\r\n\r\n" % size)
-            answer = b""
-            while b"\r\n\r\n" not in answer:
-                answer += sock.recv(4096)
-            assert answer.startswith(b"HTTP/1.1 413"), answer
-            assert b"connection: close" in answer.lower()
-            sock.sendall(b" " * size)  # the rest of the body comes: still no second request
-            with contextlib.suppress(ConnectionResetError):
-                while sock.recv(4096):
-                    pass  # (the answer's body, then the close)
-    finally:
-        server.stop()
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.settimeout(5)
+        sock.sendall(b"POST /feishu HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: %d\r\n\r\n" % size)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 413"), answer
+        assert b"connection: close" in answer.lower()
+        sock.sendall(b" " * size)  # the rest of the body comes: still no second request
+        with contextlib.suppress(ConnectionResetError):
+            while sock.recv(4096):
+                pass  # (the answer's body, then the close)
